@@ -1,0 +1,430 @@
+package protocol
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DecodeOptions bounds what Parse accepts from outside.
+type DecodeOptions struct {
+	MaxBytes int // largest document accepted; 0 means DefaultMaxBytes
+	MaxDepth int // deepest nesting of arrays and objects; 0 means DefaultMaxDepth
+}
+
+// Default limits for documents and frames.
+const (
+	DefaultMaxBytes = 1 << 20
+	DefaultMaxDepth = 64
+)
+
+// maxSafeInteger is 2^53-1, the largest integer every binary64 peer holds exactly.
+const maxSafeInteger = 1<<53 - 1
+
+// Parse decodes one JSON text under the strict I-JSON rules of WIRE.md and
+// returns it as map[string]any, []any, string, json.Number, bool or nil.
+// Every breach is a *Error with code PROTOCOL_VIOLATION and a JSON pointer:
+// malformed JSON, a byte-order mark, duplicate member names at any depth,
+// integer literals beyond ±(2^53−1), numbers that overflow binary64 or
+// underflow to zero from a nonzero literal, invalid UTF-8, lone surrogates
+// (raw or escaped), noncharacters, and documents over the size or depth limit.
+//
+// The returned value is meant to be parsed once and reused for schema
+// validation, canonical bytes and signature checks.
+func Parse(data []byte, opts DecodeOptions) (any, error) {
+	maxBytes := opts.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	maxDepth := opts.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
+	if len(data) > maxBytes {
+		return nil, Errorf(CodeProtocolViolation, "document is %d bytes, over the %d-byte limit", len(data), maxBytes)
+	}
+	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
+		return nil, Errorf(CodeProtocolViolation, "byte-order mark at start of document")
+	}
+	p := parser{data: data, maxDepth: maxDepth}
+	p.skipSpace()
+	v, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.data) {
+		return nil, p.fail("unexpected data after the JSON value at byte %d", p.pos)
+	}
+	return v, nil
+}
+
+type parser struct {
+	data     []byte
+	pos      int
+	depth    int
+	maxDepth int
+	path     []string // member names and array indexes to the current value
+}
+
+func (p *parser) fail(format string, args ...any) *Error {
+	return Errorf(CodeProtocolViolation, format, args...).At(pointerOf(p.path))
+}
+
+// pointerOf renders an RFC 6901 JSON pointer.
+func pointerOf(path []string) string {
+	if len(path) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range path {
+		b.WriteByte('/')
+		for i := 0; i < len(s); i++ {
+			switch s[i] {
+			case '~':
+				b.WriteString("~0")
+			case '/':
+				b.WriteString("~1")
+			default:
+				b.WriteByte(s[i])
+			}
+		}
+	}
+	return b.String()
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value() (any, error) {
+	if p.pos >= len(p.data) {
+		return nil, p.fail("unexpected end of input")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.object()
+	case c == '[':
+		return p.array()
+	case c == '"':
+		return p.str()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	default:
+		return nil, p.fail("invalid character %q at byte %d", c, p.pos)
+	}
+}
+
+func (p *parser) literal(lit string) error {
+	if len(p.data)-p.pos < len(lit) || string(p.data[p.pos:p.pos+len(lit)]) != lit {
+		return p.fail("invalid literal at byte %d", p.pos)
+	}
+	p.pos += len(lit)
+	return nil
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > p.maxDepth {
+		return p.fail("nesting deeper than %d", p.maxDepth)
+	}
+	return nil
+}
+
+func (p *parser) object() (any, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	p.pos++ // '{'
+	p.skipSpace()
+	m := make(map[string]any, 8)
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.depth--
+		return m, nil
+	}
+	for {
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return nil, p.fail("expected member name at byte %d", p.pos)
+		}
+		name, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[name]; dup {
+			p.path = append(p.path, name)
+			return nil, p.fail("duplicate member name %q", name)
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return nil, p.fail("expected ':' after member name at byte %d", p.pos)
+		}
+		p.pos++
+		p.skipSpace()
+		p.path = append(p.path, name)
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		p.path = p.path[:len(p.path)-1]
+		m[name] = v
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.fail("unterminated object")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.skipSpace()
+		case '}':
+			p.pos++
+			p.depth--
+			return m, nil
+		default:
+			return nil, p.fail("expected ',' or '}' at byte %d", p.pos)
+		}
+	}
+}
+
+func (p *parser) array() (any, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	p.pos++ // '['
+	p.skipSpace()
+	a := make([]any, 0, 4)
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.depth--
+		return a, nil
+	}
+	for {
+		p.path = append(p.path, strconv.Itoa(len(a)))
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		p.path = p.path[:len(p.path)-1]
+		a = append(a, v)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.fail("unterminated array")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.skipSpace()
+		case ']':
+			p.pos++
+			p.depth--
+			return a, nil
+		default:
+			return nil, p.fail("expected ',' or ']' at byte %d", p.pos)
+		}
+	}
+}
+
+// isNoncharacter reports the 66 Unicode noncharacters.
+func isNoncharacter(r rune) bool {
+	return (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE
+}
+
+// str parses a string at p.pos (which holds '"').
+func (p *parser) str() (string, error) {
+	start := p.pos + 1
+	i := start
+	// Fast path: printable ASCII without escapes needs one allocation only.
+	for i < len(p.data) {
+		c := p.data[i]
+		if c == '"' {
+			p.pos = i + 1
+			return string(p.data[start:i]), nil
+		}
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			break
+		}
+		i++
+	}
+	buf := make([]byte, 0, i-start+16)
+	buf = append(buf, p.data[start:i]...)
+	for {
+		if i >= len(p.data) {
+			p.pos = i
+			return "", p.fail("unterminated string")
+		}
+		c := p.data[i]
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.fail("control character 0x%02x in string at byte %d", c, i)
+		case c < 0x80 && c != '\\':
+			buf = append(buf, c)
+			i++
+		case c >= 0x80:
+			r, size := utf8.DecodeRune(p.data[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", p.fail("invalid UTF-8 at byte %d", i)
+			}
+			// utf8.DecodeRune already rejects encoded surrogates and overlongs.
+			if isNoncharacter(r) {
+				return "", p.fail("Unicode noncharacter U+%04X at byte %d", r, i)
+			}
+			buf = append(buf, p.data[i:i+size]...)
+			i += size
+		default: // backslash
+			if i+1 >= len(p.data) {
+				return "", p.fail("unterminated escape at byte %d", i)
+			}
+			esc := p.data[i+1]
+			i += 2
+			switch esc {
+			case '"', '\\', '/':
+				buf = append(buf, esc)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, ok := hex4(p.data, i)
+				if !ok {
+					return "", p.fail("invalid \\u escape at byte %d", i-2)
+				}
+				i += 4
+				switch {
+				case r >= 0xD800 && r <= 0xDBFF:
+					lo, ok := rune(0), false
+					if i+6 <= len(p.data) && p.data[i] == '\\' && p.data[i+1] == 'u' {
+						lo, ok = hex4(p.data, i+2)
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						return "", p.fail("lone high surrogate \\u%04X at byte %d", r, i-6)
+					}
+					i += 6
+					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return "", p.fail("lone low surrogate \\u%04X at byte %d", r, i-6)
+				}
+				if isNoncharacter(r) {
+					return "", p.fail("Unicode noncharacter U+%04X at byte %d", r, i-6)
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				return "", p.fail("invalid escape '\\%c' at byte %d", esc, i-2)
+			}
+		}
+	}
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// number scans the RFC 8259 number grammar and applies the I-JSON limits.
+func (p *parser) number() (any, error) {
+	start := p.pos
+	i := p.pos
+	d := p.data
+	if d[i] == '-' {
+		i++
+	}
+	nonzero := false
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			nonzero = nonzero || d[i] != '0'
+			i++
+		}
+	default:
+		return nil, p.fail("invalid number at byte %d", start)
+	}
+	integer := true
+	if i < len(d) && d[i] == '.' {
+		integer = false
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			return nil, p.fail("invalid number at byte %d: digit expected after '.'", start)
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			nonzero = nonzero || d[i] != '0'
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		integer = false
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			return nil, p.fail("invalid number at byte %d: digit expected in exponent", start)
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	lit := string(d[start:i])
+	p.pos = i
+	if integer {
+		digits := lit
+		if digits[0] == '-' {
+			digits = digits[1:]
+		}
+		if len(digits) > 16 {
+			return nil, p.fail("integer %s is beyond ±(2^53−1)", lit)
+		}
+		if n, _ := strconv.ParseUint(digits, 10, 64); n > maxSafeInteger {
+			return nil, p.fail("integer %s is beyond ±(2^53−1)", lit)
+		}
+		return json.Number(lit), nil
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil, p.fail("number %s overflows binary64", lit)
+	}
+	if f == 0 && nonzero {
+		return nil, p.fail("number %s underflows binary64 to zero", lit)
+	}
+	return json.Number(lit), nil
+}
