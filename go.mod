@@ -3,13 +3,15 @@ module github.com/missionweave/mwp-worker
 go 1.26.8
 
 require (
-	github.com/coder/websocket v1.8.15 // indirect
-	github.com/gowebpki/jcs v1.0.2 // indirect
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	github.com/urfave/cli/v3 v3.14.0 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
+	github.com/gowebpki/jcs v1.0.2
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/urfave/cli/v3 v3.14.0
+	go.etcd.io/bbolt v1.5.0
+	pgregory.net/rapid v1.3.0
+)
+
+require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
