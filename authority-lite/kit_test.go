@@ -1,0 +1,316 @@
+package authoritylite
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// t0 is an arbitrary fixed origin; tests only ever compare times relative
+// to it.
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+var (
+	owner     = protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}
+	stranger  = protocol.Actor{Kind: protocol.ActorHuman, ID: "mallory"}
+	orgPolicy = protocol.Actor{Kind: protocol.ActorService, ID: "org-policy"}
+)
+
+func agent(id string) protocol.Actor { return protocol.Actor{Kind: protocol.ActorAgent, ID: id} }
+
+// kit drives one Group through commands on a clock it steps by hand.
+type kit struct {
+	t     testing.TB
+	g     *Group
+	now   time.Time
+	n     int
+	coord string
+	epoch uint64 // current coordinator epoch
+}
+
+func testLimits() Limits {
+	return Limits{MaxCandidates: 3, StartWithin: 10 * time.Minute, LeaseDuration: 2 * time.Minute, BlockedHold: 30 * time.Minute}
+}
+
+// newKit returns a Group with an active Mission owned by alice and
+// coordinated by "coord" (epoch 1, lease 10h).
+func newKit(t testing.TB) *kit {
+	k := &kit{t: t, g: NewGroup("grp-a", testLimits()), now: t0}
+	k.must(k.human(protocol.CmdMissionCreate, &protocol.CreateMissionPayload{
+		MissionID: "mis-a", Title: "Fix bug", Objective: "ship the fix", PriorityClass: protocol.PriorityNormal,
+	}))
+	k.assign("coord")
+	return k
+}
+
+func (k *kit) assign(agentID string) {
+	k.must(k.human(protocol.CmdMissionAssignCoordinator, &protocol.AssignCoordinatorPayload{
+		MissionID: "mis-a", AgentID: agentID, LeaseDurationMs: uint64((10 * time.Hour).Milliseconds()),
+	}))
+	k.coord, k.epoch = agentID, k.g.Mission.Coordinator.CoordinatorEpoch
+}
+
+func (k *kit) advance(d time.Duration) { k.now = k.now.Add(d) }
+
+func (k *kit) input(actor protocol.Actor, typ protocol.CommandType, p any) Input {
+	k.n++
+	return Input{ActionID: fmt.Sprintf("act-%d", k.n), GroupID: "grp-a", Type: typ, Actor: actor, Payload: p}
+}
+
+func (k *kit) human(typ protocol.CommandType, p any) Input { return k.input(owner, typ, p) }
+
+// coordIn is a command on the coordinator lease with the current epoch.
+func (k *kit) coordIn(typ protocol.CommandType, p any) Input {
+	in := k.input(agent(k.coord), typ, p)
+	in.SessionEpoch, in.CoordinatorEpoch = protocol.Uint64(1), protocol.Uint64(k.epoch)
+	return in
+}
+
+// worker is an agent command with session epoch 1.
+func (k *kit) worker(id string, typ protocol.CommandType, p any) Input {
+	in := k.input(agent(id), typ, p)
+	in.SessionEpoch = protocol.Uint64(1)
+	return in
+}
+
+func (k *kit) apply(in Input) (Outcome, error) { return k.g.Apply(in, k.now) }
+
+func (k *kit) must(in Input) Outcome {
+	k.t.Helper()
+	out, err := k.apply(in)
+	if err != nil {
+		k.t.Fatalf("%s by %s: unexpected error %v", in.Type, in.Actor.ID, err)
+	}
+	if len(out.Events) == 0 {
+		k.t.Fatalf("%s: accepted without events", in.Type)
+	}
+	return out
+}
+
+// refuse applies in, requires the error code and proves nothing changed.
+func (k *kit) refuse(in Input, code protocol.Code) *protocol.Error {
+	k.t.Helper()
+	return k.refuseFn(string(in.Type)+" by "+in.Actor.ID, func() (Outcome, error) { return k.apply(in) }, code)
+}
+
+// refuseFn runs do, requires the error code and proves nothing changed.
+func (k *kit) refuseFn(what string, do func() (Outcome, error), code protocol.Code) *protocol.Error {
+	k.t.Helper()
+	before := snapshot(k.t, k.g)
+	out, err := do()
+	if err == nil {
+		k.t.Fatalf("%s: accepted, want %s", what, code)
+	}
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		k.t.Fatalf("%s: error %T is not a *protocol.Error: %v", what, err, err)
+	}
+	if pe.Code != code {
+		k.t.Fatalf("%s: got %s (%v), want %s", what, pe.Code, err, code)
+	}
+	if len(out.Events) != 0 {
+		k.t.Fatalf("%s: error came with %d events", what, len(out.Events))
+	}
+	if after := snapshot(k.t, k.g); after != before {
+		k.t.Fatalf("%s: refused input changed state\nbefore %s\nafter  %s", what, before, after)
+	}
+	return pe
+}
+
+func snapshot(t testing.TB, g *Group) string {
+	t.Helper()
+	b, err := json.Marshal(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (k *kit) state(id string) protocol.WorkItemState { return k.g.Items[id].State }
+
+func (k *kit) wantState(id string, s protocol.WorkItemState) {
+	k.t.Helper()
+	if got := k.state(id); got != s {
+		k.t.Fatalf("WorkItem %s is %s, want %s", id, got, s)
+	}
+}
+
+func eventTypes(out Outcome) []protocol.EventType {
+	ts := make([]protocol.EventType, len(out.Events))
+	for i, e := range out.Events {
+		ts[i] = e.Type
+	}
+	return ts
+}
+
+func wantEvents(t testing.TB, out Outcome, want ...protocol.EventType) {
+	t.Helper()
+	if got := eventTypes(out); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func testContract(id string, deps ...protocol.Dependency) protocol.WorkContract {
+	return protocol.WorkContract{
+		ContractID: "wc-" + id, Revision: 1, Goal: "implement " + id,
+		RequiredOutputs: protocol.List[protocol.OutputSpec]{{Name: "patch", MediaType: "text/x-diff"}},
+		AcceptanceCriteria: protocol.List[protocol.AcceptanceCriterion]{
+			{ID: "ac-1", Description: "tests pass", EvidenceRequired: protocol.List[string]{"test-report"}},
+			{ID: "ac-2", Description: "lint clean", EvidenceRequired: protocol.List[string]{"lint-report"}},
+		},
+		Inputs: protocol.List[protocol.InputRef]{}, Dependencies: protocol.List[protocol.Dependency](deps),
+		AllowedTools: protocol.List[string]{"git"}, AllowedData: protocol.List[string]{"repo:a"},
+		AllowedOperations:    protocol.List[string]{"read", "write"},
+		RequiredCapabilities: protocol.List[protocol.Capability]{{ID: "code.implement", Version: "1.x"}},
+		Deadline:             protocol.NewTime(t0.Add(24 * time.Hour)), Urgency: protocol.UrgencyNormal,
+		BusinessImpact: protocol.ImpactMedium, Budgets: protocol.Budgets{Tokens: protocol.Uint64(1000)},
+		RetryPolicy: protocol.RetryPolicy{MaxAttempts: 3, Backoff: protocol.Backoff{InitialMs: 500, MaxMs: 30000, Multiplier: 2}},
+		Risk:        protocol.Risk{Class: protocol.RiskLow},
+	}
+}
+
+func evidence(subject string, criteria ...string) protocol.Evidence {
+	return protocol.Evidence{
+		Subject: subject, Criteria: protocol.List[string](criteria), Method: "deterministic-test",
+		Result: protocol.EvidencePass, Producer: agent("w1"), Timestamp: protocol.NewTime(t0), Artifacts: protocol.List[string]{},
+	}
+}
+
+var failureEv = []protocol.Evidence{evidence("wi", protocol.CriterionFailure)}
+
+// authorize creates WorkItem id in state open.
+func (k *kit) authorize(id string, deps ...protocol.Dependency) {
+	k.authorizeContract(id, testContract(id, deps...))
+}
+
+func (k *kit) authorizeContract(id string, c protocol.WorkContract) {
+	k.t.Helper()
+	k.must(k.coordIn(protocol.CmdWorkAuthorize, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-a", Contract: c}))
+}
+
+func (k *kit) offerPayload(id, offerID string, candidates ...string) *protocol.OfferWorkPayload {
+	cs := make(protocol.List[protocol.OfferCandidate], len(candidates))
+	for i, c := range candidates {
+		cs[i] = protocol.OfferCandidate{AgentID: c}
+	}
+	return &protocol.OfferWorkPayload{
+		WorkItemID: id, OfferID: offerID, Contract: k.g.Items[id].Contract, Candidates: cs,
+		ExpiresAt: protocol.NewTime(k.now.Add(5 * time.Minute)),
+	}
+}
+
+func (k *kit) offer(id, offerID string, candidates ...string) Outcome {
+	k.t.Helper()
+	return k.must(k.coordIn(protocol.CmdWorkOffer, k.offerPayload(id, offerID, candidates...)))
+}
+
+func (k *kit) acceptIn(agentID, id, offerID string) Input {
+	return k.worker(agentID, protocol.CmdWorkAcceptOffer, &protocol.AcceptOfferPayload{
+		WorkItemID: id, OfferID: offerID, ContractRevision: k.g.Items[id].Contract.Revision,
+		ScheduleDisclosure: protocol.ScheduleDisclosure{CapacityState: protocol.CapacityAvailable},
+	})
+}
+
+func (k *kit) startIn(agentID, id string, epoch uint64) Input {
+	return k.worker(agentID, protocol.CmdWorkStart, &protocol.StartWorkPayload{WorkItemID: id, OwnershipEpoch: epoch})
+}
+
+func (k *kit) epochOf(id string) uint64 { return k.g.Items[id].Ownership.OwnershipEpoch }
+func (k *kit) leaseOf(id string) string { return k.g.Items[id].Lease.LeaseID }
+
+func (k *kit) checkpointIn(agentID, id string, epoch uint64, lease string) Input {
+	return k.worker(agentID, protocol.CmdWorkCheckpoint, &protocol.CheckpointWorkPayload{
+		WorkItemID: id, OwnershipEpoch: epoch, LeaseID: lease, CheckpointID: fmt.Sprintf("ck-%d", k.n),
+		StateDigest: "sha256:" + fmt.Sprintf("%064d", k.n), Reason: protocol.CheckpointSafePoint,
+	})
+}
+
+func (k *kit) blockIn(agentID, id string, epoch uint64, lease string) Input {
+	return k.worker(agentID, protocol.CmdWorkBlock, &protocol.BlockWorkPayload{
+		WorkItemID: id, OwnershipEpoch: epoch, LeaseID: lease, CheckpointID: "ck-block",
+		StateDigest: "sha256:" + fmt.Sprintf("%064d", 7),
+		Resolution:  protocol.Resolution{Kind: protocol.ResolutionClarification, Detail: "which API?"},
+	})
+}
+
+func (k *kit) submitIn(agentID, id string, epoch uint64, lease string) Input {
+	return k.worker(agentID, protocol.CmdWorkSubmit, &protocol.SubmitWorkPayload{
+		WorkItemID: id, OwnershipEpoch: epoch, LeaseID: lease, Artifacts: protocol.List[string]{"sha256:" + fmt.Sprintf("%064d", 1)},
+		Evidence: protocol.List[protocol.Evidence]{evidence(id, "ac-1"), evidence(id, "ac-2")},
+	})
+}
+
+func (k *kit) renewIn(agentID, id string, epoch uint64, lease string) Input {
+	return k.worker(agentID, protocol.CmdLeaseRenew, &protocol.RenewLeasePayload{WorkItemID: id, OwnershipEpoch: epoch, LeaseID: lease})
+}
+
+func (k *kit) acceptResultIn(id string) Input {
+	return k.coordIn(protocol.CmdWorkAcceptResult, &protocol.AcceptResultPayload{WorkItemID: id, ContractRevision: k.g.Items[id].Contract.Revision})
+}
+
+func (k *kit) failIn(id string) Input {
+	return k.coordIn(protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: id, Reason: "broken", Evidence: failureEv})
+}
+
+func (k *kit) cancelIn(id string) Input {
+	return k.coordIn(protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: id, Reason: "not needed"})
+}
+
+func (k *kit) unblockIn(id string) Input {
+	return k.coordIn(protocol.CmdWorkUnblock, &protocol.UnblockWorkPayload{WorkItemID: id, Resolution: "use v2"})
+}
+
+func (k *kit) createChildIn(id, child string, policy protocol.ChildFailurePolicy) Input {
+	return k.coordIn(protocol.CmdMissionCreateChild, &protocol.CreateChildMissionPayload{
+		MissionID: "mis-a", ParentWorkItemID: id, ChildMissionID: child, ChildGroupID: "grp-" + child,
+		Title: "sub", Objective: "sub work", OnChildFailure: policy,
+	})
+}
+
+// to drives a fresh WorkItem id to state s, worker w1 owning it where an
+// owner exists.
+func (k *kit) to(id string, s protocol.WorkItemState) {
+	k.t.Helper()
+	k.authorize(id)
+	if s == protocol.WorkOpen {
+		return
+	}
+	switch s {
+	case protocol.WorkFailed:
+		k.must(k.failIn(id))
+		return
+	case protocol.WorkCancelled:
+		k.must(k.cancelIn(id))
+		return
+	}
+	k.offer(id, "of-"+id, "w1", "w2")
+	if s == protocol.WorkOffered {
+		return
+	}
+	k.must(k.acceptIn("w1", id, "of-"+id))
+	if s == protocol.WorkQueued {
+		return
+	}
+	k.must(k.startIn("w1", id, k.epochOf(id)))
+	if s == protocol.WorkActive {
+		return
+	}
+	e, l := k.epochOf(id), k.leaseOf(id)
+	switch s {
+	case protocol.WorkBlocked:
+		k.must(k.blockIn("w1", id, e, l))
+	case protocol.WorkSubmitted, protocol.WorkVerified:
+		k.must(k.submitIn("w1", id, e, l))
+		if s == protocol.WorkVerified {
+			k.must(k.acceptResultIn(id))
+		}
+	default:
+		k.t.Fatalf("kit cannot reach %s", s)
+	}
+	k.wantState(id, s)
+}

@@ -1,0 +1,33 @@
+package authoritylite
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNoWallClock keeps the decision core pure: time only arrives as the
+// now argument (STYLE.md, "a pure core that hands I/O back").
+func TestNoWallClock(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Split so this file does not match itself.
+	banned := []string{"time." + "Now(", "time." + "Since(", "time." + "Until(", "time." + "Sleep(", "time." + "After(", "time." + "Tick("}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range banned {
+			if strings.Contains(string(src), b) {
+				t.Errorf("%s uses %s: take the time as an argument", f, b)
+			}
+		}
+	}
+	if len(files) < 5 {
+		t.Fatalf("found only %d Go files; is the test running in the package directory?", len(files))
+	}
+}
