@@ -1,0 +1,158 @@
+package protocol
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Inbound checks documents that arrive from outside. Each one is parsed
+// once; signature, epoch rules, schema, extensions and the typed decode all
+// reuse that parsed value (PERF.md: verification is the floor, everything
+// else must stay small beside it).
+type Inbound struct {
+	Decode  DecodeOptions
+	Keys    KeyResolver
+	MaxSkew time.Duration         // 0 means DefaultMaxSkew
+	Known   func(uri string) bool // extensions interpreted here; nil means KnownExtension
+}
+
+// InboundCommand is a Command that passed every check of DecodeCommand.
+type InboundCommand struct {
+	Command *Command
+	Value   map[string]any // the parsed document, for canonical bytes on demand
+	Raw     []byte         // the bytes as received
+}
+
+// CanonicalBytes returns the command's JCS bytes, signature included: what
+// the authority compares when the same (actor, actionId) comes again.
+func (c *InboundCommand) CanonicalBytes() ([]byte, error) { return Canonical(c.Value) }
+
+// DecodeCommand runs the checks a Command gets before any state is looked
+// at, in the order of spec 15.1: strict decoding (PROTOCOL_VIOLATION),
+// protocol version (UNSUPPORTED_VERSION), authentication — signature, the
+// key belonging to the actor, freshness (AUTH_INVALID_SIGNATURE) — the epoch
+// presence rules (INVALID_COMMAND), the schema (SCHEMA_VALIDATION_FAILED or
+// WORK_CONTRACT_INCOMPLETE), critical extensions
+// (UNKNOWN_CRITICAL_EXTENSION), then the typed decode.
+func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, error) {
+	v, err := Parse(data, in.Decode)
+	if err != nil {
+		return nil, err
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, Errorf(CodeProtocolViolation, "a Command must be a JSON object")
+	}
+	if pv, ok := doc["protocolVersion"].(string); ok && pv != Version {
+		return nil, Errorf(CodeUnsupportedVersion, "protocolVersion %q is not supported (this peer speaks %q)", pv, Version).At("/protocolVersion")
+	}
+	skew := in.MaxSkew
+	if skew == 0 {
+		skew = DefaultMaxSkew
+	}
+	if err := VerifyFresh(doc, in.Keys, now, skew); err != nil {
+		return nil, err
+	}
+	if err := CheckCommandSigner(doc); err != nil {
+		return nil, err
+	}
+	if err := CheckCommandEpochs(doc); err != nil {
+		return nil, err
+	}
+	if err := Validate("command", doc); err != nil {
+		return nil, err
+	}
+	known := in.Known
+	if known == nil {
+		known = KnownExtension
+	}
+	if err := CheckExtensions(doc, known); err != nil {
+		return nil, err
+	}
+	cmd, err := commandFromParsed(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &InboundCommand{Command: cmd, Value: doc, Raw: data}, nil
+}
+
+// commandFromParsed builds the typed Command from a parsed envelope that
+// already passed command.schema.json, without decoding the bytes a second
+// time. Payload and extension data become their canonical bytes, which
+// relay the same value with the same signature input.
+func commandFromParsed(doc map[string]any) (*Command, error) {
+	c := &Command{
+		ActionID:                   str(doc, "actionId"),
+		ProtocolVersion:            str(doc, "protocolVersion"),
+		Type:                       CommandType(str(doc, "type")),
+		GroupID:                    str(doc, "groupId"),
+		CooperationOverrideGrantID: str(doc, "cooperationOverrideGrantId"),
+		CorrelationID:              str(doc, "correlationId"),
+	}
+	actor, _ := doc["actor"].(map[string]any)
+	c.Actor = Actor{Kind: ActorKind(str(actor, "kind")), ID: str(actor, "id")}
+	var err error
+	for name, dst := range map[string]**uint64{
+		"sessionEpoch": &c.SessionEpoch, "membershipEpoch": &c.MembershipEpoch,
+		"coordinatorEpoch": &c.CoordinatorEpoch, "expectedRevision": &c.ExpectedRevision,
+	} {
+		if *dst, err = optUint(doc, name); err != nil {
+			return nil, err
+		}
+	}
+	if c.IssuedAt, err = ParseTime(str(doc, "issuedAt")); err != nil {
+		return nil, Errorf(CodeSchemaValidationFailed, "issuedAt: %v", err).At("/issuedAt")
+	}
+	if c.Payload, err = Canonical(doc["payload"]); err != nil {
+		return nil, err
+	}
+	if exts, ok := doc["extensions"].(map[string]any); ok {
+		c.Extensions = make(Extensions, len(exts))
+		for uri, e := range exts {
+			em, _ := e.(map[string]any)
+			crit, _ := em["critical"].(bool)
+			var data []byte
+			if d, ok := em["data"]; ok {
+				if data, err = Canonical(d); err != nil {
+					return nil, err
+				}
+			}
+			c.Extensions[uri] = Extension{Critical: crit, Data: data}
+		}
+	}
+	sig, _ := doc["signature"].(map[string]any)
+	c.Signature = Signature{Alg: str(sig, "alg"), KeyID: str(sig, "keyId"), Value: str(sig, "value")}
+	if c.Signature.CreatedAt, err = ParseTime(str(sig, "createdAt")); err != nil {
+		return nil, Errorf(CodeSchemaValidationFailed, "signature.createdAt: %v", err).At("/signature/createdAt")
+	}
+	return c, nil
+}
+
+func str(m map[string]any, name string) string {
+	s, _ := m[name].(string)
+	return s
+}
+
+// optUint reads an optional unsigned integer member; absent stays nil.
+func optUint(m map[string]any, name string) (*uint64, error) {
+	v, ok := m[name]
+	if !ok {
+		return nil, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return nil, Errorf(CodeSchemaValidationFailed, "%s must be an integer", name).At("/" + name)
+	}
+	u, err := strconv.ParseUint(string(n), 10, 64)
+	if err != nil || u > maxSafeInteger {
+		// Schema-valid integers may be written 1e2 or 3.0.
+		f, ferr := n.Float64()
+		if ferr != nil || f < 0 || f > maxSafeInteger || f != math.Trunc(f) {
+			return nil, Errorf(CodeSchemaValidationFailed, "%s must be an integer 0 … 2^53−1", name).At("/" + name)
+		}
+		u = uint64(f)
+	}
+	return &u, nil
+}
