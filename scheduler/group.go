@@ -1,0 +1,213 @@
+package scheduler
+
+import (
+	"math"
+	"math/bits"
+)
+
+// entry is the scheduler's record of one item.
+type entry struct {
+	item  Item
+	g     *group
+	seq   uint64 // arrival order; the final tie-break everywhere
+	enqMs int64  // first enqueue; kept across preemption so age is never reset
+	ta    int64  // aging key: enqMs + MaxWait(urgency, impact)
+	dl    int64  // deadline in ms, or math.MaxInt64
+	est   int64  // expected slot-ms of the next run
+	pos   [heapKinds]int32
+	state State
+	block Blockers
+
+	slot          int
+	startMs       int64  // start of the current run
+	charged       int64  // service charged to the Group for the current run
+	ranMs         int64  // slot-time of earlier runs (preempted)
+	firstStart    int64  // -1 until first start
+	preemptFor    *entry // while preempting: the item waiting for this slot
+	preemptForSeq uint64
+}
+
+func (e *entry) latest() int64 { return e.dl - e.est }
+
+func (e *entry) hasDeadline() bool { return e.dl != math.MaxInt64 }
+
+// group is one Group's queue and fair-share account.
+type group struct {
+	id       string
+	weight   int64 // effective: class multiplier × configured weight
+	quota    int   // max concurrent slots; ≥ 1
+	quotaSet bool
+
+	// svc is slot-ms charged: finished runs at their actual length, running
+	// ones at max(elapsed, estimate). Virtual time is svc / weight.
+	svc int64
+
+	heaps   [heapKinds]entryHeap
+	blocked int // queued but ineligible
+	running int
+	hpos    int // index in the ready heap, -1 when not ready
+	// svc and weight as of the last heap placement: refresh skips the fix
+	// when neither moved.
+	keySvc, keyWeight int64
+	keyVT             float64
+	active            bool
+
+	edfStreak int // consecutive EDF picks taken while an overdue item waited
+
+	obsMean  int64 // mean observed run length (ms) of finished items
+	obsCount int64
+}
+
+func newGroup(id string) *group {
+	g := &group{id: id, hpos: -1}
+	for k := range g.heaps {
+		g.heaps[k].kind = k
+	}
+	return g
+}
+
+func (g *group) eligible() int { return g.heaps[byAging].len() }
+
+// setKey records the heap key: svc and weight, and their ratio as a float so
+// that heap moves compare one number.
+func (g *group) setKey() {
+	g.keySvc, g.keyWeight = g.svc, g.weight
+	g.keyVT = float64(g.svc) / float64(g.weight)
+}
+
+// keyLess is vtLess on the recorded keys; the float decides unless it ties,
+// then the exact comparison does.
+func keyLess(a, b *group) bool {
+	if a.keyVT != b.keyVT {
+		return a.keyVT < b.keyVT
+	}
+	if c := vtCmp(a.keySvc, a.keyWeight, b.keySvc, b.keyWeight); c != 0 {
+		return c < 0
+	}
+	return a.id < b.id
+}
+
+// vtLess orders Groups by svc/weight exactly (128-bit cross products).
+func vtLess(a, b *group) bool {
+	if c := vtCmp(a.svc, a.weight, b.svc, b.weight); c != 0 {
+		return c < 0
+	}
+	return a.id < b.id
+}
+
+func vtCmp(s1, w1, s2, w2 int64) int {
+	h1, l1 := bits.Mul64(uint64(s1), uint64(w2))
+	h2, l2 := bits.Mul64(uint64(s2), uint64(w1))
+	switch {
+	case h1 != h2:
+		if h1 < h2 {
+			return -1
+		}
+		return 1
+	case l1 != l2:
+		if l1 < l2 {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// ceilMulDiv returns ceil(a*b/c) for non-negative a, b and positive c.
+func ceilMulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64 / 2 // beyond any reachable service; avoids the Div64 panic
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	return int64(q)
+}
+
+func (g *group) addEligible(e *entry) {
+	g.heaps[byAging].push(e)
+	if e.hasDeadline() {
+		g.heaps[byLatest].push(e)
+	}
+}
+
+func (g *group) removeEligible(e *entry) {
+	for k := range g.heaps {
+		g.heaps[k].remove(e)
+	}
+}
+
+// pickMode says which within-Group rule chose an item.
+type pickMode uint8
+
+const (
+	modeUrgency pickMode = iota // smallest aging key, not yet overdue
+	modeAging                   // smallest aging key, overdue
+	modeEDF                     // deadline slack is short: earliest deadline first
+	modeGuard                   // overdue item taken after EDFBurst EDF picks
+	modeHandoff                 // the slot a preemption freed for this item
+)
+
+// promote moves deadline items whose slack has shrunk to the window (latest
+// start ≤ now + window) into the EDF heap. Each item moves once, so the
+// cost is amortized O(log n); time only moves forward, so none moves back.
+func (g *group) promote(now, window int64) {
+	for l := g.heaps[byLatest].top(); l != nil && l.latest() <= now+window; l = g.heaps[byLatest].top() {
+		g.heaps[byLatest].remove(l)
+		g.heaps[byDeadline].push(l)
+	}
+}
+
+// pick returns the item this Group would start next, without removing it.
+//
+// Items whose deadline slack is inside the window go first, earliest deadline
+// first. The rest go by aging key ta = enqueue + MaxWait(urgency, impact): a
+// key fixed while the item waits, so urgency orders the queue and age
+// overtakes urgency without any rescan. An item past its aging key is
+// overdue; once EDFBurst deadline picks have passed over it, it goes next,
+// which bounds every wait (doc.go).
+func (g *group) pick(now, window int64, burst int) (*entry, pickMode) {
+	g.promote(now, window)
+	a := g.heaps[byAging].top()
+	if a == nil {
+		return nil, modeUrgency
+	}
+	overdue := a.ta <= now
+	d := g.heaps[byDeadline].top()
+	switch {
+	case d == nil && overdue:
+		return a, modeAging
+	case d == nil:
+		return a, modeUrgency
+	case d != a && overdue && g.edfStreak >= burst:
+		return a, modeGuard
+	}
+	return d, modeEDF
+}
+
+// commit records the pick for the anti-starvation guard.
+func (g *group) commit(e *entry, mode pickMode, now int64) {
+	if mode == modeHandoff {
+		return
+	}
+	if mode == modeEDF {
+		if a := g.heaps[byAging].top(); a != nil && a != e && a.ta <= now {
+			g.edfStreak++
+			return
+		}
+	}
+	g.edfStreak = 0
+}
+
+// observe folds a finished item's slot-time into the Group's mean.
+func (g *group) observe(ms int64) {
+	g.obsCount++
+	if g.obsCount == 1 {
+		g.obsMean = ms
+		return
+	}
+	// Exponential average, 1/8 weight: follows drift, ignores one outlier.
+	g.obsMean += (ms - g.obsMean) / 8
+}
