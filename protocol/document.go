@@ -30,21 +30,21 @@ func CheckDocument(data []byte, schema string, opts DecodeOptions) (string, erro
 		m := doc.(map[string]any) // the frame schema requires an object
 		cmd, evt = m["command"], m["event"]
 	}
-	prefix := ""
+	cmdPrefix, evtPrefix := "", ""
 	if schema == "websocket-frame" {
-		prefix = "/command"
+		cmdPrefix, evtPrefix = "/command", "/event"
 	}
 	if cmd != nil {
 		if err := CheckExtensions(cmd, KnownExtension); err != nil {
-			return schema, withPrefix(err, prefix)
+			return schema, withPrefix(err, cmdPrefix)
 		}
 		if err := CheckCommandEpochs(cmd); err != nil {
-			return schema, withPrefix(err, prefix)
+			return schema, withPrefix(err, cmdPrefix)
 		}
 	}
 	if evt != nil {
 		if err := CheckExtensions(evt, KnownExtension); err != nil {
-			return schema, withPrefix(err, "/event")
+			return schema, withPrefix(err, evtPrefix)
 		}
 	}
 	return schema, nil
