@@ -1,6 +1,106 @@
 // Package queue is the worker's durable store: per Group an inbox, a durable
 // cursor and a work-queue projection, all in one bbolt file and rebuildable
-// by replaying the inbox (spec 11.1, 16).
+// by replaying the inbox (spec 11.1, 16; DESIGN.md §3–4).
 //
-// Status: not yet implemented (issue 4).
+// # Files
+//
+// The store is DIR/worker.db (FileName). While a Store is open for writing
+// it also listens on DIR/worker.sock (SocketName, mode 0600): bbolt's flock
+// gives the writer an exclusive lock that would block any read-only opener,
+// so OpenReader (and `mwp-worker inspect`) first tries a read-only open with
+// a short timeout and, when a worker holds the file, asks it over the socket
+// for a consistent copy (one read transaction, tx.WriteTo) plus the
+// in-memory reorder-buffer status. Unix socket paths are limited to about
+// 100 bytes, so the data directory path must be shorter than that.
+//
+// # Layout (schema version 1)
+//
+//	meta/
+//	|--> schema       -> uint64 BE, SchemaVersion; Open refuses any other
+//	groups/
+//	|--> <groupId>/
+//	     |--> meta/
+//	     |    |--> cursor       -> uint64 BE: highest contiguous sequence applied
+//	     |    |--> base         -> uint64 BE: the inbox holds sequences > base
+//	     |    |--> snapshot     -> JCS bytes of the restored Group Snapshot
+//	     |    |--> snapshotRef  -> JSON protocol.SnapshotRef
+//	     |    |--> mission      -> JSON MissionView        (projection)
+//	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received
+//	     |--> events/  eventId -> uint64 BE sequence       (dedupe index)
+//	     |--> queue/   workItemId -> JSON Entry            (projection)
+//	org/          eventId -> JCS bytes of an Organization-scoped event
+//	outbox/       uint64 BE put order -> uvarint(len(hdr)) hdr(JSON) signed bytes
+//	outboxIndex/  actionId -> uint64 BE put order
+//	offline/      reserved for package offline
+//	checkpoints/  reserved for package checkpoint
+//	toolkeys/     reserved for package toolkeys
+//
+// The reserved buckets are created here so the layout lives in one place;
+// their owners reach them through Store.DB. Changing this tree means a new
+// SchemaVersion.
+//
+// # Applying events
+//
+// Apply routes each verified event by groupId before any sequence logic,
+// drops duplicates (sequence at or below the cursor, or already held), and
+// applies each Group's contiguous run after its cursor; inbox append,
+// dedupe index, projection and cursor advance for every Group of the batch
+// commit in one bbolt Update (group commit: one fsync pair per batch, not
+// per event). Events ahead of a gap wait in a per-Group memory buffer
+// bounded by count and bytes; when it is full the events farthest from the
+// cursor are dropped and reported (Result.Dropped, Result.Gaps) so the
+// caller re-subscribes after the durable cursor. The buffer is not durable:
+// after a crash the authority replays from the cursor. Only cursors in
+// Result.Cursors (or Store.Cursors) may be ACKed.
+//
+// An event whose eventId was already accepted under another sequence, or a
+// second event for a sequence, is rejected (PROTOCOL_VIOLATION) and never
+// applied; the Group then waits at that sequence. An event the projection
+// cannot interpret (a payload of the wrong shape, an unknown WorkItem) is
+// still stored and passes the cursor: the authority's log is the truth and
+// the view must not stall on it; it is reported in Result.Problems.
+//
+// Organization-scoped events (agent_card_registered, session_opened) have
+// no Group: they are stored once by eventId in org/, never in an inbox, and
+// returned in Result.Org for the runtime (session replacement).
+//
+// An applied event whose causationId is a pending outbox actionId answers
+// that Command: it leaves the outbox in the same transaction.
+//
+// # The projection
+//
+// The view keeps every WorkItem of a Group, not only those offered to or
+// owned by this worker (Entry.Concerns), because dependency states need the
+// others. project is pure (view, event → changed entries); it reads only
+// the event, never a clock, so Rebuild reproduces the stored bytes exactly.
+// EnqueuedAt is the authority's occurredAt of the event that queued the
+// item. A terminal Mission propagates to unfinished items (cancelled →
+// cancelled, terminated → failed).
+//
+// Event payloads mirror their command's payload plus authority-assigned
+// members (docs/shapes.md). Where shapes.md does not name the latter, the
+// projection assumes and accepts:
+//   - work.offer.accepted: "ownership" (OwnershipGrant); else top-level
+//     "ownershipEpoch" and "startDeadline", with "ownerAgentId" or the
+//     event's actor as owner.
+//   - work.started and work.progressed (lease renewal): "lease"
+//     (ExecutionLease, at least leaseId and expiresAt); else top-level
+//     "leaseId" and "expiresAt". A work.progressed without a lease changes
+//     only the item's revision.
+//   - work.checkpointed, work.blocked: "checkpoint" (CheckpointRef); else
+//     the command's checkpointId and stateDigest with occurredAt as time.
+//   - work.unblocked: "state" ("queued" or "open") when the authority says
+//     which; otherwise queued when the item still has an owner, else open.
+//   - work.contract.revised: a full "contract" replaces the inputs;
+//     otherwise "dependencies" are added and "contractRevision" is taken.
+//   - work.offer.created: "candidates" as the command's objects or as ids.
+//
+// # Snapshots
+//
+// RestoreSnapshot handles CURSOR_TOO_OLD: it checks the snapshot's JCS
+// digest against the reference (digest over the whole document, signature
+// included) and its signature through the caller's verify callback, then
+// replaces the Group's buckets with the snapshot's projection, cursor and
+// base in one transaction. Rebuild starts from the stored snapshot and
+// replays the inbox after it.
 package queue

@@ -28,6 +28,7 @@ func newApp() *cli.Command {
 			digestCommand(),
 			keygenCommand(), signCommand(), verifyCommand(),
 			schedulerCommand(),
+			inspectCommand(),
 		},
 	}
 }

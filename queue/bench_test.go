@@ -1,0 +1,389 @@
+//go:build linux
+
+package queue
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Every figure is reported as a ratio to a baseline measured in the same
+// run (PERF.md); absolute numbers drift between machines.
+
+// signedDocs returns n signed event documents spread over the given number
+// of Groups, as they arrive on the wire (not canonical: the members are in
+// encoding/json order).
+func signedDocs(b *testing.B, n, groups int) [][]byte {
+	b.Helper()
+	r := rand.New(rand.NewPCG(1, uint64(groups)))
+	streams := make([]*stream, groups)
+	for i := range streams {
+		want := n/groups + 1
+		for items := want/6 + 2; streams[i] == nil || len(streams[i].evs) < want; items *= 2 {
+			streams[i] = randomStream(fmt.Sprintf("grp-%02d", i), items, r)
+		}
+	}
+	var docs [][]byte
+	for len(docs) < n {
+		for _, st := range streams {
+			in := st.evs[0]
+			st.evs = st.evs[1:]
+			ev := *in.Event
+			ev.Signature = protocol.Signature{Alg: "Ed25519", KeyID: "authority-1#k1", CreatedAt: ev.OccurredAt}
+			unsigned, err := protocol.Marshal(&ev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev.Signature.Value = base64.RawURLEncoding.EncodeToString(ed25519.Sign(authorityKey, unsigned))
+			doc, err := json.Marshal(&ev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			docs = append(docs, doc)
+			if len(docs) == n {
+				break
+			}
+		}
+	}
+	return docs
+}
+
+// receive is the runtime's inbound path for one event: strict parse once,
+// signature check over the JCS bytes without signature.value, canonical
+// bytes to store, exact typed decode.
+func receive(doc []byte, pub ed25519.PublicKey) (Incoming, error) {
+	v, err := protocol.Parse(doc, protocol.DecodeOptions{})
+	if err != nil {
+		return Incoming{}, err
+	}
+	m := v.(map[string]any)
+	sig := m["signature"].(map[string]any)
+	value := sig["value"].(string)
+	delete(sig, "value")
+	unsigned, err := protocol.Canonical(m)
+	if err != nil {
+		return Incoming{}, err
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(value)
+	if !ed25519.Verify(pub, unsigned, raw) {
+		return Incoming{}, protocol.Errorf(protocol.CodeAuthInvalidSignature, "bad signature")
+	}
+	sig["value"] = value
+	canon, err := protocol.Canonical(m)
+	if err != nil {
+		return Incoming{}, err
+	}
+	ev := new(protocol.Event)
+	if err := protocol.DecodeExactParsed(canon, v, ev, protocol.CodeSchemaValidationFailed); err != nil {
+		return Incoming{}, err
+	}
+	return Incoming{Raw: canon, Event: ev}, nil
+}
+
+const ingestBatch = 256
+
+// BenchmarkIngest: durable ingest (decode, verify, dedupe, apply, cursor;
+// fsync on, one commit per 256 events) against signature verification alone
+// and against raw bbolt group-commit puts of the same bytes.
+func BenchmarkIngest(b *testing.B) {
+	pub := authorityKey.Public().(ed25519.PublicKey)
+	for _, groups := range []int{1, 16} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			b.StopTimer()
+			docs := signedDocs(b, b.N, groups)
+			// Baseline 1: Ed25519 verification alone of the same events.
+			inputs := make([][2][]byte, len(docs))
+			for i, d := range docs {
+				var ev protocol.Event
+				json.Unmarshal(d, &ev)
+				sig, _ := base64.RawURLEncoding.DecodeString(ev.Signature.Value)
+				ev.Signature.Value = ""
+				inputs[i][0], _ = protocol.Marshal(&ev)
+				inputs[i][1] = sig
+			}
+			start := time.Now()
+			for _, in := range inputs {
+				if !ed25519.Verify(pub, in[0], in[1]) {
+					b.Fatal("verify")
+				}
+			}
+			verifyDur := time.Since(start)
+			// Baseline 3: the inbound pipeline without the store, to show
+			// the store's own share.
+			start = time.Now()
+			for _, d := range docs {
+				if _, err := receive(d, pub); err != nil {
+					b.Fatal(err)
+				}
+			}
+			receiveDur := time.Since(start)
+
+			s, err := Open(b.TempDir(), Options{NoSocket: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			b.StartTimer()
+			start = time.Now()
+			batch := make([]Incoming, 0, ingestBatch)
+			var raws [][]byte
+			for i, d := range docs {
+				in, err := receive(d, pub)
+				if err != nil {
+					b.Fatal(err)
+				}
+				batch = append(batch, in)
+				raws = append(raws, in.Raw)
+				if len(batch) == ingestBatch || i == len(docs)-1 {
+					res, err := s.Apply(batch)
+					if err != nil || len(res.Applied) != len(batch) {
+						b.Fatalf("apply: %v (%d of %d)", err, len(res.Applied), len(batch))
+					}
+					batch = batch[:0]
+				}
+			}
+			ingestDur := time.Since(start)
+			b.StopTimer()
+
+			// Baseline 2: raw bbolt puts of the same bytes, same batching.
+			db, err := bolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			start = time.Now()
+			for i := 0; i < len(raws); i += ingestBatch {
+				err := db.Update(func(tx *bolt.Tx) error {
+					bk, err := tx.CreateBucketIfNotExists([]byte("raw"))
+					if err != nil {
+						return err
+					}
+					for j := i; j < min(i+ingestBatch, len(raws)); j++ {
+						if err := bk.Put(u64(uint64(j)), raws[j]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			rawDur := time.Since(start)
+
+			n := float64(len(docs))
+			b.ReportMetric(n/ingestDur.Seconds(), "events/s")
+			b.ReportMetric(verifyDur.Seconds()/ingestDur.Seconds(), "ingest/verify-only")
+			b.ReportMetric(rawDur.Seconds()/ingestDur.Seconds(), "ingest/raw-bbolt")
+			b.ReportMetric(receiveDur.Seconds()/ingestDur.Seconds(), "ingest/receive-only")
+		})
+	}
+}
+
+var (
+	rebuildOnce sync.Once
+	rebuildDir  string
+	rebuildN    int
+)
+
+// rebuildStore builds (once) a store holding 100k events in 4 Groups.
+func rebuildStore(b *testing.B) string {
+	rebuildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mwp-queue-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := Open(dir, Options{NoSync: true, NoSocket: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(4, 4))
+		for g := 0; g < 4; g++ {
+			st := randomStream(fmt.Sprintf("grp-%d", g), 3600, r)
+			for i := 0; i < len(st.evs) && rebuildN < 100_000; i += 1000 {
+				end := min(i+1000, len(st.evs), i+100_000-rebuildN)
+				if _, err := s.Apply(st.evs[i:end]); err != nil {
+					b.Fatal(err)
+				}
+				rebuildN += end - i
+			}
+		}
+		s.Close()
+		rebuildDir = dir
+	})
+	return rebuildDir
+}
+
+// dropCache evicts the file from the page cache (clean pages only), so the
+// next open reads from disk without touching other processes' cache.
+func dropCache(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	f.Sync()
+	const fadvDontNeed = 4
+	if _, _, e := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontNeed, 0, 0); e != 0 {
+		b.Fatal(e)
+	}
+}
+
+// rawScan is the baseline: open, cursor scan of every inbox, JSON decode of
+// each event.
+func rawScan(b *testing.B, path string, populate bool) int {
+	opts := &bolt.Options{}
+	if populate {
+		opts.MmapFlags = mmapPopulate
+	}
+	db, err := bolt.Open(path, 0o600, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktGroups).ForEachBucket(func(name []byte) error {
+			c := tx.Bucket(bktGroups).Bucket(name).Bucket(bktInbox).Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				var ev protocol.Event
+				if err := json.Unmarshal(v, &ev); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkRebuild100k: Open + Rebuild of 100k events against open + raw
+// cursor scan + JSON decode of the same inboxes, warm and cold page cache.
+func BenchmarkRebuild100k(b *testing.B) {
+	dir := rebuildStore(b)
+	path := filepath.Join(dir, FileName)
+	for _, cold := range []bool{false, true} {
+		name := "warm"
+		if cold {
+			name = "cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			var rebuildDur, rawDur, rawPopDur time.Duration
+			for range b.N {
+				if cold {
+					dropCache(b, path)
+				}
+				start := time.Now()
+				s, err := Open(dir, Options{NoSocket: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Rebuild(); err != nil {
+					b.Fatal(err)
+				}
+				rebuildDur += time.Since(start)
+				s.Close()
+
+				if cold {
+					dropCache(b, path)
+				}
+				start = time.Now()
+				if n := rawScan(b, path, false); n != rebuildN {
+					b.Fatalf("scanned %d events, want %d", n, rebuildN)
+				}
+				rawDur += time.Since(start)
+
+				if cold {
+					dropCache(b, path)
+				}
+				start = time.Now()
+				rawScan(b, path, true)
+				rawPopDur += time.Since(start)
+			}
+			b.ReportMetric(float64(rebuildN*b.N)/rebuildDur.Seconds(), "events/s")
+			b.ReportMetric(rebuildDur.Seconds()/rawDur.Seconds(), "rebuild/raw-scan")
+			b.ReportMetric(rebuildDur.Seconds()/rawPopDur.Seconds(), "rebuild/raw-scan-populate")
+		})
+	}
+}
+
+// BenchmarkHeapPerItem: heap held by the in-memory queue view per WorkItem
+// at 100k items, loaded by Open.
+func BenchmarkHeapPerItem(b *testing.B) {
+	const items = 100_000
+	dir := b.TempDir()
+	st := newStream("g")
+	st.missionCreated()
+	st.authorized("wi-0", testContract(1, protocol.UrgencyHigh, true, "wi-x"))
+	st.offered("wi-0", nil, self, "worker-2")
+	st.accepted("wi-0", self, 1, 1)
+	tmpl := viewOf(&testing.T{}, "g", st.evs).items["wi-0"]
+	s, err := Open(dir, Options{NoSync: true, NoSocket: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mustApply(b, s, st.evs...)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		q := tx.Bucket(bktGroups).Bucket([]byte("g")).Bucket(bktQueue)
+		for i := range items {
+			e := tmpl.clone()
+			e.WorkItemID = fmt.Sprintf("wi-%06d", i)
+			e.Dependencies[0].WorkItemID = fmt.Sprintf("wi-%06d", max(0, i-1))
+			v, _ := json.Marshal(e)
+			if err := q.Put([]byte(e.WorkItemID), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	var perItem float64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s, err := Open(dir, Options{NoSync: true, NoSocket: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if n := len(s.groups["g"].items); n < items {
+			b.Fatalf("%d items loaded", n)
+		}
+		perItem = float64(after.HeapAlloc-before.HeapAlloc) / items
+		s.Close()
+	}
+	b.ReportMetric(perItem, "heap-B/item")
+	b.ReportMetric(perItem/2048, "heap/2KiB-goal")
+}
+
+// TestMain removes the shared benchmark store.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rebuildDir != "" {
+		os.RemoveAll(rebuildDir)
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,107 @@
+package queue
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const crashEnv = "MWP_QUEUE_CRASH_DIR"
+
+func crashStream() *stream { return randomStream("g", 25, rand.New(rand.NewPCG(11, 12))) }
+
+// crashChild delivers the stream with duplicates and reordering, printing
+// the durable cursor after every batch, until it is killed or done.
+func crashChild(dir string) {
+	st := crashStream()
+	s, err := Open(dir, Options{NoSocket: true})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	r := rand.New(rand.NewPCG(uint64(os.Getpid()), 1))
+	n := uint64(len(st.evs))
+	for c := s.Cursor("g"); c < n; c = s.Cursor("g") {
+		lo, hi := int(c)-min(int(c), 3), min(len(st.evs), int(c)+12)
+		window := append([]Incoming(nil), st.evs[lo:hi]...)
+		r.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+		if _, err := s.Apply(window[:1+r.IntN(len(window))]); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		fmt.Println("cursor", s.Cursor("g"))
+	}
+	s.Close()
+	fmt.Println("done")
+	os.Exit(0)
+}
+
+// A worker killed (SIGKILL) at arbitrary points while applying batches
+// loses nothing it committed and applies nothing twice: after each kill the
+// store equals in-order delivery of exactly its cursor's prefix.
+func TestCrashKillChild(t *testing.T) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	st := crashStream()
+	dir := t.TempDir()
+	for _, killAt := range []uint64{15, 60, 110} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashKillChild$")
+		cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		var last uint64
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "error") {
+				t.Fatalf("child: %s", line)
+			}
+			if c, ok := strings.CutPrefix(line, "cursor "); ok {
+				last, _ = strconv.ParseUint(c, 10, 64)
+				if last >= killAt {
+					break
+				}
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+
+		s := openTest(t, dir, Options{NoSocket: true})
+		c := s.Cursor("g")
+		if c < last {
+			t.Fatalf("kill at %d: cursor %d is behind the %d the child reported durable", killAt, c, last)
+		}
+		want := reference(t, []string{"g"}, st.evs[:c])
+		if got := stateOf(t, s, []string{"g"}); got["g"] != want["g"] {
+			t.Fatalf("kill at %d: store differs from in-order delivery of its %d events:\n%s\nwant\n%s", killAt, c, got["g"], want["g"])
+		}
+		if err := s.Rebuild(); err != nil {
+			t.Fatal(err)
+		}
+		if got := stateOf(t, s, []string{"g"}); got["g"] != want["g"] {
+			t.Fatalf("kill at %d: rebuild differs", killAt)
+		}
+		closeChecked(t, s)
+	}
+	s := openTest(t, dir, Options{NoSocket: true})
+	mustApply(t, s, st.evs...)
+	if got, want := stateOf(t, s, []string{"g"}), reference(t, []string{"g"}, st.evs); got["g"] != want["g"] {
+		t.Fatalf("final store differs from in-order delivery")
+	}
+}

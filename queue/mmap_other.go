@@ -1,0 +1,5 @@
+//go:build !linux
+
+package queue
+
+const mmapPopulate = 0

@@ -1,0 +1,542 @@
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// viewOf runs the pure projection over events, as Apply would.
+func viewOf(t *testing.T, group string, evs []Incoming) *groupState {
+	t.Helper()
+	g := newGroupState(group)
+	for _, in := range evs {
+		ov := newOverlay(g)
+		f := factOf(in.Event)
+		ch, err := project(ov, &f)
+		if err != nil {
+			t.Fatalf("setup event %s (%s): %v", in.Event.EventID, in.Event.Type, err)
+		}
+		ov.record(ch)
+		ov.merge()
+	}
+	return g
+}
+
+func snapshotJSON(t *testing.T, g *groupState) string {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		M MissionView
+		I map[string]*Entry
+		D map[string][]string
+	}{g.mis, g.items, g.deps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestProjectPerEventType(t *testing.T) {
+	c1 := testContract(1, protocol.UrgencyHigh, false)
+	gated := testContract(1, protocol.UrgencyNormal, true)
+	c2 := testContract(2, protocol.UrgencyCritical, false)
+	queued := func(s *stream) {
+		s.missionCreated()
+		s.authorized("wi-1", c1)
+		s.offered("wi-1", nil, self, "worker-2")
+		s.accepted("wi-1", self, 3, 1)
+	}
+	active := func(s *stream) {
+		queued(s)
+		s.started("wi-1", self, 3, "lease-1")
+	}
+	tests := []struct {
+		name    string
+		setup   func(*stream)
+		event   func(*stream)
+		wantErr protocol.Code
+		check   func(t *testing.T, g *groupState)
+	}{
+		{
+			name:  "mission.created sets the Group's mission view",
+			event: func(s *stream) { s.missionCreated() },
+			check: func(t *testing.T, g *groupState) {
+				want := MissionView{MissionID: "mis-g", State: protocol.MissionActive, PriorityClass: protocol.PriorityHigh, Revision: 1, UpdatedSeq: 1}
+				if g.mis != want {
+					t.Errorf("mission = %+v, want %+v", g.mis, want)
+				}
+			},
+		},
+		{
+			name:  "work.authorized creates an open item with the contract's scheduling inputs",
+			setup: func(s *stream) { s.missionCreated() },
+			event: func(s *stream) { s.authorized("wi-1", testContract(1, protocol.UrgencyHigh, true, "wi-0")) },
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.State != protocol.WorkOpen || e.Urgency != protocol.UrgencyHigh || e.ContractRevision != 1 ||
+					e.ContractSeq != 2 || !e.ApprovalRequired || e.RiskGatePassed() || e.Revision != 1 ||
+					*e.Resources.MemoryMiB != 512 || len(e.Capabilities) != 1 || e.MissionID != "mis-g" {
+					t.Errorf("entry = %+v", e)
+				}
+				if len(e.Dependencies) != 1 || e.Dependencies[0] != (Dependency{WorkItemID: "wi-0", Policy: protocol.DependencyVerified}) || e.DependenciesSatisfied() {
+					t.Errorf("dependencies = %+v", e.Dependencies)
+				}
+				if got := g.deps["wi-0"]; !reflect.DeepEqual(got, []string{"wi-1"}) {
+					t.Errorf("dependents index = %v", got)
+				}
+			},
+		},
+		{
+			name:  "work.offer.created records the offer and its candidates",
+			setup: func(s *stream) { s.missionCreated(); s.authorized("wi-1", c1) },
+			event: func(s *stream) { s.offered("wi-1", nil, self, "worker-2") },
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.State != protocol.WorkOffered || e.Offer == nil || e.Offer.OfferID != "off-wi-1" ||
+					!e.OfferedTo(self) || !e.Concerns(self) || e.Concerns("worker-3") || e.Offer.ExpiresAt.IsZero() {
+					t.Errorf("entry = %+v offer %+v", e, e.Offer)
+				}
+			},
+		},
+		{
+			name: "work.offer.created with a revised contract fences the old owner and resets the approval",
+			setup: func(s *stream) {
+				s.missionCreated()
+				s.authorized("wi-1", gated)
+				s.offered("wi-1", nil, self)
+				s.accepted("wi-1", self, 1, 1)
+				s.add(protocol.EvtApprovalExecutionGranted, protocol.AggregateApproval, "apr-1", "human-1", obj{"approvalId": "apr-1", "workItemId": "wi-1", "contractRevision": 1})
+				s.simple(protocol.EvtWorkFailed, "wi-1", self, obj{"reason": "x"})
+			},
+			event: func(s *stream) {
+				c := testContract(2, protocol.UrgencyLow, true)
+				s.offered("wi-1", &c, "worker-2")
+			},
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.State != protocol.WorkOffered || e.Owner != "" || e.OwnershipEpoch != 0 || e.ContractRevision != 2 ||
+					e.ContractSeq != 7 || e.ApprovedRevision != 0 || e.RiskGatePassed() || e.OfferedTo(self) || e.Urgency != protocol.UrgencyLow {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.offer.accepted grants ownership and enqueues at the event's time",
+			setup: func(s *stream) {
+				s.missionCreated()
+				s.authorized("wi-1", c1)
+				s.offered("wi-1", nil, self)
+			},
+			event: func(s *stream) { s.accepted("wi-1", self, 4, 1) },
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.State != protocol.WorkQueued || e.Owner != self || e.OwnershipEpoch != 4 || e.Offer != nil ||
+					!e.EnqueuedAt.Equal(t0.Add(4*time.Second)) || !e.StartDeadline.Equal(t0.Add(2*time.Hour)) {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.offer.accepted with top-level members falls back to the actor as owner",
+			setup: func(s *stream) {
+				s.missionCreated()
+				s.authorized("wi-1", c1)
+				s.offered("wi-1", nil, self)
+			},
+			event: func(s *stream) {
+				s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, "wi-1", "worker-2", obj{"workItemId": "wi-1", "offerId": "off-wi-1", "contractRevision": 1, "ownershipEpoch": 2})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.Owner != "worker-2" || e.OwnershipEpoch != 2 || !e.StartDeadline.IsZero() {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.offer.accepted without an ownership epoch is not interpretable",
+			setup: func(s *stream) {
+				s.missionCreated()
+				s.authorized("wi-1", c1)
+				s.offered("wi-1", nil, self)
+			},
+			event: func(s *stream) {
+				s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, "wi-1", self, obj{"workItemId": "wi-1", "offerId": "off-wi-1"})
+			},
+			wantErr: protocol.CodeSchemaValidationFailed,
+		},
+		{
+			name:  "work.started records the execution lease",
+			setup: queued,
+			event: func(s *stream) { s.started("wi-1", self, 3, "lease-9") },
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				want := &Lease{LeaseID: "lease-9", AgentID: self, SessionEpoch: 1, ExpiresAt: protocol.NewTime(t0.Add(10 * time.Minute))}
+				if e.State != protocol.WorkActive || !reflect.DeepEqual(e.Lease, want) || e.Attempts != 1 || !e.StartDeadline.IsZero() {
+					t.Errorf("entry = %+v lease %+v", e, e.Lease)
+				}
+			},
+		},
+		{
+			name:  "work.started with top-level leaseId and expiresAt",
+			setup: queued,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkStarted, "wi-1", self, obj{"ownershipEpoch": 3, "leaseId": "lease-2", "expiresAt": protocol.NewTime(t0.Add(time.Hour))})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if l := g.items["wi-1"].Lease; l == nil || l.LeaseID != "lease-2" || !l.ExpiresAt.Equal(t0.Add(time.Hour)) {
+					t.Errorf("lease = %+v", l)
+				}
+			},
+		},
+		{
+			name:    "work.started without a lease is not interpretable",
+			setup:   queued,
+			event:   func(s *stream) { s.simple(protocol.EvtWorkStarted, "wi-1", self, obj{"ownershipEpoch": 3}) },
+			wantErr: protocol.CodeSchemaValidationFailed,
+		},
+		{
+			name:  "work.progressed from a lease renewal moves the expiry and keeps the lease's identity",
+			setup: active,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkProgressed, "wi-1", self, obj{"leaseId": "lease-1", "lease": obj{"leaseId": "lease-1", "expiresAt": protocol.NewTime(t0.Add(30 * time.Minute))}})
+			},
+			check: func(t *testing.T, g *groupState) {
+				want := &Lease{LeaseID: "lease-1", AgentID: self, SessionEpoch: 1, ExpiresAt: protocol.NewTime(t0.Add(30 * time.Minute))}
+				if l := g.items["wi-1"].Lease; !reflect.DeepEqual(l, want) {
+					t.Errorf("lease = %+v, want %+v", l, want)
+				}
+			},
+		},
+		{
+			name:  "work.progressed without a lease changes only the revision",
+			setup: active,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkProgressed, "wi-1", self, obj{"progress": obj{"phase": "x"}})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.Lease.LeaseID != "lease-1" || e.Revision != 5 || e.State != protocol.WorkActive {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "work.checkpointed requeues, releases the lease and keeps the checkpoint",
+			setup: active,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkCheckpointed, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-1", "stateDigest": "sha256:00", "reason": "preempted"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				want := &protocol.CheckpointRef{CheckpointID: "cp-1", StateDigest: "sha256:00", At: protocol.NewTime(t0.Add(6 * time.Second))}
+				if e.State != protocol.WorkQueued || e.Lease != nil || !reflect.DeepEqual(e.Checkpoint, want) ||
+					!e.EnqueuedAt.Equal(t0.Add(6*time.Second)) || e.Owner != self {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "work.blocked records the required resolution",
+			setup: active,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkBlocked, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-2", "stateDigest": "sha256:01",
+					"resolution": obj{"kind": "clarification", "detail": "which API?"}})
+			},
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.State != protocol.WorkBlocked || e.Lease != nil || e.Blocker == nil || e.Blocker.Kind != protocol.ResolutionClarification || e.Checkpoint.CheckpointID != "cp-2" {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.unblocked returns an owned item to its queue",
+			setup: func(s *stream) {
+				active(s)
+				s.simple(protocol.EvtWorkBlocked, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-2", "stateDigest": "sha256:01", "resolution": obj{"kind": "other", "detail": "d"}})
+			},
+			event: func(s *stream) { s.simple(protocol.EvtWorkUnblocked, "wi-1", "coord-1", obj{"resolution": "answered"}) },
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkQueued || e.Blocker != nil || e.Owner != self || !e.EnqueuedAt.Equal(t0.Add(7*time.Second)) {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.unblocked to open, as the authority says, drops the expired ownership",
+			setup: func(s *stream) {
+				active(s)
+				s.simple(protocol.EvtWorkBlocked, "wi-1", self, obj{"resolution": obj{"kind": "other", "detail": "d"}})
+			},
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkUnblocked, "wi-1", "coord-1", obj{"resolution": "late", "state": "open"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkOpen || e.Owner != "" || !e.EnqueuedAt.IsZero() {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "work.submitted releases the lease",
+			setup: active,
+			event: func(s *stream) { s.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{"leaseId": "lease-1"}) },
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkSubmitted || e.Lease != nil {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.result.accepted verifies the item and satisfies its dependents",
+			setup: func(s *stream) {
+				active(s)
+				s.authorized("wi-2", testContract(1, protocol.UrgencyLow, false, "wi-1"))
+				s.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{"leaseId": "lease-1"})
+			},
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkResultAccepted, "wi-1", "coord-1", obj{"contractRevision": 1})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkVerified {
+					t.Errorf("wi-1 = %+v", e)
+				}
+				e := g.items["wi-2"]
+				if e.Dependencies[0].State != protocol.WorkVerified || !e.DependenciesSatisfied() || e.UpdatedSeq != 8 || e.Revision != 1 {
+					t.Errorf("wi-2 = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.failed ends ownership but keeps the checkpoint",
+			setup: func(s *stream) {
+				active(s)
+				s.simple(protocol.EvtWorkCheckpointed, "wi-1", self, obj{"checkpointId": "cp-1", "stateDigest": "sha256:00"})
+			},
+			event: func(s *stream) { s.simple(protocol.EvtWorkFailed, "wi-1", self, obj{"reason": "r"}) },
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkFailed || e.Owner != "" || e.Lease != nil || e.Checkpoint == nil {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "work.cancelled",
+			setup: queued,
+			event: func(s *stream) { s.simple(protocol.EvtWorkCancelled, "wi-1", "coord-1", obj{"reason": "r"}) },
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkCancelled {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "work.contract.revised inserts a dependency with its current state",
+			setup: func(s *stream) {
+				queued(s)
+				s.authorized("wi-0", c1)
+			},
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkContractRevised, "wi-1", "coord-1", obj{"contractRevision": 2, "dependencies": []obj{{"workItemId": "wi-0", "policy": "terminal"}}})
+			},
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.ContractRevision != 2 || len(e.Dependencies) != 1 || e.Dependencies[0].State != protocol.WorkOpen || e.ContractSeq != 2 {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "work.contract.revised with a full contract replaces the inputs",
+			setup: queued,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkContractRevised, "wi-1", "coord-1", obj{"contractRevision": 2, "contract": c2})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.Urgency != protocol.UrgencyCritical || e.ContractSeq != 5 || e.ContractRevision != 2 {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "approval.execution.granted passes the risk gate of that contract revision only",
+			setup: func(s *stream) {
+				s.missionCreated()
+				s.authorized("wi-1", gated)
+			},
+			event: func(s *stream) {
+				s.add(protocol.EvtApprovalExecutionGranted, protocol.AggregateApproval, "apr-1", "human-1", obj{"approvalId": "apr-1", "workItemId": "wi-1", "contractRevision": 1, "expiresAt": protocol.NewTime(t0.Add(time.Hour))})
+			},
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if !e.RiskGatePassed() || e.ApprovedRevision != 1 || e.Revision != 1 || !e.ApprovalExpiresAt.Equal(t0.Add(time.Hour)) {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name: "mission.cancelled cancels every unfinished item and leaves finished ones",
+			setup: func(s *stream) {
+				active(s)
+				s.authorized("wi-2", c1)
+				s.authorized("wi-3", c1)
+				s.simple(protocol.EvtWorkCancelled, "wi-3", "coord-1", obj{})
+			},
+			event: func(s *stream) {
+				s.add(protocol.EvtMissionCancelled, protocol.AggregateMission, "mis-g", "human-1", obj{"missionId": "mis-g", "reason": "r"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if g.mis.State != protocol.MissionCancelled || g.mis.Revision != 2 {
+					t.Errorf("mission = %+v", g.mis)
+				}
+				for _, id := range []string{"wi-1", "wi-2", "wi-3"} {
+					if e := g.items[id]; e.State != protocol.WorkCancelled || e.Lease != nil {
+						t.Errorf("%s = %+v", id, e)
+					}
+				}
+				if g.items["wi-3"].UpdatedSeq != 8 {
+					t.Errorf("finished item was touched: %+v", g.items["wi-3"])
+				}
+			},
+		},
+		{
+			name: "mission.terminated fails unfinished items, verified stays verified",
+			setup: func(s *stream) {
+				active(s)
+				s.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{})
+				s.simple(protocol.EvtWorkResultAccepted, "wi-1", "coord-1", obj{})
+				s.authorized("wi-2", c1)
+			},
+			event: func(s *stream) {
+				s.add(protocol.EvtMissionTerminated, protocol.AggregateMission, "mis-g", "coord-1", obj{"missionId": "mis-g", "reason": "r"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if g.items["wi-1"].State != protocol.WorkVerified || g.items["wi-2"].State != protocol.WorkFailed || g.mis.State != protocol.MissionTerminated {
+					t.Errorf("items %+v %+v", g.items["wi-1"], g.items["wi-2"])
+				}
+			},
+		},
+		{
+			name:  "mission.child.created blocks the parent item",
+			setup: active,
+			event: func(s *stream) {
+				s.add(protocol.EvtMissionChildCreated, protocol.AggregateMission, "mis-g", "coord-1", obj{"missionId": "mis-g", "parentWorkItemId": "wi-1", "childMissionId": "mis-c", "childGroupId": "grp-c"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkBlocked || e.ChildMissionID != "mis-c" || e.Lease != nil || e.Owner != self || e.Revision != 4 {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "message.posted changes nothing, whatever it says",
+			setup: queued,
+			event: func(s *stream) { s.message("approve and start wi-1 now") },
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkQueued || e.UpdatedSeq != 4 {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
+			name:  "group.archived marks the mission view",
+			setup: func(s *stream) { s.missionCreated() },
+			event: func(s *stream) { s.add(protocol.EvtGroupArchived, protocol.AggregateGroup, "g", "org", obj{}) },
+			check: func(t *testing.T, g *groupState) {
+				if !g.mis.Archived {
+					t.Errorf("mission = %+v", g.mis)
+				}
+			},
+		},
+		{
+			name:    "an event about an unknown item is not interpretable",
+			setup:   func(s *stream) { s.missionCreated() },
+			event:   func(s *stream) { s.simple(protocol.EvtWorkStarted, "wi-404", self, obj{"leaseId": "l"}) },
+			wantErr: protocol.CodeProtocolViolation,
+		},
+		{
+			name:  "a payload of the wrong shape is not interpretable",
+			setup: func(s *stream) { s.missionCreated() },
+			event: func(s *stream) {
+				s.add(protocol.EvtWorkAuthorized, protocol.AggregateWorkItem, "wi-1", "c", obj{"workItemId": "wi-1", "contract": "nope"})
+			},
+			wantErr: protocol.CodeSchemaValidationFailed,
+		},
+		{
+			name:  "an unknown extension event changes nothing",
+			setup: queued,
+			event: func(s *stream) {
+				s.add("ext.acme.billing.invoice_sent", protocol.AggregateWorkItem, "wi-1", "svc", obj{"workItemId": "wi-1", "state": "verified"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if e := g.items["wi-1"]; e.State != protocol.WorkQueued || e.UpdatedSeq != 4 {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream("g")
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			before := viewOf(t, "g", s.evs)
+			frozen := snapshotJSON(t, before)
+			tc.event(s)
+			last := s.evs[len(s.evs)-1]
+			f := factOf(last.Event)
+			ov := newOverlay(before)
+			ch, err := project(ov, &f)
+			if again, err2 := project(newOverlay(before), &f); !reflect.DeepEqual(ch, again) || !reflect.DeepEqual(err, err2) {
+				t.Errorf("project is not deterministic: %+v / %+v", ch, again)
+			}
+			if snapshotJSON(t, before) != frozen {
+				t.Fatalf("project modified its input view")
+			}
+			if tc.wantErr != "" {
+				var pe *protocol.Error
+				if !errors.As(error(err), &pe) || err == nil || pe.Code != tc.wantErr {
+					t.Fatalf("err = %v, want code %s", err, tc.wantErr)
+				}
+				if len(ch.items) != 0 || ch.mission != nil {
+					t.Errorf("a failed step changed %+v", ch)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("project: %v", err)
+			}
+			ov.record(ch)
+			ov.merge()
+			tc.check(t, before)
+		})
+	}
+}
+
+func TestDependencySatisfied(t *testing.T) {
+	tests := []struct {
+		policy protocol.DependencyPolicy
+		state  protocol.WorkItemState
+		want   bool
+	}{
+		{protocol.DependencyVerified, protocol.WorkVerified, true},
+		{protocol.DependencyVerified, protocol.WorkSubmitted, false},
+		{protocol.DependencySubmitted, protocol.WorkSubmitted, true},
+		{protocol.DependencySubmitted, protocol.WorkVerified, true},
+		{protocol.DependencySubmitted, protocol.WorkActive, false},
+		{protocol.DependencyTerminal, protocol.WorkFailed, true},
+		{protocol.DependencyTerminal, protocol.WorkCancelled, true},
+		{protocol.DependencyTerminal, protocol.WorkQueued, false},
+		{protocol.DependencyVerified, "", false},
+		{"bogus", protocol.WorkVerified, false},
+	}
+	for _, tc := range tests {
+		if got := (Dependency{Policy: tc.policy, State: tc.state}).Satisfied(); got != tc.want {
+			t.Errorf("%s/%s = %v, want %v", tc.policy, tc.state, got, tc.want)
+		}
+	}
+}

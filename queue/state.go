@@ -1,0 +1,132 @@
+package queue
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// groupState is the in-memory copy of one Group's durable state plus its
+// reorder buffer. Only Apply, Rebuild and RestoreSnapshot change it, and only
+// after their transaction committed.
+type groupState struct {
+	id      string
+	cursor  uint64 // highest contiguous sequence durably applied
+	base    uint64 // the inbox holds sequences above base (0, or the snapshot's)
+	snapRef *protocol.SnapshotRef
+	mis     MissionView
+	items   map[string]*Entry
+	deps    map[string][]string // prerequisite id → ids of items naming it
+	buf     reorderBuffer
+}
+
+func newGroupState(id string) *groupState {
+	return &groupState{id: id, items: make(map[string]*Entry), deps: make(map[string][]string)}
+}
+
+func (g *groupState) item(id string) *Entry         { return g.items[id] }
+func (g *groupState) mission() MissionView          { return g.mis }
+func (g *groupState) dependents(id string) []string { return g.deps[id] }
+
+func (g *groupState) itemIDs() []string {
+	return slices.Sorted(maps.Keys(g.items))
+}
+
+// index adds e's dependencies to the dependents index.
+func (g *groupState) index(e *Entry) {
+	for _, d := range e.Dependencies {
+		if !slices.Contains(g.deps[d.WorkItemID], e.WorkItemID) {
+			g.deps[d.WorkItemID] = append(g.deps[d.WorkItemID], e.WorkItemID)
+		}
+	}
+}
+
+// overlay layers one transaction's changes over a groupState, so events of
+// the same batch see each other's effects while the groupState stays as
+// committed until merge.
+type overlay struct {
+	g       *groupState
+	items   map[string]*Entry
+	mis     *MissionView
+	deps    map[string][]string // additions to g.deps
+	created []string
+}
+
+func newOverlay(g *groupState) *overlay {
+	return &overlay{g: g, items: make(map[string]*Entry)}
+}
+
+func (o *overlay) item(id string) *Entry {
+	if e, ok := o.items[id]; ok {
+		return e
+	}
+	return o.g.items[id]
+}
+
+func (o *overlay) mission() MissionView {
+	if o.mis != nil {
+		return *o.mis
+	}
+	return o.g.mis
+}
+
+func (o *overlay) dependents(id string) []string {
+	a, b := o.g.deps[id], o.deps[id]
+	if len(b) == 0 {
+		return a
+	}
+	return append(slices.Clip(a), b...)
+}
+
+func (o *overlay) itemIDs() []string {
+	ids := make([]string, 0, len(o.g.items)+len(o.created))
+	for id := range o.g.items {
+		ids = append(ids, id)
+	}
+	ids = append(ids, o.created...)
+	slices.Sort(ids)
+	return ids
+}
+
+// record takes one step's change into the overlay.
+func (o *overlay) record(c change) {
+	if c.mission != nil {
+		m := *c.mission
+		o.mis = &m
+	}
+	for _, e := range c.items {
+		if _, ok := o.items[e.WorkItemID]; !ok && o.g.items[e.WorkItemID] == nil {
+			o.created = append(o.created, e.WorkItemID)
+		}
+		o.items[e.WorkItemID] = e
+		for _, d := range e.Dependencies {
+			if slices.Contains(o.g.deps[d.WorkItemID], e.WorkItemID) || slices.Contains(o.deps[d.WorkItemID], e.WorkItemID) {
+				continue
+			}
+			if o.deps == nil {
+				o.deps = make(map[string][]string)
+			}
+			o.deps[d.WorkItemID] = append(o.deps[d.WorkItemID], e.WorkItemID)
+		}
+	}
+}
+
+// merge makes the overlay's changes the groupState's; call it only after
+// the transaction that wrote them committed.
+func (o *overlay) merge() {
+	for id, e := range o.items {
+		o.g.items[id] = e
+	}
+	for dep, ids := range o.deps {
+		o.g.deps[dep] = append(o.g.deps[dep], ids...)
+	}
+	if o.mis != nil {
+		o.g.mis = *o.mis
+	}
+}
+
+// changedIDs lists the changed item ids in sorted order.
+func (o *overlay) changedIDs() []string {
+	return slices.Sorted(maps.Keys(o.items))
+}

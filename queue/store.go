@@ -1,0 +1,433 @@
+package queue
+
+import (
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// FileName is the store file inside the worker's data directory.
+const FileName = "worker.db"
+
+// SocketName is the Unix socket inside the data directory through which a
+// running worker serves consistent copies of its store to `inspect`.
+const SocketName = "worker.sock"
+
+// SchemaVersion is the layout version this code reads and writes.
+const SchemaVersion = 1
+
+// ErrSchema is returned by Open for a store written with another layout.
+var ErrSchema = errors.New("queue: unsupported store schema version")
+
+// ErrClosed is returned by a closed Store.
+var ErrClosed = errors.New("queue: store is closed")
+
+// Default bounds of the per-Group reorder buffer.
+const (
+	DefaultMaxBufferedEvents = 4096
+	DefaultMaxBufferedBytes  = 16 << 20
+)
+
+// Options tune a Store. The zero value is ready for production.
+type Options struct {
+	// Bounds of each Group's out-of-order buffer; past them events are
+	// dropped and reported so the caller re-fetches them by replay.
+	MaxBufferedEvents int
+	MaxBufferedBytes  int
+	// Clock stamps outbox records; nil means the system clock.
+	Clock clock.Clock
+	// NoPopulate skips MAP_POPULATE, which otherwise reads the whole file
+	// into the page cache at open so start-up replay is not 36× slower from
+	// a cold cache (PERF.md).
+	NoPopulate bool
+	// NoSync turns off fsync. Tests and benchmarks only: a crash may lose
+	// or corrupt the store.
+	NoSync bool
+	// NoSocket does not serve snapshots to inspect.
+	NoSocket bool
+}
+
+// Store is the worker's durable store: one bbolt file for every Group. It
+// is safe for concurrent use; writers are serialized.
+type Store struct {
+	db   *bolt.DB
+	dir  string
+	opts Options
+
+	wmu    sync.Mutex   // serializes writers; held across their transaction
+	mu     sync.RWMutex // guards groups and closed; written only with wmu held
+	groups map[string]*groupState
+	closed bool
+
+	ln       net.Listener
+	sockPath string
+	wg       sync.WaitGroup
+
+	commits atomic.Int64 // write transactions of Apply, for group-commit tests
+	// failApply, when set (tests only), runs at the end of Apply's
+	// transaction; an error rolls everything back like a crash would.
+	failApply func() error
+}
+
+// Bucket names (see doc.go for the tree).
+var (
+	bktMeta        = []byte("meta")
+	bktGroups      = []byte("groups")
+	bktOrg         = []byte("org")
+	bktOutbox      = []byte("outbox")
+	bktOutboxIndex = []byte("outboxIndex")
+	bktInbox       = []byte("inbox")
+	bktEvents      = []byte("events")
+	bktQueue       = []byte("queue")
+
+	// Reserved for the packages that own them; created here so the
+	// layout is fixed in one place.
+	bktOffline     = []byte("offline")
+	bktCheckpoints = []byte("checkpoints")
+	bktToolkeys    = []byte("toolkeys")
+
+	keySchema      = []byte("schema")
+	keyCursor      = []byte("cursor")
+	keyBase        = []byte("base")
+	keySnapshot    = []byte("snapshot")
+	keySnapshotRef = []byte("snapshotRef")
+	keyMission     = []byte("mission")
+)
+
+// ReservedBuckets are the top-level buckets other packages own: offline/,
+// checkpoint/ and toolkeys/ keep their records there through DB().
+var ReservedBuckets = []string{string(bktOffline), string(bktCheckpoints), string(bktToolkeys)}
+
+// Open opens (creating if needed) DIR/worker.db for reading and writing,
+// checks its schema version, loads every Group's cursor and projection, and
+// starts serving snapshots on DIR/worker.sock for inspect. A second Open of
+// the same directory waits up to one second for the file lock, then fails.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.MaxBufferedEvents <= 0 {
+		opts.MaxBufferedEvents = DefaultMaxBufferedEvents
+	}
+	if opts.MaxBufferedBytes <= 0 {
+		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	bo := &bolt.Options{Timeout: time.Second, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType}
+	if !opts.NoPopulate {
+		bo.MmapFlags = mmapPopulate
+	}
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, bo)
+	if err != nil {
+		return nil, fmt.Errorf("queue: open %s: %w", filepath.Join(dir, FileName), err)
+	}
+	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState)}
+	if err := db.Update(initLayout); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.View(s.load); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if !opts.NoSocket {
+		if err := s.serve(); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// initLayout creates the top-level buckets and the schema key of a new
+// file, and refuses a file of another schema.
+func initLayout(tx *bolt.Tx) error {
+	meta, err := tx.CreateBucketIfNotExists(bktMeta)
+	if err != nil {
+		return err
+	}
+	if v := meta.Get(keySchema); v != nil {
+		if len(v) != 8 || binary.BigEndian.Uint64(v) != SchemaVersion {
+			return fmt.Errorf("%w: file has %x, this build reads %d", ErrSchema, v, SchemaVersion)
+		}
+	} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
+		return err
+	}
+	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSchema is initLayout for read-only opens.
+func checkSchema(tx *bolt.Tx) error {
+	meta := tx.Bucket(bktMeta)
+	if meta == nil {
+		return fmt.Errorf("%w: no meta bucket (not a worker store)", ErrSchema)
+	}
+	v := meta.Get(keySchema)
+	if len(v) != 8 || binary.BigEndian.Uint64(v) != SchemaVersion {
+		return fmt.Errorf("%w: file has %x, this build reads %d", ErrSchema, v, SchemaVersion)
+	}
+	return nil
+}
+
+// load reads every Group's meta and projection into memory.
+func (s *Store) load(tx *bolt.Tx) error {
+	return tx.Bucket(bktGroups).ForEachBucket(func(name []byte) error {
+		g, err := loadGroup(tx.Bucket(bktGroups).Bucket(name), string(name))
+		if err != nil {
+			return err
+		}
+		s.groups[g.id] = g
+		return nil
+	})
+}
+
+func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
+	g := newGroupState(id)
+	meta := gb.Bucket(bktMeta)
+	if meta == nil {
+		return nil, fmt.Errorf("queue: group %s has no meta bucket", id)
+	}
+	g.cursor = getU64(meta.Get(keyCursor))
+	g.base = getU64(meta.Get(keyBase))
+	if v := meta.Get(keySnapshotRef); v != nil {
+		var ref protocol.SnapshotRef
+		if err := json.Unmarshal(v, &ref); err != nil {
+			return nil, fmt.Errorf("queue: group %s snapshot ref: %w", id, err)
+		}
+		g.snapRef = &ref
+	}
+	if v := meta.Get(keyMission); v != nil {
+		if err := json.Unmarshal(v, &g.mis); err != nil {
+			return nil, fmt.Errorf("queue: group %s mission: %w", id, err)
+		}
+	}
+	if q := gb.Bucket(bktQueue); q != nil {
+		err := q.ForEach(func(k, v []byte) error {
+			e := new(Entry)
+			if err := json.Unmarshal(v, e); err != nil {
+				return fmt.Errorf("queue: group %s item %s: %w", id, k, err)
+			}
+			g.items[e.WorkItemID] = e
+			g.index(e)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// Close stops serving snapshots and closes the file. It is safe to call
+// twice.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+		s.wg.Wait()
+		os.Remove(s.sockPath)
+	}
+	return s.db.Close()
+}
+
+// DB returns the underlying bbolt handle for the packages that own the
+// reserved buckets (ReservedBuckets). They must not touch the others.
+func (s *Store) DB() *bolt.DB { return s.db }
+
+// Dir returns the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// groupBuckets returns (creating) the buckets of Group id.
+func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, events, queue *bolt.Bucket, err error) {
+	if gb, err = tx.Bucket(bktGroups).CreateBucketIfNotExists([]byte(id)); err != nil {
+		return
+	}
+	if meta, err = gb.CreateBucketIfNotExists(bktMeta); err != nil {
+		return
+	}
+	if inbox, err = gb.CreateBucketIfNotExists(bktInbox); err != nil {
+		return
+	}
+	if events, err = gb.CreateBucketIfNotExists(bktEvents); err != nil {
+		return
+	}
+	queue, err = gb.CreateBucketIfNotExists(bktQueue)
+	return
+}
+
+// writeProjection stores the overlay's changed entries and mission view.
+func writeProjection(meta, queue *bolt.Bucket, o *overlay) error {
+	for _, id := range o.changedIDs() {
+		b, err := json.Marshal(o.items[id])
+		if err != nil {
+			return fmt.Errorf("queue: encode item %s: %w", id, err)
+		}
+		if err := queue.Put([]byte(id), b); err != nil {
+			return err
+		}
+	}
+	if o.mis != nil {
+		b, err := json.Marshal(o.mis)
+		if err != nil {
+			return err
+		}
+		return meta.Put(keyMission, b)
+	}
+	return nil
+}
+
+// Cursors returns every Group's durable cursor, sorted by Group id: the
+// afterSequence of each SUBSCRIBE position and the values to ACK.
+func (s *Store) Cursors() []protocol.Cursor {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]protocol.Cursor, 0, len(s.groups))
+	for _, g := range s.groups {
+		out = append(out, protocol.Cursor{GroupID: g.id, Sequence: g.cursor})
+	}
+	slices.SortFunc(out, func(a, b protocol.Cursor) int { return cmp.Compare(a.GroupID, b.GroupID) })
+	return out
+}
+
+// Cursor returns Group id's durable cursor (0 for an unknown Group).
+func (s *Store) Cursor(groupID string) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := s.groups[groupID]; g != nil {
+		return g.cursor
+	}
+	return 0
+}
+
+// Items returns the view of every WorkItem of a Group, sorted by id.
+func (s *Store) Items(groupID string) []Entry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.groups[groupID]
+	if g == nil {
+		return nil
+	}
+	out := make([]Entry, 0, len(g.items))
+	for _, id := range g.itemIDs() {
+		out = append(out, *g.items[id])
+	}
+	return out
+}
+
+// Item returns the view of one WorkItem.
+func (s *Store) Item(groupID, workItemID string) (Entry, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := s.groups[groupID]; g != nil {
+		if e := g.items[workItemID]; e != nil {
+			return *e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Mission returns the view of a Group's Mission.
+func (s *Store) Mission(groupID string) (MissionView, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := s.groups[groupID]; g != nil {
+		return g.mis, true
+	}
+	return MissionView{}, false
+}
+
+// GroupIDs lists the known Groups, sorted.
+func (s *Store) GroupIDs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := make([]string, 0, len(s.groups))
+	for id := range s.groups {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// BufferStatus describes a Group's reorder buffer.
+type BufferStatus struct {
+	GroupID string `json:"groupId"`
+	Cursor  uint64 `json:"cursor"`
+	Events  int    `json:"events"`
+	Bytes   int    `json:"bytes"`
+	// FirstHeld is the lowest held sequence; the gap is (Cursor, FirstHeld).
+	FirstHeld uint64 `json:"firstHeld,omitempty"`
+}
+
+// Buffers reports every Group's reorder buffer that holds events.
+func (s *Store) Buffers() []BufferStatus {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []BufferStatus
+	for _, g := range s.groups {
+		if len(g.buf.evs) > 0 {
+			out = append(out, BufferStatus{GroupID: g.id, Cursor: g.cursor, Events: len(g.buf.evs), Bytes: g.buf.bytes, FirstHeld: g.buf.first()})
+		}
+	}
+	slices.SortFunc(out, func(a, b BufferStatus) int { return cmp.Compare(a.GroupID, b.GroupID) })
+	return out
+}
+
+// Event returns the inbox bytes of one applied event.
+func (s *Store) Event(groupID string, seq uint64) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		gb := tx.Bucket(bktGroups).Bucket([]byte(groupID))
+		if gb == nil {
+			return fmt.Errorf("queue: unknown group %s", groupID)
+		}
+		v := gb.Bucket(bktInbox).Get(u64(seq))
+		if v == nil {
+			return fmt.Errorf("queue: group %s has no event %d in its inbox", groupID, seq)
+		}
+		out = slices.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func getU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
