@@ -1,5 +1,95 @@
 // Package scheduler is the worker-owned global scheduler (spec 11.1): weighted
 // fair sharing of slot-time across Groups, starvation-free priority within a
 // Group, eligibility, preemption victims, selection basis and schedule
-// disclosure. It is pure and deterministic: time comes in as an argument.
+// disclosure. It is pure and deterministic: time comes in as an argument; it
+// reads no clock, does no I/O and starts no goroutine (purity_test.go checks).
+//
+// # Across Groups
+//
+// Each Group has a weight w (its own weight × the organization priority
+// class multiplier) and an optional quota q of concurrent slots. Its service
+// svc is the slot-time it has been charged: finished runs at their actual
+// length, running ones at max(elapsed, estimate) — the estimate is charged at
+// start so that several slots freeing at once do not all go to one Group.
+// Virtual time is svc/w. A ready Group (eligible item, under quota) with the
+// smallest virtual time gets each free slot: start-time fair queuing over
+// slot-time, one heap over ready Groups. V, the smallest ready virtual time at
+// the latest pick, only grows; an idle Group that becomes ready joins at
+// max(own, V), so sleeping banks no credit; a Group coming back under its
+// quota keeps at most q × its mean run of credit.
+//
+// # Within a Group
+//
+// An item's aging key is ta = enqueue + MaxWait(urgency) × ImpactPercent/100
+// (defaults: low 5m, normal 1m, high 10s, critical 1s; impact low 100%,
+// medium 80%, high 60%, critical 40%). The key is fixed while the item waits,
+// so ordering by it makes urgency decide among fresh items while age
+// overtakes urgency, with no rescans; preemption and priority changes keep
+// the first enqueue time. Deadline items whose slack is short (deadline −
+// estimate ≤ now + SlackWindow) move, once, into an earliest-deadline-first
+// heap that goes before the aging order. An item past its key is overdue:
+// after EDFBurst (B, default 4) deadline picks have passed over it, it goes.
+// The coordinator's urgency is thus an input to the key, never an override.
+//
+// # Starvation bound
+//
+// Let S be the slot count, W the sum of all Group weights, and for x's Group
+// g: w its weight, q = min(quota, S); Q = Σ min(q_h, S) over the other
+// Groups; D* the longest single occupancy of a slot (a run to its end or to
+// its checkpoint) or charged estimate, whichever is larger. Define
+//
+//	R(k) = (k + q)·D*·max(W/(w·S), 1/q) + ((W − w)·q·D*/w + (Q + S)·D*)/S
+//
+// the longest a continuously backlogged Group waits for k picks: it receives
+// at least min(w·S/W, q) slots' worth of slot-time less a constant lag (the
+// second term: other Groups' charges of one run each, and g's own debt from
+// runs charged before it waited). Then an eligible item x of urgency u
+// starts within
+//
+//	wait(x) ≤ MaxWait(u) + R((A + 1)(B + 1))
+//
+// of its enqueue, where A counts g's items still unfinished at x's aging key
+// that have a smaller key (all arrived earlier than ta − min MaxWait, so A
+// is bounded by g's own backlog, never by other Groups or later arrivals).
+// An item first in its Group's order starts within R(1): a low item in a
+// weight-1 Group under a flood of critical work elsewhere waits at most
+// (1 + q)·D*·max(W/S, 1/q) + ((W − 1)·q + Q + S)·D*/S — with S = 1, two
+// weight-1 Groups and no quotas, 7·D*. TestStarvationBoundUnderCriticalFlood
+// and the rapid property TestPropertyStarvationBound check this bound;
+// TestPropertyFairShare checks that backlogged Groups stay within
+// (2S + G)·D* of their weighted share of slot-time.
+//
+// Deadlines: with every deadline's slack inside SlackWindow (default 30s)
+// and no item overdue, the order is earliest deadline first, so a load that
+// non-preemptive EDF schedules without a miss has no miss here
+// (TestPropertyEDFFeasible). When deadlines and the aging bound conflict the
+// bound wins: anti-starvation is a MUST of 11.1, deadlines a SHOULD.
+//
+// # Preemption
+//
+// Preempt names a victim when a pressing queued item (deadline at risk,
+// overdue, or critical) cannot start: the lowest-priority preemptible running
+// item ranked below it, from its own Group, or from a Group that stays at or
+// above its whole-slot fair share while the candidate's Group is below its
+// share and behind in virtual time. An item that started only after its aging
+// bound is never a victim, and a deadline candidate whose latest start is
+// after the next expected slot release waits instead. Preemption is
+// cooperative (11.3): the victim keeps its slot until Release, which then
+// hands the slot to the candidate. One preemption is in flight at a time.
+//
+// # Cost
+//
+// Next, Finish, Release, Enqueue and Update are O(log n + log G + S) for n
+// queued items in G Groups and S slots: per-Group item heaps with indexes in
+// each entry, one heap of ready Groups, no scan of items. With unlike slots
+// (SlotResources) a pick may skip Groups whose next item fits no free slot:
+// O(G log G) in that case, still independent of n. Preempt is O(G + S);
+// Disclose is O(items of the item's own Group).
+//
+// # Disclosure
+//
+// Disclose reads the item's own Group (its order, running items, observed
+// durations) and aggregate load only (slot count, free slots, total active
+// weight); nothing of another Group — names, contents, durations, positions —
+// enters it (TestDisclosureRevealsNothingOfOtherGroups).
 package scheduler
