@@ -307,6 +307,11 @@ func Validate(name string, v any) error {
 	if !ok {
 		return Errorf(CodeSchemaValidationFailed, "unknown schema %q (known: %s)", name, strings.Join(SchemaNames, ", "))
 	}
+	// Accept path (fastschema.go): a document the fast validator finds
+	// certainly valid is; anything else gets the library's full report.
+	if fastAccepts(name, v) {
+		return nil
+	}
 	if sp, ok := set.split[name]; ok {
 		return set.checkSplit(name, sp, v)
 	}
