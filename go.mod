@@ -3,6 +3,7 @@ module github.com/missionweave/mwp-worker
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/gowebpki/jcs v1.0.2
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/urfave/cli/v3 v3.14.0

@@ -21,7 +21,11 @@ const (
 )
 
 // maxSafeInteger is 2^53-1, the largest integer every binary64 peer holds exactly.
-const maxSafeInteger = 1<<53 - 1
+const maxSafeInteger = MaxSafeInteger
+
+// MaxSafeInteger is the largest integer I-JSON carries exactly (2^53-1): the
+// bound of every epoch, sequence and revision.
+const MaxSafeInteger = 1<<53 - 1
 
 // Parse decodes one JSON text under the strict I-JSON rules of WIRE.md and
 // returns it as map[string]any, []any, string, json.Number, bool or nil.

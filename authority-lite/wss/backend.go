@@ -1,0 +1,52 @@
+package wss
+
+import (
+	"context"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Backend is the Group Authority behind the WebSocket binding. The
+// authority-lite Service implements it; tests use fakes. Every error
+// returned is a *protocol.Error whose code goes on the wire unchanged.
+type Backend interface {
+	// Now is the authority's clock (injected; tests use a fake).
+	Now() time.Time
+	// Hello checks a client HELLO after the server checked the frame shape
+	// and protocol version: the proof signature, the agent's key, the
+	// freshness of issuedAt, a never-reused nonce (AUTH_INVALID_SIGNATURE)
+	// and the session epoch (AUTH_STALE_SESSION). It returns the session
+	// epoch the server answers with.
+	Hello(ctx context.Context, h *protocol.Hello) (sessionEpoch uint64, err error)
+	// Submit runs one Command's signed bytes through the whole pipeline and
+	// returns its receipt only after the events are durable. peer is the
+	// agent authenticated by HELLO; a command signed by another actor is
+	// accepted only if the backend allows relaying it (humans through a UI).
+	Submit(ctx context.Context, peer string, raw []byte) (*protocol.Receipt, error)
+	// Authorize reports whether peer may read a Group: GROUP_NOT_FOUND for
+	// both unknown and forbidden Groups.
+	Authorize(peer, groupID string) error
+	// Events returns up to max events of a Group with sequence > after, as
+	// the JCS bytes of signed envelopes in sequence order. CURSOR_TOO_OLD
+	// (with the snapshot reference in details) when after is below what is
+	// kept online.
+	Events(groupID string, after uint64, max int) ([]StoredEvent, error)
+	// Changed returns a channel closed when the Group's last sequence moves
+	// past after (immediately closed if it already has).
+	Changed(groupID string, after uint64) <-chan struct{}
+	// Acked records a client's durable cursor for a Group (observability,
+	// snapshot retention); it must not fail the connection.
+	Acked(peer, groupID string, sequence uint64)
+}
+
+// StoredEvent is one event as kept in the log.
+type StoredEvent struct {
+	Sequence uint64
+	Type     protocol.EventType
+	// WorkItemID is the aggregate id when the aggregate is a WorkItem, for
+	// SUBSCRIBE filters.
+	WorkItemID string
+	// Raw is the signed event envelope's JCS bytes.
+	Raw []byte
+}

@@ -1,0 +1,81 @@
+package protocol
+
+import (
+	"encoding/json"
+	"math"
+)
+
+// SignedCommand signs cmd with k and returns its JCS bytes, ready to send.
+// It fills signature alg, keyId and createdAt (= issuedAt) and sets
+// cmd.Signature to the result, so a retry can resend the same bytes.
+func SignedCommand(cmd *Command, k PrivateKey) ([]byte, error) {
+	cmd.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: cmd.IssuedAt}
+	raw, err := signTyped(cmd, k, "issuedAt")
+	if err != nil {
+		return nil, err
+	}
+	return raw, setSignature(raw, &cmd.Signature)
+}
+
+// SignedEvent signs ev with k (createdAt = occurredAt) and returns its JCS
+// bytes; ev.Signature is set to the result.
+func SignedEvent(ev *Event, k PrivateKey) ([]byte, error) {
+	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
+	raw, err := signTyped(ev, k, "occurredAt")
+	if err != nil {
+		return nil, err
+	}
+	return raw, setSignature(raw, &ev.Signature)
+}
+
+// SignedValue signs any Go value that marshals to a document with one of
+// issuedAt, occurredAt or createdAt and a signature member, returning the
+// JCS bytes of the signed document.
+func SignedValue(v any, k PrivateKey) ([]byte, error) {
+	doc, err := toDoc(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := SignDocument(doc, k); err != nil {
+		return nil, err
+	}
+	return Canonical(doc)
+}
+
+func signTyped(v any, k PrivateKey, member string) ([]byte, error) {
+	doc, err := toDoc(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := signWithMember(doc, k, member); err != nil {
+		return nil, err
+	}
+	return Canonical(doc)
+}
+
+func toDoc(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := Parse(raw, DecodeOptions{MaxBytes: math.MaxInt})
+	if err != nil {
+		return nil, err
+	}
+	doc, ok := parsed.(map[string]any)
+	if !ok {
+		return nil, Errorf(CodeSchemaValidationFailed, "a signed document must be a JSON object")
+	}
+	return doc, nil
+}
+
+func setSignature(raw []byte, sig *Signature) error {
+	var s struct {
+		Signature Signature `json:"signature"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return err
+	}
+	*sig = s.Signature
+	return nil
+}
