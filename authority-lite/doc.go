@@ -13,6 +13,18 @@
 // in, never by timers or events. On error the Group is unchanged and the
 // error is a *protocol.Error.
 //
-// Status: the pure core is implemented; the command pipeline, bbolt log,
-// Organization service and WebSocket server are not yet (issue 3).
+// Around the core, Service is the edge: the command pipeline of spec 15.1
+// (strict decode, signature, key, freshness, epoch presence, schema,
+// extensions, idempotency by (actor, actionId), session and membership
+// epochs, then the core), the Organization service (Agent Cards, sessions
+// whose replacement revokes leases, human and policy principals), the bbolt
+// log (events, touched aggregates and receipt in one transaction, db.Batch
+// for group commit), artifacts, budgets, messages that never authorize, and
+// the wss.Backend the WebSocket server calls.
+//
+// Status (issue 3): pipeline, log, receipts, Organization service,
+// membership and delegation, messages with rate limits, artifacts, usage and
+// budgets (WorkItem and Mission, not yet the ancestry across Groups) are
+// implemented. Not yet: cooperation-override grants, snapshots and
+// CURSOR_TOO_OLD, offline reconciliation, benchmarks.
 package authoritylite

@@ -17,6 +17,11 @@ func TestNoWallClock(t *testing.T) {
 	// Split so this file does not match itself.
 	banned := []string{"time." + "Now(", "time." + "Since(", "time." + "Until(", "time." + "Sleep(", "time." + "After(", "time." + "Tick("}
 	for _, f := range files {
+		// Tests may wait for goroutines with a deadline; production code,
+		// the service layer included, reads only its injected clock.
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

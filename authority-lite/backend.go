@@ -1,0 +1,124 @@
+package authoritylite
+
+import (
+	"encoding/binary"
+	"encoding/json"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+var _ wss.Backend = (*Service)(nil)
+
+// Authorize lets an active member read a Group. Unknown and forbidden
+// Groups get the same GROUP_NOT_FOUND, so membership cannot be probed.
+func (s *Service) Authorize(peer, groupID string) error {
+	notFound := protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
+	gs := s.group(groupID)
+	if gs == nil {
+		return notFound
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	m := gs.members[actorKey(protocol.Actor{Kind: protocol.ActorAgent, ID: peer})]
+	if m == nil || m.State != protocol.MembershipActive {
+		return notFound
+	}
+	return nil
+}
+
+// Events returns up to max events of a Group after a sequence.
+func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEvent, error) {
+	if s.group(groupID) == nil {
+		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
+	}
+	var out []wss.StoredEvent
+	err := s.scanEvents(groupID, after, func(ev *protocol.Event, raw []byte) bool {
+		se := wss.StoredEvent{Sequence: ev.Seq(), Type: ev.Type, Raw: raw}
+		if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
+			se.WorkItemID = ev.Aggregate.ID
+		}
+		out = append(out, se)
+		return max <= 0 || len(out) < max
+	})
+	return out, err
+}
+
+// scanEvents calls fn for each stored event of a Group after a sequence,
+// in order, until fn returns false.
+func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.Event, raw []byte) bool) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, groupID, false)
+		if err != nil || gb == nil {
+			return err
+		}
+		c := gb.events.Cursor()
+		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
+			var ev protocol.Event
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return err
+			}
+			raw := append([]byte(nil), v...)
+			if !fn(&ev, raw) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Changed returns a channel closed once the Group's log passes after.
+func (s *Service) Changed(groupID string, after uint64) <-chan struct{} {
+	gs := s.group(groupID)
+	if gs == nil {
+		ch := make(chan struct{})
+		return ch
+	}
+	gs.nmu.Lock()
+	ch := gs.changed
+	gs.nmu.Unlock()
+	if s.LastSequence(groupID) > after {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return ch
+}
+
+// LastSequence is a Group's highest durable sequence.
+func (s *Service) LastSequence(groupID string) uint64 {
+	var last uint64
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, groupID, false)
+		if err == nil && gb != nil {
+			last = lastSeq(gb.events)
+		}
+		return nil
+	})
+	return last
+}
+
+// Acked records a client's durable cursor.
+func (s *Service) Acked(peer, groupID string, sequence uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := peer + "\x00" + groupID
+	if sequence > s.acks[k] {
+		s.acks[k] = sequence
+	}
+}
+
+// OrgEvents returns the Organization-scoped events in order.
+func (s *Service) OrgEvents() ([][]byte, error) {
+	var out [][]byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+			_ = binary.BigEndian.Uint64(k)
+			out = append(out, append([]byte(nil), v...))
+			return nil
+		})
+	})
+	return out, err
+}

@@ -1,0 +1,309 @@
+package authoritylite
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// call is one authenticated command on its way through the pipeline.
+type call struct {
+	s       *Service
+	cmd     *protocol.Command
+	payload any
+	digest  string
+	now     time.Time
+	// automatic marks events caused by an earlier command: no receipt.
+	automatic bool
+}
+
+// pending is what a decision writes: events in order, plus the state they
+// leave behind, committed together.
+type pending struct {
+	now      protocol.Time
+	drafts   []EventDraft
+	audit    []any
+	children []ChildMissionRequested
+	notices  []ParentNotice
+}
+
+func actorKey(a protocol.Actor) string { return string(a.Kind) + "/" + a.ID }
+
+// decideInGroup runs the Group-scoped part of the pipeline under the
+// Group's lock: idempotency, session and membership epochs, then the
+// decision, then the durable append.
+func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pending, error) {
+	if err := s.checkActionID(c); err != nil {
+		var r errReplay
+		if errors.As(err, &r) {
+			return &r.receipt, nil, nil
+		}
+		return nil, nil, err
+	}
+	if err := s.checkPrincipal(c, gs); err != nil {
+		return nil, nil, err
+	}
+	if c.cmd.Type == protocol.CmdWorkPropose {
+		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
+			return nil, nil, err
+		}
+	}
+	p := pending{now: protocol.NewTime(c.now)}
+	var err error
+	switch c.cmd.Type {
+	case protocol.CmdMembershipChange, protocol.CmdMembershipEnd, protocol.CmdMembershipGrantDelegation:
+		err = s.membership(c, gs, &p)
+	case protocol.CmdMessagePost, protocol.CmdMessageCorrect, protocol.CmdMessageRetract, protocol.CmdMessageRedact:
+		err = s.message(c, gs, &p)
+	case protocol.CmdArtifactPublish:
+		err = s.publishArtifact(c, gs, &p)
+	case protocol.CmdResourceUsageRecord:
+		err = s.recordUsage(c, gs, &p)
+	default:
+		err = s.applyCore(c, gs, &p)
+	}
+	if err != nil {
+		if len(p.audit) > 0 {
+			s.keepAudit(p.audit)
+		}
+		return nil, nil, err
+	}
+	r, err := s.commit(c, gs, &p)
+	return r, &p, err
+}
+
+// checkPrincipal applies the session and membership rules of spec 15.1
+// that need the Organization's and the Group's state.
+func (s *Service) checkPrincipal(c *call, gs *groupState) error {
+	cmd := c.cmd
+	switch cmd.Actor.Kind {
+	case protocol.ActorService:
+		if !s.org.isPolicyService(cmd.Actor.ID) {
+			return forbidden("service %s acts for no Organization policy here", cmd.Actor.ID)
+		}
+		return nil
+	case protocol.ActorAgent:
+		cur := s.org.sessionEpoch(cmd.Actor.ID)
+		if cmd.SessionEpoch == nil || *cmd.SessionEpoch != cur || cur == 0 {
+			e := protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch of %s is %d; the command carries %s", cmd.Actor.ID, cur, epochString(cmd.SessionEpoch)).At("/sessionEpoch")
+			return withDetails(e, "sessionEpoch", cur)
+		}
+	}
+	m := gs.members[actorKey(cmd.Actor)]
+	if m == nil || m.State != protocol.MembershipActive {
+		return protocol.Errorf(protocol.CodeMembershipRequired, "%s %s is not a member of group %s", cmd.Actor.Kind, cmd.Actor.ID, gs.id)
+	}
+	if cmd.MembershipEpoch == nil || *cmd.MembershipEpoch != m.MembershipEpoch {
+		e := protocol.Errorf(protocol.CodeMembershipStale, "membership epoch of %s in %s is %d; the command carries %s", cmd.Actor.ID, gs.id, m.MembershipEpoch, epochString(cmd.MembershipEpoch)).At("/membershipEpoch")
+		return withDetails(e, "membershipEpoch", m.MembershipEpoch)
+	}
+	return nil
+}
+
+func epochString(e *uint64) string {
+	if e == nil {
+		return "none"
+	}
+	return fmt.Sprint(*e)
+}
+
+// applyCore hands the command to the Mission and WorkItem state machines.
+func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
+	in := InputFromCommand(c.cmd, c.payload)
+	in.Delegated = s.delegated(c, gs)
+	out, err := gs.g.Apply(in, c.now)
+	for _, e := range out.Effects {
+		switch e := e.(type) {
+		case LateResult:
+			p.audit = append(p.audit, e)
+		case ChildMissionRequested:
+			p.children = append(p.children, e)
+		case ParentNotice:
+			p.notices = append(p.notices, e)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.drafts = append(p.drafts, out.Events...)
+	if c.cmd.Type == protocol.CmdMissionAssignCoordinator && gs.g.Mission != nil && gs.g.Mission.Coordinator != nil {
+		s.ensureMember(gs, protocol.Actor{Kind: protocol.ActorAgent, ID: gs.g.Mission.Coordinator.AgentID}, protocol.RoleCoordinator, c.cmd.Actor, p)
+	}
+	return nil
+}
+
+// commit turns drafts into signed, sequenced events and writes them, the
+// aggregates they touched and the receipt in one transaction. The receipt
+// is returned only after the transaction is durable.
+func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt, error) {
+	events, receipt, err := s.seal(c, gs.id, gs.last, p.drafts)
+	if err != nil {
+		s.reloadGroup(gs)
+		return nil, err
+	}
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, gs.id, true)
+		if err != nil {
+			return err
+		}
+		if err := s.writeGroup(gb, gs, p, events); err != nil {
+			return err
+		}
+		for _, a := range p.audit {
+			if err := appendAudit(tx, a); err != nil {
+				return err
+			}
+		}
+		if c.automatic {
+			return nil
+		}
+		return putReceipt(tx, c, receipt)
+	})
+	if err != nil {
+		s.reloadGroup(gs)
+		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
+	}
+	if len(events) > 0 {
+		gs.last = *events[len(events)-1].ev.Sequence
+		gs.notify()
+	}
+	return receipt, nil
+}
+
+type sealed struct {
+	ev  *protocol.Event
+	raw []byte
+}
+
+// seal numbers and signs drafts as the Group's next events.
+func (s *Service) seal(c *call, groupID string, last uint64, drafts []EventDraft) ([]sealed, *protocol.Receipt, error) {
+	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{}}
+	out := make([]sealed, 0, len(drafts))
+	for i, d := range drafts {
+		payload, err := json.Marshal(d.Payload)
+		if err != nil {
+			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "event payload: %v", err)
+		}
+		seq, rev, agg := last+uint64(i)+1, d.Revision, d.Aggregate
+		ev := &protocol.Event{
+			EventID: newEventID(), GroupID: groupID, Sequence: &seq, Aggregate: &agg, Revision: &rev,
+			Type: d.Type, Actor: d.Actor, CausationID: c.cmd.ActionID, CorrelationID: c.cmd.CorrelationID,
+			OccurredAt: protocol.NewTime(c.now), AcceptedBy: s.cfg.ID, Payload: payload,
+		}
+		raw, err := protocol.SignedEvent(ev, s.key)
+		if err != nil {
+			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "sign event: %v", err)
+		}
+		out = append(out, sealed{ev, raw})
+		receipt.Events = append(receipt.Events, protocol.EventRef{EventID: ev.EventID, GroupID: groupID, Sequence: protocol.Uint64(seq)})
+	}
+	return out, receipt, nil
+}
+
+// writeGroup stores events and every aggregate they name.
+func (s *Service) writeGroup(gb *groupBuckets, gs *groupState, p *pending, events []sealed) error {
+	mission, members, usage := false, false, false
+	for _, e := range events {
+		if err := gb.events.Put(seqKey(*e.ev.Sequence), e.raw); err != nil {
+			return err
+		}
+		id := e.ev.Aggregate.ID
+		switch e.ev.Aggregate.Kind {
+		case protocol.AggregateMission:
+			mission = true
+		case protocol.AggregateMembership:
+			members = true
+		}
+		if w, ok := gs.g.Items[id]; ok {
+			if err := putJSON(gb.items, []byte(id), w); err != nil {
+				return err
+			}
+		}
+		if pr, ok := gs.g.Proposals[id]; ok {
+			if err := putJSON(gb.proposals, []byte(id), pr); err != nil {
+				return err
+			}
+		}
+		if e.ev.Type == EvtResourceUsageRecordedType {
+			usage = true
+		}
+	}
+	// Proposals move when authorized without an event of their own.
+	for id, pr := range gs.g.Proposals {
+		if err := putJSON(gb.proposals, []byte(id), pr); err != nil {
+			return err
+		}
+	}
+	if mission || gb.meta.Get(keyMission) == nil {
+		if err := putJSON(gb.meta, keyMission, struct {
+			Mission   *protocol.Mission `json:"mission"`
+			Ancestors []string          `json:"ancestors"`
+		}{gs.g.Mission, gs.g.Ancestors}); err != nil {
+			return err
+		}
+	}
+	if members || gb.meta.Get(keyMembers) == nil {
+		if err := putJSON(gb.meta, keyMembers, gs.members); err != nil {
+			return err
+		}
+	}
+	if usage {
+		if err := putJSON(gb.meta, keyUsage, gs.usage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EvtResourceUsageRecordedType is the event that charges a budget.
+const EvtResourceUsageRecordedType = protocol.EvtResourceUsageRecorded
+
+func putReceipt(tx *bolt.Tx, c *call, r *protocol.Receipt) error {
+	return putJSON(tx.Bucket(bucketReceipts), receiptKey(c.cmd.Actor, c.cmd.ActionID), receiptRecord{Digest: c.digest, Receipt: *r})
+}
+
+func appendAudit(tx *bolt.Tx, a any) error {
+	b := tx.Bucket(bucketAudit)
+	n, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return putJSON(b, seqKey(n), a)
+}
+
+// keepAudit stores records of a refused command that the spec wants kept
+// (late results of a fenced owner) in their own transaction.
+func (s *Service) keepAudit(recs []any) {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, a := range recs {
+			if err := appendAudit(tx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Error("audit record lost", "err", err)
+	}
+}
+
+// LateResults returns every stored late result, oldest first.
+func (s *Service) LateResults() ([]LateResult, error) {
+	var out []LateResult
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
+			var r LateResult
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}

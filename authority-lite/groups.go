@@ -1,0 +1,139 @@
+package authoritylite
+
+import (
+	"errors"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// createMission handles mission.create and mission.create_follow_up: the
+// only commands that create a Group. The human becomes its MissionOwner
+// (membership epoch 1) in the same transaction.
+func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
+	cmd := c.cmd
+	if cmd.Actor.Kind != protocol.ActorHuman {
+		return nil, forbidden("%s: a Mission is created by a human, never by a %s", cmd.Type, cmd.Actor.Kind)
+	}
+	if cmd.GroupID == "" {
+		return nil, invalidCommand("%s carries the id of the Group it creates", cmd.Type).At("/groupId")
+	}
+	s.orgMu.Lock()
+	defer s.orgMu.Unlock()
+	if err := s.checkActionID(c); err != nil {
+		var r errReplay
+		if errors.As(err, &r) {
+			return &r.receipt, nil
+		}
+		return nil, err
+	}
+	if existing := s.group(cmd.GroupID); existing != nil {
+		return nil, invalidTransition("group %s already exists", cmd.GroupID).At("/groupId")
+	}
+	in := InputFromCommand(cmd, c.payload)
+	if fu, ok := c.payload.(*protocol.CreateFollowUpPayload); ok {
+		pred := s.missionByID(fu.FollowUpOf)
+		if pred == nil {
+			return nil, invalidCommand("mission %s not found", fu.FollowUpOf).At("/payload/followUpOf")
+		}
+		in.Predecessor = pred
+	}
+	gs := newGroupState(cmd.GroupID, s.cfg.Limits)
+	out, err := gs.g.Apply(in, c.now)
+	if err != nil {
+		return nil, err
+	}
+	p := pending{now: protocol.NewTime(c.now), drafts: out.Events}
+	s.ensureMember(gs, cmd.Actor, protocol.RoleMissionOwner, cmd.Actor, &p)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	r, err := s.commit(c, gs, &p)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.groups[gs.id] = gs
+	s.mu.Unlock()
+	return r, nil
+}
+
+func newGroupState(id string, lim Limits) *groupState {
+	return &groupState{id: id, g: NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, changed: make(chan struct{})}
+}
+
+// missionByID finds a Mission by id across Groups.
+func (s *Service) missionByID(id string) *protocol.Mission {
+	for _, gid := range s.GroupIDs() {
+		gs := s.group(gid)
+		gs.mu.Lock()
+		m := gs.g.Mission
+		gs.mu.Unlock()
+		if m != nil && m.MissionID == id {
+			c := *m
+			return &c
+		}
+	}
+	return nil
+}
+
+// followEffects runs what an accepted decision owes other Groups: linked
+// child Missions are created, parents hear of a child's terminal state.
+// Called without any Group lock held.
+func (s *Service) followEffects(c *call, p *pending) {
+	for _, ch := range p.children {
+		if err := s.createChild(c, ch.Link); err != nil {
+			s.log.Error("child mission not created", "mission", ch.Link.MissionID, "err", err)
+		}
+	}
+	for _, n := range p.notices {
+		gs := s.group(n.ParentGroupID)
+		if gs == nil {
+			continue
+		}
+		gs.mu.Lock()
+		out, err := gs.g.ApplyChildOutcome(n.Outcome, c.now)
+		if err == nil {
+			sub := &call{s: s, cmd: &protocol.Command{ActionID: c.cmd.ActionID, Actor: authorityActor, CorrelationID: c.cmd.CorrelationID}, now: c.now}
+			pp := pending{now: protocol.NewTime(c.now), drafts: out.Events}
+			_, err = s.commitAutomatic(sub, gs, &pp)
+		}
+		gs.mu.Unlock()
+		if err != nil {
+			s.log.Error("parent notice not applied", "group", n.ParentGroupID, "err", err)
+		}
+	}
+}
+
+func (s *Service) createChild(c *call, link LinkedMission) error {
+	s.orgMu.Lock()
+	defer s.orgMu.Unlock()
+	if s.group(link.GroupID) != nil {
+		return invalidTransition("group %s already exists", link.GroupID)
+	}
+	gs := newGroupState(link.GroupID, s.cfg.Limits)
+	out, err := gs.g.CreateLinkedMission(link, c.now)
+	if err != nil {
+		return err
+	}
+	p := pending{now: protocol.NewTime(c.now), drafts: out.Events}
+	s.ensureMember(gs, link.Owner, protocol.RoleMissionOwner, link.Actor, &p)
+	if link.Actor.Kind == protocol.ActorAgent {
+		s.ensureMember(gs, link.Actor, protocol.RoleCoordinator, link.Actor, &p)
+	}
+	sub := &call{s: s, cmd: &protocol.Command{ActionID: c.cmd.ActionID, Actor: link.Actor, CorrelationID: c.cmd.CorrelationID}, now: c.now}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if _, err := s.commitAutomatic(sub, gs, &p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.groups[gs.id] = gs
+	s.mu.Unlock()
+	return nil
+}
+
+// commitAutomatic appends events caused by an earlier command (spec 15.2)
+// without a receipt of their own.
+func (s *Service) commitAutomatic(c *call, gs *groupState, p *pending) (*protocol.Receipt, error) {
+	c.automatic = true
+	return s.commit(c, gs, p)
+}

@@ -1,0 +1,149 @@
+package authoritylite
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// The authority's bbolt layout. Every accepted command writes its events,
+// the aggregates they changed and its receipt in one transaction, so a
+// crash leaves either all of them or none.
+//
+//	groups/<groupId>/events   sequence (8 bytes BE) -> signed event (JCS)
+//	groups/<groupId>/items    workItemId -> WorkItem JSON
+//	groups/<groupId>/proposals proposalId -> Proposal JSON
+//	groups/<groupId>/meta     "mission", "members", "usage" -> JSON
+//	org/agents                agentId -> agent record JSON
+//	org/humans                humanId -> human record JSON
+//	org/events                index (8 bytes BE) -> signed org event
+//	org/nonces                agentId 0 nonce -> issuedAt (HELLO replay guard)
+//	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
+//	audit                     index -> late result JSON (never applied)
+var (
+	bucketGroups    = []byte("groups")
+	bucketEvents    = []byte("events")
+	bucketItems     = []byte("items")
+	bucketProposals = []byte("proposals")
+	bucketMeta      = []byte("meta")
+	bucketOrg       = []byte("org")
+	bucketAgents    = []byte("agents")
+	bucketHumans    = []byte("humans")
+	bucketNonces    = []byte("nonces")
+	bucketReceipts  = []byte("receipts")
+	bucketAudit     = []byte("audit")
+
+	keyMission = []byte("mission")
+	keyMembers = []byte("members")
+	keyUsage   = []byte("usage")
+)
+
+func seqKey(seq uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	return b[:]
+}
+
+func receiptKey(a protocol.Actor, actionID string) []byte {
+	k := make([]byte, 0, len(a.Kind)+len(a.ID)+len(actionID)+2)
+	k = append(k, a.Kind...)
+	k = append(k, 0)
+	k = append(k, a.ID...)
+	k = append(k, 0)
+	return append(k, actionID...)
+}
+
+// receiptRecord is what the authority keeps per (actor, actionId): the
+// digest of the command's canonical bytes, to tell a retry from a
+// collision, and the receipt a retry gets back.
+type receiptRecord struct {
+	Digest  string           `json:"digest"`
+	Receipt protocol.Receipt `json:"receipt"`
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}
+
+func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+	raw := b.Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("authority store: %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// groupBuckets returns (creating when asked) the buckets of one Group.
+type groupBuckets struct {
+	events, items, proposals, meta *bolt.Bucket
+}
+
+func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, error) {
+	root := tx.Bucket(bucketGroups)
+	g := root.Bucket([]byte(groupID))
+	if g == nil {
+		if !create {
+			return nil, nil
+		}
+		var err error
+		if g, err = root.CreateBucket([]byte(groupID)); err != nil {
+			return nil, err
+		}
+	}
+	gb := &groupBuckets{}
+	for _, p := range []struct {
+		name []byte
+		dst  **bolt.Bucket
+	}{{bucketEvents, &gb.events}, {bucketItems, &gb.items}, {bucketProposals, &gb.proposals}, {bucketMeta, &gb.meta}} {
+		b := g.Bucket(p.name)
+		if b == nil {
+			if !create {
+				return nil, fmt.Errorf("authority store: group %s lacks bucket %s", groupID, p.name)
+			}
+			var err error
+			if b, err = g.CreateBucket(p.name); err != nil {
+				return nil, err
+			}
+		}
+		*p.dst = b
+	}
+	return gb, nil
+}
+
+func createRootBuckets(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	org, err := tx.CreateBucketIfNotExists(bucketOrg)
+	if err != nil {
+		return err
+	}
+	for _, name := range [][]byte{bucketAgents, bucketHumans, bucketEvents, bucketNonces} {
+		if _, err := org.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lastSeq is the highest sequence in an events bucket, 0 when empty.
+func lastSeq(b *bolt.Bucket) uint64 {
+	k, _ := b.Cursor().Last()
+	if k == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k)
+}

@@ -1,0 +1,212 @@
+package authoritylite
+
+import (
+	"slices"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Membership, delegation and messages live in the service layer: they
+// gate who may send what, but never move Mission or WorkItem state.
+
+// MaxDelegationDepth bounds re-delegation chains (spec 20).
+const MaxDelegationDepth = 3
+
+func membershipAggregate(a protocol.Actor) protocol.Aggregate {
+	return protocol.Aggregate{Kind: protocol.AggregateMembership, ID: string(a.Kind) + ":" + a.ID}
+}
+
+// ensureMember gives principal the role (joining the Group when new) and
+// drafts membership.changed; the principal's membership epoch moves so
+// commands prepared under the old roles are fenced.
+func (s *Service) ensureMember(gs *groupState, principal protocol.Actor, role protocol.Role, by protocol.Actor, p *pending) {
+	m := gs.members[actorKey(principal)]
+	if m != nil && m.State == protocol.MembershipActive && slices.Contains(m.Roles, role) {
+		return
+	}
+	roles := protocol.List[protocol.Role]{role}
+	if m != nil && m.State == protocol.MembershipActive {
+		roles = append(slices.Clone(m.Roles), role)
+	}
+	s.setMembership(gs, principal, roles, by, p)
+}
+
+func (s *Service) setMembership(gs *groupState, principal protocol.Actor, roles protocol.List[protocol.Role], by protocol.Actor, p *pending) *protocol.Membership {
+	old := gs.members[actorKey(principal)]
+	m := &protocol.Membership{GroupID: gs.id, Principal: principal, Roles: roles, State: protocol.MembershipActive, MembershipEpoch: 1, Revision: 1}
+	if old != nil {
+		m.MembershipEpoch, m.Revision, m.JoinedAt = old.MembershipEpoch+1, old.Revision+1, old.JoinedAt
+		if old.State == protocol.MembershipActive {
+			m.Delegations = old.Delegations
+		}
+	}
+	if old == nil || old.State != protocol.MembershipActive {
+		m.JoinedAt = p.nowTime()
+	}
+	gs.members[actorKey(principal)] = m
+	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtMembershipChanged, Aggregate: membershipAggregate(principal), Revision: m.Revision, Actor: by, Payload: m})
+	return m
+}
+
+// nowTime is the decision time recorded in membership records.
+func (p *pending) nowTime() protocol.Time { return p.now }
+
+func (s *Service) membership(c *call, gs *groupState, p *pending) error {
+	if gs.g.Mission == nil {
+		return invalidTransition("group %s has no Mission", gs.id)
+	}
+	switch pl := c.payload.(type) {
+	case *protocol.ChangeMembershipPayload:
+		if err := s.requireOwnerOrCoordinator(c, gs); err != nil {
+			return err
+		}
+		if len(pl.Roles) == 0 {
+			return invalidCommand("membership.change needs at least one role; use membership.end to remove a member").At("/payload/roles")
+		}
+		owner := gs.g.Mission.Owner
+		hasOwner := slices.Contains(pl.Roles, protocol.RoleMissionOwner)
+		if (pl.Principal == owner) != hasOwner {
+			return forbidden("the missionOwner role belongs to %s alone and cannot be moved or dropped", owner.ID)
+		}
+		if pl.Principal.Kind == protocol.ActorAgent && s.org.agent(pl.Principal.ID) == nil {
+			return invalidCommand("agent %s has no registered Agent Card", pl.Principal.ID).At("/payload/principal")
+		}
+		s.setMembership(gs, pl.Principal, slices.Clone(pl.Roles), c.cmd.Actor, p)
+	case *protocol.EndMembershipPayload:
+		if pl.Principal != c.cmd.Actor {
+			if err := s.requireOwnerOrCoordinator(c, gs); err != nil {
+				return err
+			}
+		}
+		if pl.Principal == gs.g.Mission.Owner {
+			return forbidden("the MissionOwner's membership cannot end while the Mission exists")
+		}
+		old := gs.members[actorKey(pl.Principal)]
+		if old == nil || old.State != protocol.MembershipActive {
+			return invalidTransition("%s is not an active member", pl.Principal.ID)
+		}
+		m := *old
+		m.State, m.MembershipEpoch, m.Revision, m.Delegations = protocol.MembershipEnded, old.MembershipEpoch+1, old.Revision+1, nil
+		ended := c.now
+		m.EndedAt = ptrTime(protocol.NewTime(ended))
+		gs.members[actorKey(pl.Principal)] = &m
+		p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtMembershipEnded, Aggregate: membershipAggregate(pl.Principal), Revision: m.Revision, Actor: c.cmd.Actor, Payload: &m})
+	case *protocol.GrantDelegationPayload:
+		return s.grantDelegation(c, gs, pl, p)
+	}
+	return nil
+}
+
+func ptrTime(t protocol.Time) *protocol.Time { return &t }
+
+// requireOwnerOrCoordinator admits the MissionOwner, or the coordinator on
+// its current epoch and lease.
+func (s *Service) requireOwnerOrCoordinator(c *call, gs *groupState) error {
+	t := gs.g.begin(InputFromCommand(c.cmd, c.payload), c.now)
+	if t.isOwner() {
+		return nil
+	}
+	return t.requireCoordinator()
+}
+
+func (s *Service) grantDelegation(c *call, gs *groupState, pl *protocol.GrantDelegationPayload, p *pending) error {
+	t := gs.g.begin(InputFromCommand(c.cmd, c.payload), c.now)
+	if err := t.requireCoordinator(); err != nil {
+		return err
+	}
+	if !pl.ExpiresAt.After(c.now) {
+		return invalidCommand("delegation %s expires in the past", pl.DelegationID).At("/payload/expiresAt")
+	}
+	if pl.Delegate == c.cmd.Actor {
+		return invalidCommand("a delegation to oneself is cyclic").At("/payload/delegate")
+	}
+	m := gs.members[actorKey(pl.Delegate)]
+	if m == nil || m.State != protocol.MembershipActive {
+		return protocol.Errorf(protocol.CodeMembershipRequired, "delegate %s is not a member", pl.Delegate.ID).At("/payload/delegate")
+	}
+	depth, seen := 1, map[string]bool{pl.DelegationID: true}
+	for parent := pl.ParentDelegationID; parent != ""; depth++ {
+		if seen[parent] {
+			return invalidCommand("delegation chain through %s is cyclic", parent).At("/payload/parentDelegationId")
+		}
+		seen[parent] = true
+		d := findDelegation(gs, parent)
+		if d == nil {
+			return invalidCommand("parent delegation %s not found", parent).At("/payload/parentDelegationId")
+		}
+		if d.Delegate == pl.Delegate {
+			return invalidCommand("delegation back to %s is cyclic", pl.Delegate.ID).At("/payload/delegate")
+		}
+		parent = d.ParentDelegationID
+	}
+	if depth > MaxDelegationDepth {
+		return invalidCommand("delegation depth %d exceeds %d", depth, MaxDelegationDepth).At("/payload/parentDelegationId")
+	}
+	if findDelegation(gs, pl.DelegationID) != nil {
+		return invalidCommand("delegation %s already exists", pl.DelegationID).At("/payload/delegationId")
+	}
+	nm := *m
+	nm.Delegations = append(slices.Clone(m.Delegations), protocol.Delegation{
+		DelegationID: pl.DelegationID, Delegator: c.cmd.Actor, Delegate: pl.Delegate, CommandTypes: slices.Clone(pl.CommandTypes),
+		WorkItemIDs: slices.Clone(pl.WorkItemIDs), ExpiresAt: pl.ExpiresAt, ParentDelegationID: pl.ParentDelegationID,
+	})
+	nm.Revision++
+	gs.members[actorKey(pl.Delegate)] = &nm
+	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtMembershipDelegationGranted, Aggregate: membershipAggregate(pl.Delegate), Revision: nm.Revision, Actor: c.cmd.Actor, Payload: &nm})
+	return nil
+}
+
+func findDelegation(gs *groupState, id string) *protocol.Delegation {
+	for _, m := range gs.members {
+		for i := range m.Delegations {
+			if m.Delegations[i].DelegationID == id {
+				return &m.Delegations[i]
+			}
+		}
+	}
+	return nil
+}
+
+// delegated reports whether the actor holds a live delegation from the
+// current coordinator covering this command (spec 10.2 "scope delegate").
+func (s *Service) delegated(c *call, gs *groupState) bool {
+	m := gs.members[actorKey(c.cmd.Actor)]
+	if m == nil || gs.g.Mission == nil || gs.g.Mission.Coordinator == nil {
+		return false
+	}
+	item := workItemOf(c.payload)
+	for _, d := range m.Delegations {
+		if d.Delegator.ID != gs.g.Mission.Coordinator.AgentID || !d.ExpiresAt.After(c.now) {
+			continue
+		}
+		if !slices.Contains(d.CommandTypes, string(c.cmd.Type)) {
+			continue
+		}
+		if len(d.WorkItemIDs) > 0 && !slices.Contains(d.WorkItemIDs, item) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// workItemOf returns the WorkItem a payload names, if any.
+func workItemOf(p any) string {
+	switch p := p.(type) {
+	case *protocol.AuthorizeWorkPayload:
+		return p.WorkItemID
+	case *protocol.OfferWorkPayload:
+		return p.WorkItemID
+	case *protocol.UnblockWorkPayload:
+		return p.WorkItemID
+	case *protocol.AcceptResultPayload:
+		return p.WorkItemID
+	case *protocol.FailWorkPayload:
+		return p.WorkItemID
+	case *protocol.CancelWorkPayload:
+		return p.WorkItemID
+	case *protocol.InsertDependencyPayload:
+		return p.WorkItemID
+	}
+	return ""
+}

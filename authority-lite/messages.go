@@ -1,0 +1,157 @@
+package authoritylite
+
+import (
+	"sync"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Messages are recorded and relayed; they never authorize anything. No
+// text, however worded, reaches the Mission or WorkItem state machines.
+
+type messageEvent struct {
+	MessageID      string   `json:"messageId"`
+	ConversationID string   `json:"conversationId,omitempty"`
+	Author         string   `json:"author"`
+	Text           string   `json:"text,omitempty"`
+	MediaType      string   `json:"mediaType,omitempty"`
+	ReplyTo        string   `json:"replyTo,omitempty"`
+	Artifacts      []string `json:"artifacts,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
+	State          string   `json:"state"`
+}
+
+// messageRecord tracks who wrote a message and its revision, rebuilt from
+// the log on open.
+type messageRecord struct {
+	Author   protocol.Actor
+	Revision uint64
+	State    string
+}
+
+func (s *Service) message(c *call, gs *groupState, p *pending) error {
+	if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
+		return err
+	}
+	msgs := s.messages(gs)
+	ev := &messageEvent{Author: actorKey(c.cmd.Actor)}
+	var typ protocol.EventType
+	var id string
+	switch pl := c.payload.(type) {
+	case *protocol.PostMessagePayload:
+		if _, dup := msgs[pl.MessageID]; dup {
+			return invalidCommand("message %s already exists", pl.MessageID).At("/payload/messageId")
+		}
+		id, typ = pl.MessageID, protocol.EvtMessagePosted
+		ev.ConversationID, ev.Text, ev.MediaType, ev.ReplyTo, ev.Artifacts, ev.State = pl.ConversationID, pl.Text, pl.MediaType, pl.ReplyTo, pl.Artifacts, "posted"
+	case *protocol.CorrectMessagePayload:
+		id, typ = pl.MessageID, protocol.EvtMessageCorrected
+		ev.Text, ev.Reason, ev.State = pl.Text, pl.Reason, "corrected"
+	case *protocol.RetractMessagePayload:
+		id, typ = pl.MessageID, protocol.EvtMessageRetracted
+		ev.Reason, ev.State = pl.Reason, "retracted"
+	case *protocol.RedactMessagePayload:
+		id, typ = pl.MessageID, protocol.EvtMessageRedacted
+		ev.Reason, ev.State = pl.Reason, "redacted"
+	}
+	ev.MessageID = id
+	rec := msgs[id]
+	if typ != protocol.EvtMessagePosted {
+		if rec == nil {
+			return invalidCommand("message %s not found", id).At("/payload/messageId")
+		}
+		if rec.State == "retracted" || rec.State == "redacted" {
+			return invalidTransition("message %s is %s", id, rec.State)
+		}
+		owner := gs.g.Mission != nil && c.cmd.Actor == gs.g.Mission.Owner
+		if rec.Author != c.cmd.Actor && !(typ == protocol.EvtMessageRedacted && owner) {
+			return forbidden("only the author may change message %s (the MissionOwner may redact it)", id)
+		}
+	}
+	if err := s.checkMessageRevision(c, rec, id); err != nil {
+		return err
+	}
+	next := &messageRecord{Author: c.cmd.Actor, Revision: 1, State: ev.State}
+	if rec != nil {
+		next = &messageRecord{Author: rec.Author, Revision: rec.Revision + 1, State: ev.State}
+	}
+	msgs[id] = next
+	p.drafts = append(p.drafts, EventDraft{Type: typ, Aggregate: protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, Revision: next.Revision, Actor: c.cmd.Actor, Payload: ev})
+	return nil
+}
+
+func (s *Service) checkMessageRevision(c *call, rec *messageRecord, id string) error {
+	if c.cmd.ExpectedRevision == nil {
+		return nil
+	}
+	cur := uint64(0)
+	if rec != nil {
+		cur = rec.Revision
+	}
+	t := &txn{in: InputFromCommand(c.cmd, c.payload)}
+	return t.checkRevision(protocol.AggregateMessage, id, cur)
+}
+
+// messages returns the Group's message index, rebuilding it from the log
+// the first time (messages are rare next to work events).
+func (s *Service) messages(gs *groupState) map[string]*messageRecord {
+	if gs.msgs != nil {
+		return gs.msgs
+	}
+	gs.msgs = map[string]*messageRecord{}
+	_ = s.scanEvents(gs.id, 0, func(ev *protocol.Event, _ []byte) bool {
+		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateMessage {
+			return true
+		}
+		rec := gs.msgs[ev.Aggregate.ID]
+		state := map[protocol.EventType]string{protocol.EvtMessagePosted: "posted", protocol.EvtMessageCorrected: "corrected", protocol.EvtMessageRetracted: "retracted", protocol.EvtMessageRedacted: "redacted"}[ev.Type]
+		if rec == nil {
+			rec = &messageRecord{Author: ev.Actor}
+			gs.msgs[ev.Aggregate.ID] = rec
+		}
+		rec.Revision, rec.State = ev.Rev(), state
+		return true
+	})
+	return gs.msgs
+}
+
+// rateLimiter is a token bucket per actor for messages and proposals
+// (spec 20): Burst at once, then one every Every.
+type rateLimiter struct {
+	mu     sync.Mutex
+	Burst  int
+	Every  time.Duration
+	bucket map[protocol.Actor]*tokens
+}
+
+type tokens struct {
+	n    float64
+	last time.Time
+}
+
+func (r *rateLimiter) allow(a protocol.Actor, now time.Time) error {
+	if r == nil || r.Burst <= 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bucket == nil {
+		r.bucket = map[protocol.Actor]*tokens{}
+	}
+	b := r.bucket[a]
+	if b == nil {
+		b = &tokens{n: float64(r.Burst), last: now}
+		r.bucket[a] = b
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.n = min(float64(r.Burst), b.n+float64(el)/float64(r.Every))
+		b.last = now
+	}
+	if b.n < 1 {
+		wait := time.Duration((1 - b.n) * float64(r.Every))
+		return withDetails(protocol.Errorf(protocol.CodeRateLimited, "%s %s is over its rate of %d per %s", a.Kind, a.ID, r.Burst, time.Duration(r.Burst)*r.Every), "retryAfterMs", wait.Milliseconds())
+	}
+	b.n--
+	return nil
+}

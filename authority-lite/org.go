@@ -1,0 +1,396 @@
+package authoritylite
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// org is the Organization service: registered agents with their cards,
+// keys and session epochs, human principals, and the policy services. It
+// resolves every key the authority verifies.
+type org struct {
+	s      *Service
+	mu     sync.RWMutex
+	agents map[string]*agentRecord
+	humans map[string]*principalRecord
+	policy map[string]*principalRecord
+	keys   map[string]ed25519.PublicKey
+}
+
+type agentRecord struct {
+	Card         protocol.AgentCard `json:"card"`
+	CardHash     string             `json:"cardHash"`
+	SessionEpoch uint64             `json:"sessionEpoch"`
+}
+
+type principalRecord struct {
+	ID   string               `json:"id"`
+	Kind protocol.ActorKind   `json:"kind"`
+	Keys []protocol.PublicKey `json:"keys"`
+}
+
+func newOrg(s *Service) *org {
+	o := &org{s: s, agents: map[string]*agentRecord{}, humans: map[string]*principalRecord{}, policy: map[string]*principalRecord{}, keys: map[string]ed25519.PublicKey{}}
+	o.addKey(s.key.Public().Encode())
+	return o
+}
+
+// PublicKey resolves a key id (protocol.KeyResolver).
+func (o *org) PublicKey(keyID string) (ed25519.PublicKey, bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	k, ok := o.keys[keyID]
+	return k, ok
+}
+
+func (o *org) addKey(p protocol.PublicKey) {
+	if k, err := protocol.DecodePublicKey(p); err == nil {
+		o.keys[k.KeyID] = k.Key
+	}
+}
+
+func (o *org) load(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketOrg)
+	if err := b.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
+		var r agentRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		o.agents[string(k)] = &r
+		for _, key := range r.Card.Keys {
+			o.addKey(key)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return b.Bucket(bucketHumans).ForEach(func(k, v []byte) error {
+		var r principalRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		if r.Kind == protocol.ActorService {
+			o.policy[r.ID] = &r
+		} else {
+			o.humans[r.ID] = &r
+		}
+		for _, key := range r.Keys {
+			o.addKey(key)
+		}
+		return nil
+	})
+}
+
+func (o *org) agent(id string) *agentRecord {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.agents[id]
+}
+
+func (o *org) sessionEpoch(agentID string) uint64 {
+	if a := o.agent(agentID); a != nil {
+		return a.SessionEpoch
+	}
+	return 0
+}
+
+func (o *org) isPolicyService(id string) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.policy[id] != nil
+}
+
+// AddPrincipal registers a human principal or an Organization policy
+// service with its verifying keys (an operator action, not a protocol
+// command: spec sections 3–6 on identity are not available to us).
+func (s *Service) AddPrincipal(kind protocol.ActorKind, id string, keys ...protocol.VerifyingKey) error {
+	if kind != protocol.ActorHuman && kind != protocol.ActorService {
+		return errors.New("authority: principals are humans or services; agents register an Agent Card")
+	}
+	r := &principalRecord{ID: id, Kind: kind}
+	for _, k := range keys {
+		if !protocol.KeyBelongsTo(k.KeyID, kind, id) {
+			return errors.New("authority: key " + k.KeyID + " does not belong to " + id)
+		}
+		r.Keys = append(r.Keys, k.Encode())
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketHumans), []byte(string(kind)+":"+id), r)
+	})
+	if err != nil {
+		return err
+	}
+	o := s.org
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if kind == protocol.ActorService {
+		o.policy[id] = r
+	} else {
+		o.humans[id] = r
+	}
+	for _, k := range r.Keys {
+		o.addKey(k)
+	}
+	return nil
+}
+
+// SessionEpoch is an agent's current session epoch (0 before its first
+// session_open).
+func (s *Service) SessionEpoch(agentID string) uint64 { return s.org.sessionEpoch(agentID) }
+
+// AgentCard returns a registered agent's card.
+func (s *Service) AgentCard(agentID string) (protocol.AgentCard, bool) {
+	a := s.org.agent(agentID)
+	if a == nil {
+		return protocol.AgentCard{}, false
+	}
+	return a.Card, true
+}
+
+// submit decides the Organization bootstrap commands.
+func (o *org) submit(c *call) (*protocol.Receipt, error) {
+	s := o.s
+	s.orgMu.Lock()
+	defer s.orgMu.Unlock()
+	if err := s.checkActionID(c); err != nil {
+		var r errReplay
+		if errors.As(err, &r) {
+			return &r.receipt, nil
+		}
+		return nil, err
+	}
+	if c.cmd.Actor.Kind != protocol.ActorAgent {
+		return nil, forbidden("%s is an agent's own command", c.cmd.Type)
+	}
+	switch p := c.payload.(type) {
+	case *protocol.RegisterAgentCardPayload:
+		return o.register(c, p)
+	case *protocol.OpenSessionPayload:
+		return o.openSession(c, p)
+	}
+	return nil, invalidCommand("%s is not an Organization command", c.cmd.Type)
+}
+
+func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol.Receipt, error) {
+	card := p.AgentCard
+	if card.AgentID != c.cmd.Actor.ID {
+		return nil, forbidden("agent %s cannot register the card of %s", c.cmd.Actor.ID, card.AgentID).At("/payload/agentCard/agentId")
+	}
+	if card.MaxConcurrency == 0 {
+		return nil, invalidCommand("maxConcurrency must be at least 1").At("/payload/agentCard/maxConcurrency")
+	}
+	raw, err := protocol.Marshal(card)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidCommand, "agent card: %v", err)
+	}
+	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{})
+	cardKeys := protocol.KeySet{}
+	for _, k := range card.Keys {
+		vk, err := protocol.DecodePublicKey(k)
+		if err != nil || !protocol.KeyBelongsTo(vk.KeyID, protocol.ActorAgent, card.AgentID) {
+			return nil, invalidCommand("agent card key %s does not belong to %s", k.KeyID, card.AgentID).At("/payload/agentCard/keys")
+		}
+		cardKeys[vk.KeyID] = vk.Key
+	}
+	if err := protocol.Verify(doc.(map[string]any), cardKeys); err != nil {
+		return nil, err
+	}
+	prev := o.agent(card.AgentID)
+	if _, ok := cardKeys[c.cmd.Signature.KeyID]; !ok && prev == nil {
+		return nil, protocol.Errorf(protocol.CodeAuthInvalidSignature, "the command must be signed by a key of the card it registers").At("/signature/keyId")
+	}
+	rec := &agentRecord{Card: card, CardHash: protocol.Digest(raw)}
+	if prev != nil {
+		rec.SessionEpoch = prev.SessionEpoch
+	}
+	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtAgentCardRegistered, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
+		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
+	ev.Payload, _ = json.Marshal(struct {
+		AgentCard     protocol.AgentCard `json:"agentCard"`
+		AgentCardHash string             `json:"agentCardHash"`
+	}{card, rec.CardHash})
+	return o.commit(c, ev, func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(card.AgentID), rec)
+	}, func() {
+		o.agents[card.AgentID] = rec
+		for _, k := range card.Keys {
+			o.addKey(k)
+		}
+	}, nil)
+}
+
+// openSession increments the agent's session epoch; a replacement session
+// revokes every active execution lease of the agent and returns those
+// WorkItems to queued in the same transaction, before the new session can
+// act (spec 11.3).
+func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Receipt, error) {
+	a := o.agent(c.cmd.Actor.ID)
+	if a == nil || p.AgentID != c.cmd.Actor.ID {
+		return nil, forbidden("agent %s has no registered Agent Card", p.AgentID).At("/payload/agentId")
+	}
+	if p.SessionEpoch != a.SessionEpoch+1 {
+		return nil, withDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d: the next session of %s is %d", p.SessionEpoch, p.AgentID, a.SessionEpoch+1).At("/payload/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
+	}
+	if p.AgentCardHash != a.CardHash {
+		return nil, invalidCommand("agentCardHash %s is not the registered card's %s", p.AgentCardHash, a.CardHash).At("/payload/agentCardHash")
+	}
+	rec := *a
+	rec.SessionEpoch = p.SessionEpoch
+	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtSessionOpened, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
+		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
+	ev.Payload, _ = json.Marshal(p)
+
+	// Lock every Group in id order, revoke, and write everything at once.
+	s := o.s
+	ids := s.GroupIDs()
+	sort.Strings(ids)
+	var revoked []*groupRevocation
+	for _, id := range ids {
+		gs := s.group(id)
+		gs.mu.Lock()
+		defer gs.mu.Unlock()
+		out := gs.g.RevokeSession(p.AgentID, p.SessionEpoch, c.now)
+		if len(out.Events) > 0 {
+			revoked = append(revoked, &groupRevocation{gs: gs, p: &pending{now: protocol.NewTime(c.now), drafts: out.Events}})
+		}
+	}
+	return o.commit(c, ev, func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(p.AgentID), &rec)
+	}, func() { o.agents[p.AgentID] = &rec }, revoked)
+}
+
+type groupRevocation struct {
+	gs     *groupState
+	p      *pending
+	events []sealed
+}
+
+// commit signs and stores an Organization event, applies write in the same
+// transaction together with any Group revocations, then updates memory.
+func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, apply func(), revoked []*groupRevocation) (*protocol.Receipt, error) {
+	s := o.s
+	raw, err := protocol.SignedEvent(ev, s.key)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "sign: %v", err)
+	}
+	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{{EventID: ev.EventID}}}
+	auto := &call{s: s, cmd: c.cmd, now: c.now, automatic: true}
+	for _, r := range revoked {
+		r.events, _, err = s.seal(auto, r.gs.id, r.gs.last, r.p.drafts)
+		if err != nil {
+			return nil, err
+		}
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		org := tx.Bucket(bucketOrg).Bucket(bucketEvents)
+		n, err := org.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := org.Put(seqKey(n), raw); err != nil {
+			return err
+		}
+		if err := write(tx); err != nil {
+			return err
+		}
+		for _, r := range revoked {
+			gb, err := openGroupBuckets(tx, r.gs.id, true)
+			if err != nil {
+				return err
+			}
+			if err := s.writeGroup(gb, r.gs, r.p, r.events); err != nil {
+				return err
+			}
+		}
+		return putReceipt(tx, c, receipt)
+	})
+	if err != nil {
+		for _, r := range revoked {
+			s.reloadGroup(r.gs)
+		}
+		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
+	}
+	o.mu.Lock()
+	apply()
+	o.mu.Unlock()
+	for _, r := range revoked {
+		r.gs.last = *r.events[len(r.events)-1].ev.Sequence
+		r.gs.notify()
+	}
+	return receipt, nil
+}
+
+// Hello checks a HELLO frame's proof (WIRE.md): signature by a key of the
+// agent, freshness, a nonce never seen before, and the session epoch.
+func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
+	if h.Proof == nil {
+		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "HELLO needs a signed proof").At("/proof")
+	}
+	pr := h.Proof
+	if pr.AgentID != h.AgentID || pr.SessionEpoch != h.SessionEpoch {
+		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "the proof names %s/%d, the HELLO %s/%d", pr.AgentID, pr.SessionEpoch, h.AgentID, h.SessionEpoch).At("/proof")
+	}
+	a := s.org.agent(h.AgentID)
+	if a == nil {
+		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "agent %s is not registered", h.AgentID).At("/agentId")
+	}
+	raw, err := protocol.Marshal(pr)
+	if err != nil {
+		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof: %v", err).At("/proof")
+	}
+	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{})
+	now := s.clock.Now()
+	skew := s.cfg.MaxSkew
+	if skew == 0 {
+		skew = protocol.DefaultMaxSkew
+	}
+	if err := protocol.VerifyFresh(doc.(map[string]any), s.org, now, skew); err != nil {
+		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof: %v", err).At("/proof")
+	}
+	if !protocol.KeyBelongsTo(pr.Signature.KeyID, protocol.ActorAgent, h.AgentID) {
+		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "key %s does not belong to %s", pr.Signature.KeyID, h.AgentID).At("/proof/signature/keyId")
+	}
+	if err := s.useNonce(h.AgentID, pr.Nonce, now, skew); err != nil {
+		return 0, err
+	}
+	if h.SessionEpoch != a.SessionEpoch {
+		return 0, withDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d of %s is not the current %d", h.SessionEpoch, h.AgentID, a.SessionEpoch).At("/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
+	}
+	return a.SessionEpoch, nil
+}
+
+// useNonce records a proof nonce; a reused one is refused. Nonces older
+// than twice the skew are pruned: freshness already refuses their proofs.
+func (s *Service) useNonce(agentID, nonce string, now time.Time, skew time.Duration) error {
+	if nonce == "" {
+		return protocol.Errorf(protocol.CodeAuthInvalidSignature, "the proof needs a nonce").At("/proof/nonce")
+	}
+	key := []byte(agentID + "\x00" + nonce)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOrg).Bucket(bucketNonces)
+		if b.Get(key) != nil {
+			return protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof nonce was already used").At("/proof/nonce")
+		}
+		cutoff := now.Add(-2 * skew)
+		var stale [][]byte
+		_ = b.ForEach(func(k, v []byte) error {
+			if t, err := time.Parse(time.RFC3339Nano, string(v)); err == nil && t.Before(cutoff) {
+				stale = append(stale, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range stale {
+			_ = b.Delete(k)
+		}
+		return b.Put(key, []byte(now.UTC().Format(time.RFC3339Nano)))
+	})
+}

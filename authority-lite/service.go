@@ -1,0 +1,445 @@
+package authoritylite
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Dir holds authority.db, the authority key and the artifact store.
+	Dir string
+	// Clock is the authority's time; nil means the real clock.
+	Clock clock.Clock
+	// Key signs every event. Zero means load DIR/authority.key, creating it
+	// on first start.
+	Key protocol.PrivateKey
+	// ID is the acceptedBy of every event; default "authority-1".
+	ID      string
+	MaxSkew time.Duration
+	Limits  Limits
+	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
+	// then only agents registered with RegisterAgent may join.
+	ClosedRegistration bool
+	// RateBurst and RateEvery bound each actor's messages and proposals
+	// (spec 20); zero RateBurst means 60 per minute.
+	RateBurst int
+	RateEvery time.Duration
+	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
+	NoSync bool
+	Logger *slog.Logger
+}
+
+// Service is authority-lite: one Organization service and one logical
+// Group service over a bbolt log. It implements the wss Backend and is
+// also called in-process by embedded workers.
+type Service struct {
+	cfg     Config
+	db      *bolt.DB
+	clock   clock.Clock
+	key     protocol.PrivateKey
+	log     *slog.Logger
+	inbound protocol.Inbound
+	org     *org
+
+	// orgMu serializes Organization commands and Group creation; it is
+	// taken before any Group lock.
+	orgMu  sync.Mutex
+	mu     sync.Mutex // guards groups
+	groups map[string]*groupState
+	acks   map[string]uint64
+	rates  *rateLimiter
+}
+
+// groupState is one Group's single writer: its decision state, members and
+// log position, all guarded by mu.
+type groupState struct {
+	mu      sync.Mutex
+	id      string
+	g       *Group
+	members map[string]*protocol.Membership // by actorKey
+	usage   map[string]protocol.Usage       // workItemId -> used
+	msgs    map[string]*messageRecord       // lazily rebuilt from the log
+	last    uint64
+
+	nmu     sync.Mutex
+	changed chan struct{} // closed and replaced on every append
+}
+
+// Open opens (creating when new) the authority's store in cfg.Dir and loads
+// every Group.
+func Open(cfg Config) (*Service, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("authority: a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("authority: %w", err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.ID == "" {
+		cfg.ID = "authority-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.Key.KeyID == "" {
+		k, err := loadOrCreateKey(cfg.Dir, cfg.ID)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Key = k
+	}
+	db, err := bolt.Open(filepath.Join(cfg.Dir, "authority.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("authority: open store: %w", err)
+	}
+	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
+	if cfg.RateBurst == 0 {
+		cfg.RateBurst, cfg.RateEvery = 60, time.Second
+	}
+	s.rates = &rateLimiter{Burst: cfg.RateBurst, Every: cfg.RateEvery}
+	s.org = newOrg(s)
+	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew}
+	if err := db.Update(createRootBuckets); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("authority: %w", err)
+	}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the store. In-flight Submit calls must have returned.
+func (s *Service) Close() error { return s.db.Close() }
+
+// Now is the authority's clock.
+func (s *Service) Now() time.Time { return s.clock.Now() }
+
+// PublicKey is the authority's event-signing key.
+func (s *Service) PublicKey() protocol.VerifyingKey { return s.key.Public() }
+
+// ID is the acceptedBy of the authority's events.
+func (s *Service) ID() string { return s.cfg.ID }
+
+// Dir is the data directory.
+func (s *Service) Dir() string { return s.cfg.Dir }
+
+func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
+	path := filepath.Join(dir, "authority.key")
+	if k, err := protocol.LoadPrivateKey(path); err == nil {
+		return k, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return protocol.PrivateKey{}, fmt.Errorf("authority: %w", err)
+	}
+	k, err := protocol.GenerateKey(protocol.KeyIDFor(protocol.ActorService, id, "k1"), rand.Reader)
+	if err != nil {
+		return protocol.PrivateKey{}, err
+	}
+	if _, _, err := protocol.WriteKeyFiles(dir, "authority", k); err != nil {
+		return protocol.PrivateKey{}, fmt.Errorf("authority: %w", err)
+	}
+	return k, nil
+}
+
+// load reads every Group's state from the store.
+func (s *Service) load() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if err := s.org.load(tx); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketGroups).ForEachBucket(func(k []byte) error {
+			gs, err := s.readGroup(tx, string(k))
+			if err != nil {
+				return err
+			}
+			s.groups[gs.id] = gs
+			return nil
+		})
+	})
+}
+
+func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
+	gb, err := openGroupBuckets(tx, id, false)
+	if err != nil || gb == nil {
+		return nil, fmt.Errorf("authority: group %s: %v", id, err)
+	}
+	gs := &groupState{id: id, g: NewGroup(id, s.cfg.Limits), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, changed: make(chan struct{})}
+	var mission struct {
+		Mission   *protocol.Mission `json:"mission"`
+		Ancestors []string          `json:"ancestors"`
+	}
+	if _, err := getJSON(gb.meta, keyMission, &mission); err != nil {
+		return nil, err
+	}
+	gs.g.Mission, gs.g.Ancestors = mission.Mission, mission.Ancestors
+	if _, err := getJSON(gb.meta, keyMembers, &gs.members); err != nil {
+		return nil, err
+	}
+	if _, err := getJSON(gb.meta, keyUsage, &gs.usage); err != nil {
+		return nil, err
+	}
+	if err := gb.items.ForEach(func(k, v []byte) error {
+		var w WorkItem
+		if _, err := getJSON(gb.items, k, &w); err != nil {
+			return err
+		}
+		gs.g.Items[string(k)] = &w
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := gb.proposals.ForEach(func(k, v []byte) error {
+		var p Proposal
+		if _, err := getJSON(gb.proposals, k, &p); err != nil {
+			return err
+		}
+		gs.g.Proposals[string(k)] = &p
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if gs.members == nil {
+		gs.members = map[string]*protocol.Membership{}
+	}
+	if gs.usage == nil {
+		gs.usage = map[string]protocol.Usage{}
+	}
+	gs.last = lastSeq(gb.events)
+	return gs, nil
+}
+
+// reloadGroup replaces a Group's memory state with what is on disk, after a
+// failed write left memory ahead of the store.
+func (s *Service) reloadGroup(gs *groupState) {
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if fresh, err := s.readGroup(tx, gs.id); err == nil {
+			gs.g, gs.members, gs.usage, gs.last, gs.msgs = fresh.g, fresh.members, fresh.usage, fresh.last, nil
+		}
+		return nil
+	})
+}
+
+func (s *Service) group(id string) *groupState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groups[id]
+}
+
+// GroupIDs lists every Group, sorted.
+func (s *Service) GroupIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.groups))
+	for id := range s.groups {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func newEventID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return "evt-" + hex.EncodeToString(b[:])
+}
+
+func (gs *groupState) notify() {
+	gs.nmu.Lock()
+	close(gs.changed)
+	gs.changed = make(chan struct{})
+	gs.nmu.Unlock()
+}
+
+// Submit runs one signed Command through the whole pipeline (spec 15.1)
+// and returns its receipt once its events are durable. peer, when not
+// empty, is the agent authenticated on the connection; an agent command
+// must be signed by that agent.
+func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protocol.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)
+	}
+	if rec, ok := s.replayed(raw); ok {
+		return rec, nil
+	}
+	now := s.clock.Now()
+	inbound := s.inbound
+	if keys := s.selfRegistrationKeys(raw); keys != nil {
+		inbound.Keys = keys
+	}
+	in, err := inbound.DecodeCommand(raw, now)
+	if err != nil {
+		return nil, err
+	}
+	cmd := in.Command
+	if peer != "" && cmd.Actor.Kind == protocol.ActorAgent && cmd.Actor.ID != peer {
+		return nil, forbidden("the connection is authenticated as %s; it cannot send %s's commands", peer, cmd.Actor.ID)
+	}
+	canon, err := in.CanonicalBytes()
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "canonical bytes: %v", err)
+	}
+	c := &call{s: s, cmd: cmd, digest: protocol.Digest(canon), now: now}
+	if c.payload, err = decodePayload(cmd); err != nil {
+		return nil, err
+	}
+	switch cmd.Type {
+	case protocol.CmdAgentCardRegister, protocol.CmdSessionOpen:
+		return s.org.submit(c)
+	case protocol.CmdMissionCreate, protocol.CmdMissionCreateFollowUp:
+		return s.createMission(c)
+	}
+	if cmd.GroupID == "" {
+		return nil, invalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
+	}
+	gs := s.group(cmd.GroupID)
+	if gs == nil {
+		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", cmd.GroupID).At("/groupId")
+	}
+	gs.mu.Lock()
+	r, p, err := s.decideInGroup(c, gs)
+	gs.mu.Unlock()
+	if err == nil && p != nil {
+		s.followEffects(c, p)
+	}
+	return r, err
+}
+
+// replayed answers a byte-identical retry of an accepted command with its
+// original receipt, before freshness is checked: a retry keeps its signed
+// bytes, so it may come long after issuedAt (spec 15.1).
+func (s *Service) replayed(raw []byte) (*protocol.Receipt, bool) {
+	v, err := protocol.Parse(raw, s.inbound.Decode)
+	if err != nil {
+		return nil, false
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	actor, _ := doc["actor"].(map[string]any)
+	kind, _ := actor["kind"].(string)
+	id, _ := actor["id"].(string)
+	actionID, _ := doc["actionId"].(string)
+	if kind == "" || id == "" || actionID == "" {
+		return nil, false
+	}
+	canon, err := protocol.Canonical(doc)
+	if err != nil {
+		return nil, false
+	}
+	rec, ok := s.receipt(protocol.Actor{Kind: protocol.ActorKind(kind), ID: id}, actionID)
+	if !ok || rec.Digest != protocol.Digest(canon) {
+		return nil, false
+	}
+	r := rec.Receipt
+	return &r, true
+}
+
+func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, bool) {
+	var rec receiptRecord
+	found := false
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		found, _ = getJSON(tx.Bucket(bucketReceipts), receiptKey(a, actionID), &rec)
+		return nil
+	})
+	return rec, found
+}
+
+// checkActionID refuses a used (actor, actionId) whose content differs; the
+// byte-identical retry was answered by replayed.
+func (s *Service) checkActionID(c *call) error {
+	rec, ok := s.receipt(c.cmd.Actor, c.cmd.ActionID)
+	if !ok {
+		return nil
+	}
+	if rec.Digest == c.digest {
+		return errReplay{rec.Receipt}
+	}
+	return withDetails(protocol.Errorf(protocol.CodeActionIDCollision,
+		"actionId %s was already used by %s %s for different content", c.cmd.ActionID, c.cmd.Actor.Kind, c.cmd.Actor.ID),
+		"actionId", c.cmd.ActionID)
+}
+
+// errReplay carries the original receipt of a retry noticed under the lock.
+type errReplay struct{ receipt protocol.Receipt }
+
+func (errReplay) Error() string { return "replayed command" }
+
+func decodePayload(cmd *protocol.Command) (any, error) {
+	p := protocol.PayloadFor(cmd.Type)
+	if p == nil {
+		return nil, invalidCommand("unknown command type %s", cmd.Type).At("/type")
+	}
+	if err := protocol.DecodeExact(cmd.Payload, p, protocol.CodeSchemaValidationFailed); err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return nil, pe
+		}
+		return nil, protocol.Errorf(protocol.CodeSchemaValidationFailed, "payload: %v", err).At("/payload")
+	}
+	return p, nil
+}
+
+// selfRegistrationKeys lets an unknown agent's first agent_card_register be
+// verified with the keys of the card it carries (open registration); the
+// card's own signature is checked again when the command is decided.
+func (s *Service) selfRegistrationKeys(raw []byte) protocol.KeyResolver {
+	if s.cfg.ClosedRegistration {
+		return nil
+	}
+	v, err := protocol.Parse(raw, s.inbound.Decode)
+	if err != nil {
+		return nil
+	}
+	doc, _ := v.(map[string]any)
+	if doc["type"] != string(protocol.CmdAgentCardRegister) {
+		return nil
+	}
+	actor, _ := doc["actor"].(map[string]any)
+	id, _ := actor["id"].(string)
+	if s.org.agent(id) != nil {
+		return nil
+	}
+	payload, _ := doc["payload"].(map[string]any)
+	card, _ := payload["agentCard"].(map[string]any)
+	list, _ := card["keys"].([]any)
+	keys := protocol.KeySet{}
+	for _, item := range list {
+		raw, err := protocol.Canonical(item)
+		if err != nil {
+			return nil
+		}
+		var pk protocol.PublicKey
+		if json.Unmarshal(raw, &pk) != nil {
+			return nil
+		}
+		vk, err := protocol.DecodePublicKey(pk)
+		if err != nil || !protocol.KeyBelongsTo(vk.KeyID, protocol.ActorAgent, id) {
+			continue
+		}
+		keys[vk.KeyID] = vk.Key
+	}
+	return keys
+}

@@ -1,0 +1,79 @@
+package authoritylite
+
+import (
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// usageEvent is the payload of ext.missionweaveprotocol.core.resource_usage_recorded.
+type usageEvent struct {
+	WorkItemID     string         `json:"workItemId"`
+	OwnershipEpoch uint64         `json:"ownershipEpoch"`
+	LeaseID        string         `json:"leaseId"`
+	UsageDelta     protocol.Usage `json:"usageDelta"`
+	UsedTotal      protocol.Usage `json:"usedTotal"`
+	// HistoricalSessionEpoch is the session the usage happened under;
+	// ReconcilingSessionEpoch the one that reported it (equal when online).
+	HistoricalSessionEpoch  uint64                 `json:"historicalSessionEpoch"`
+	ReconcilingSessionEpoch uint64                 `json:"reconcilingSessionEpoch"`
+	State                   protocol.WorkItemState `json:"state"`
+}
+
+// recordUsage charges a WorkItem's budget and its Mission's; an overflow in
+// either refuses the command with nothing recorded (BUDGET_EXCEEDED).
+func (s *Service) recordUsage(c *call, gs *groupState, p *pending) error {
+	pl := c.payload.(*protocol.RecordResourceUsagePayload)
+	w := gs.g.Items[pl.WorkItemID]
+	if w == nil {
+		return invalidCommand("work item %s not found", pl.WorkItemID).At("/payload/workItemId")
+	}
+	if err := w.CheckLease(c.cmd.Actor.ID, c.cmd.SessionEpoch, pl.OwnershipEpoch, pl.LeaseID, c.now); err != nil {
+		return err
+	}
+	if pl.UsageDelta.IsZero() {
+		return invalidCommand("a usage record needs a non-zero delta").At("/payload/usageDelta")
+	}
+	session := uint64(0)
+	if c.cmd.SessionEpoch != nil {
+		session = *c.cmd.SessionEpoch
+	}
+	return s.charge(gs, w, c.cmd.Actor, pl.OwnershipEpoch, pl.LeaseID, pl.UsageDelta, session, session, p)
+}
+
+// charge adds delta to a WorkItem's usage after checking the contract's and
+// the Mission's budgets, and drafts the usage event. It changes nothing on
+// refusal.
+func (s *Service) charge(gs *groupState, w *WorkItem, actor protocol.Actor, epoch uint64, leaseID string, delta protocol.Usage, historical, reconciling uint64, p *pending) error {
+	used := gs.usage[w.WorkItemID].Add(delta)
+	if dim := w.Contract.Budgets.Exceeded(used); dim != "" {
+		return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "work item %s would exceed its %s budget", w.WorkItemID, dim), "dimension", dim, "scope", "workItem")
+	}
+	if m := gs.g.Mission; m != nil && m.Budgets != nil {
+		total := delta
+		for _, u := range gs.usage {
+			total = total.Add(u)
+		}
+		if dim := m.Budgets.Exceeded(total); dim != "" {
+			return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "mission")
+		}
+	}
+	gs.usage[w.WorkItemID] = used
+	nw := w.clone()
+	nw.Revision++
+	gs.g.Items[w.WorkItemID] = nw
+	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: nw.Revision, Actor: actor, Payload: &usageEvent{
+		WorkItemID: w.WorkItemID, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
+		HistoricalSessionEpoch: historical, ReconcilingSessionEpoch: reconciling, State: nw.State,
+	}})
+	return nil
+}
+
+// Usage returns what a WorkItem has been charged.
+func (s *Service) Usage(groupID, workItemID string) protocol.Usage {
+	gs := s.group(groupID)
+	if gs == nil {
+		return protocol.Usage{}
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.usage[workItemID]
+}
