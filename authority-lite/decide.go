@@ -37,20 +37,20 @@ func actorKey(a protocol.Actor) string { return string(a.Kind) + "/" + a.ID }
 // decideInGroup runs the Group-scoped part of the pipeline under the
 // Group's lock: idempotency, session and membership epochs, then the
 // decision, then the durable append.
-func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pending, error) {
+func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pending, func() error, error) {
 	if err := s.checkActionID(c); err != nil {
 		var r errReplay
 		if errors.As(err, &r) {
-			return &r.receipt, nil, nil
+			return &r.receipt, nil, nil, nil
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := s.checkPrincipal(c, gs); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if c.cmd.Type == protocol.CmdWorkPropose {
 		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	p := pending{now: protocol.NewTime(c.now)}
@@ -71,10 +71,13 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		if len(p.audit) > 0 {
 			s.keepAudit(p.audit)
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	r, err := s.commit(c, gs, &p)
-	return r, &p, err
+	r, wait, err := s.commit(c, gs, &p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return r, &p, wait, nil
 }
 
 // checkPrincipal applies the session and membership rules of spec 15.1
@@ -137,42 +140,89 @@ func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
 	return nil
 }
 
-// commit turns drafts into signed, sequenced events and writes them, the
-// aggregates they touched and the receipt in one transaction. The receipt
-// is returned only after the transaction is durable.
-func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt, error) {
+// commit turns drafts into signed, sequenced events and queues them, the
+// aggregates they touched and the receipt as one write for the group
+// commit. It runs under the Group's lock; the returned wait, called after
+// the lock is released, blocks until the write is durable. Only then is the
+// receipt handed out and are subscribers woken.
+func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt, func() error, error) {
 	events, receipt, err := s.seal(c, gs.id, gs.last, p.drafts)
 	if err != nil {
-		s.reloadGroup(gs)
-		return nil, err
+		s.writer.fail(err)
+		return nil, nil, err
 	}
-	err = s.db.Batch(func(tx *bolt.Tx) error {
-		gb, err := openGroupBuckets(tx, gs.id, true)
+	rec := &recorder{}
+	if err := s.writeGroup(rec, gs, p, events); err != nil {
+		s.writer.fail(err)
+		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+	}
+	audits := make([][]byte, 0, len(p.audit))
+	for _, a := range p.audit {
+		raw, err := json.Marshal(a)
+		if err != nil {
+			s.writer.fail(err)
+			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode audit: %v", err)
+		}
+		audits = append(audits, raw)
+	}
+	var rkey, rval []byte
+	if !c.automatic {
+		rkey = receiptKey(c.cmd.Actor, c.cmd.ActionID)
+		if rval, err = json.Marshal(receiptRecord{Digest: c.digest, Receipt: *receipt}); err != nil {
+			s.writer.fail(err)
+			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
+		}
+		s.beginInflight(rkey, c.digest, receipt)
+	}
+	groupID := gs.id
+	done := s.writer.submit(func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, groupID, true)
 		if err != nil {
 			return err
 		}
-		if err := s.writeGroup(gb, gs, p, events); err != nil {
+		if err := rec.apply(gb); err != nil {
 			return err
 		}
-		for _, a := range p.audit {
-			if err := appendAudit(tx, a); err != nil {
+		for _, a := range audits {
+			if err := putAudit(tx, a); err != nil {
 				return err
 			}
 		}
-		if c.automatic {
+		if rkey == nil {
 			return nil
 		}
-		return putReceipt(tx, c, receipt)
+		return tx.Bucket(bucketReceipts).Put(rkey, rval)
 	})
-	if err != nil {
-		s.reloadGroup(gs)
-		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
-	}
 	if len(events) > 0 {
 		gs.last = *events[len(events)-1].ev.Sequence
-		gs.notify()
 	}
-	return receipt, nil
+	wait := func() error {
+		err := <-done
+		if rkey != nil {
+			s.endInflight(rkey, err)
+		}
+		if err != nil {
+			return protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
+		}
+		if len(events) > 0 {
+			gs.notify()
+		}
+		return nil
+	}
+	return receipt, wait, nil
+}
+
+// commitNow commits and waits, for callers that hold locks anyway (Group
+// creation, automatic follow-ups).
+func (s *Service) commitNow(c *call, gs *groupState, p *pending) (*protocol.Receipt, error) {
+	r, wait, err := s.commit(c, gs, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 type sealed struct {
@@ -206,7 +256,7 @@ func (s *Service) seal(c *call, groupID string, last uint64, drafts []EventDraft
 }
 
 // writeGroup stores events and every aggregate they name.
-func (s *Service) writeGroup(gb *groupBuckets, gs *groupState, p *pending, events []sealed) error {
+func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []sealed) error {
 	mission, members, usage := false, false, false
 	for _, e := range events {
 		if err := gb.events.Put(seqKey(*e.ev.Sequence), e.raw); err != nil {
@@ -220,12 +270,12 @@ func (s *Service) writeGroup(gb *groupBuckets, gs *groupState, p *pending, event
 			members = true
 		}
 		if w, ok := gs.g.Items[id]; ok {
-			if err := putJSON(gb.items, []byte(id), w); err != nil {
+			if err := putJSON(&gb.items, []byte(id), w); err != nil {
 				return err
 			}
 		}
 		if pr, ok := gs.g.Proposals[id]; ok {
-			if err := putJSON(gb.proposals, []byte(id), pr); err != nil {
+			if err := putJSON(&gb.proposals, []byte(id), pr); err != nil {
 				return err
 			}
 		}
@@ -235,25 +285,25 @@ func (s *Service) writeGroup(gb *groupBuckets, gs *groupState, p *pending, event
 	}
 	// Proposals move when authorized without an event of their own.
 	for id, pr := range gs.g.Proposals {
-		if err := putJSON(gb.proposals, []byte(id), pr); err != nil {
+		if err := putJSON(&gb.proposals, []byte(id), pr); err != nil {
 			return err
 		}
 	}
-	if mission || gb.meta.Get(keyMission) == nil {
-		if err := putJSON(gb.meta, keyMission, struct {
+	if mission || gs.g.Mission == nil || len(events) > 0 && *events[0].ev.Sequence == 1 {
+		if err := putJSON(&gb.meta, keyMission, struct {
 			Mission   *protocol.Mission `json:"mission"`
 			Ancestors []string          `json:"ancestors"`
 		}{gs.g.Mission, gs.g.Ancestors}); err != nil {
 			return err
 		}
 	}
-	if members || gb.meta.Get(keyMembers) == nil {
-		if err := putJSON(gb.meta, keyMembers, gs.members); err != nil {
+	if members || len(events) > 0 && *events[0].ev.Sequence == 1 {
+		if err := putJSON(&gb.meta, keyMembers, gs.members); err != nil {
 			return err
 		}
 	}
 	if usage {
-		if err := putJSON(gb.meta, keyUsage, gs.usage); err != nil {
+		if err := putJSON(&gb.meta, keyUsage, gs.usage); err != nil {
 			return err
 		}
 	}
@@ -263,17 +313,21 @@ func (s *Service) writeGroup(gb *groupBuckets, gs *groupState, p *pending, event
 // EvtResourceUsageRecordedType is the event that charges a budget.
 const EvtResourceUsageRecordedType = protocol.EvtResourceUsageRecorded
 
-func putReceipt(tx *bolt.Tx, c *call, r *protocol.Receipt) error {
-	return putJSON(tx.Bucket(bucketReceipts), receiptKey(c.cmd.Actor, c.cmd.ActionID), receiptRecord{Digest: c.digest, Receipt: *r})
-}
-
-func appendAudit(tx *bolt.Tx, a any) error {
+func putAudit(tx *bolt.Tx, raw []byte) error {
 	b := tx.Bucket(bucketAudit)
 	n, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
-	return putJSON(b, seqKey(n), a)
+	return b.Put(seqKey(n), raw)
+}
+
+func appendAudit(tx *bolt.Tx, a any) error {
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	return putAudit(tx, raw)
 }
 
 // keepAudit stores records of a refused command that the spec wants kept

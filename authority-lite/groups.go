@@ -46,7 +46,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 	s.ensureMember(gs, cmd.Actor, protocol.RoleMissionOwner, cmd.Actor, &p)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	r, err := s.commit(c, gs, &p)
+	r, err := s.commitNow(c, gs, &p)
 	if err != nil {
 		return nil, err
 	}
@@ -135,5 +135,5 @@ func (s *Service) createChild(c *call, link LinkedMission) error {
 // without a receipt of their own.
 func (s *Service) commitAutomatic(c *call, gs *groupState, p *pending) (*protocol.Receipt, error) {
 	c.automatic = true
-	return s.commit(c, gs, p)
+	return s.commitNow(c, gs, p)
 }

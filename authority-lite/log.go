@@ -65,7 +65,10 @@ type receiptRecord struct {
 	Receipt protocol.Receipt `json:"receipt"`
 }
 
-func putJSON(b *bolt.Bucket, key []byte, v any) error {
+// putter is a bucket or a recorder of puts.
+type putter interface{ Put(k, v []byte) error }
+
+func putJSON(b putter, key []byte, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return err

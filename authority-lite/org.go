@@ -284,13 +284,24 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 	}
 	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{{EventID: ev.EventID}}}
 	auto := &call{s: s, cmd: c.cmd, now: c.now, automatic: true}
-	for _, r := range revoked {
+	recs := make([]*recorder, len(revoked))
+	for i, r := range revoked {
 		r.events, _, err = s.seal(auto, r.gs.id, r.gs.last, r.p.drafts)
 		if err != nil {
+			s.writer.fail(err)
 			return nil, err
 		}
+		recs[i] = &recorder{}
+		if err := s.writeGroup(recs[i], r.gs, r.p, r.events); err != nil {
+			s.writer.fail(err)
+			return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+		}
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	rval, err := json.Marshal(receiptRecord{Digest: c.digest, Receipt: *receipt})
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
+	}
+	err = <-s.writer.submit(func(tx *bolt.Tx) error {
 		org := tx.Bucket(bucketOrg).Bucket(bucketEvents)
 		n, err := org.NextSequence()
 		if err != nil {
@@ -302,21 +313,18 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 		if err := write(tx); err != nil {
 			return err
 		}
-		for _, r := range revoked {
+		for i, r := range revoked {
 			gb, err := openGroupBuckets(tx, r.gs.id, true)
 			if err != nil {
 				return err
 			}
-			if err := s.writeGroup(gb, r.gs, r.p, r.events); err != nil {
+			if err := recs[i].apply(gb); err != nil {
 				return err
 			}
 		}
-		return putReceipt(tx, c, receipt)
+		return tx.Bucket(bucketReceipts).Put(receiptKey(c.cmd.Actor, c.cmd.ActionID), rval)
 	})
 	if err != nil {
-		for _, r := range revoked {
-			s.reloadGroup(r.gs)
-		}
 		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
 	}
 	o.mu.Lock()

@@ -64,6 +64,12 @@ type Service struct {
 	groups map[string]*groupState
 	acks   map[string]uint64
 	rates  *rateLimiter
+	writer *writer
+
+	closeOnce sync.Once
+	closeErr  error
+	// inflight holds receipts queued but not yet durable, by receipt key.
+	inflight map[string]*inflight
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -126,11 +132,17 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
+	s.inflight = map[string]*inflight{}
+	s.writer = newWriter(db)
 	return s, nil
 }
 
 // Close closes the store. In-flight Submit calls must have returned.
-func (s *Service) Close() error { return s.db.Close() }
+func (s *Service) Close() error {
+	s.writer.close()
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
 
 // Now is the authority's clock.
 func (s *Service) Now() time.Time { return s.clock.Now() }
@@ -228,17 +240,6 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	return gs, nil
 }
 
-// reloadGroup replaces a Group's memory state with what is on disk, after a
-// failed write left memory ahead of the store.
-func (s *Service) reloadGroup(gs *groupState) {
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		if fresh, err := s.readGroup(tx, gs.id); err == nil {
-			gs.g, gs.members, gs.usage, gs.last, gs.msgs = fresh.g, fresh.members, fresh.usage, fresh.last, nil
-		}
-		return nil
-	})
-}
-
 func (s *Service) group(id string) *groupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -280,6 +281,9 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	if err := ctx.Err(); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)
 	}
+	if err := s.writer.err(); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "the authority stopped accepting commands after a failed write: %v", err)
+	}
 	if rec, ok := s.replayed(raw); ok {
 		return rec, nil
 	}
@@ -318,12 +322,20 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", cmd.GroupID).At("/groupId")
 	}
 	gs.mu.Lock()
-	r, p, err := s.decideInGroup(c, gs)
+	r, p, wait, err := s.decideInGroup(c, gs)
 	gs.mu.Unlock()
-	if err == nil && p != nil {
+	if err != nil {
+		return nil, err
+	}
+	if wait != nil {
+		if err := wait(); err != nil {
+			return nil, err
+		}
+	}
+	if p != nil {
 		s.followEffects(c, p)
 	}
-	return r, err
+	return r, nil
 }
 
 // replayed answers a byte-identical retry of an accepted command with its
@@ -370,6 +382,17 @@ func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, boo
 // checkActionID refuses a used (actor, actionId) whose content differs; the
 // byte-identical retry was answered by replayed.
 func (s *Service) checkActionID(c *call) error {
+	if f := s.inflightFor(receiptKey(c.cmd.Actor, c.cmd.ActionID)); f != nil {
+		if f.digest != c.digest {
+			return withDetails(protocol.Errorf(protocol.CodeActionIDCollision,
+				"actionId %s is in use by %s %s for different content", c.cmd.ActionID, c.cmd.Actor.Kind, c.cmd.Actor.ID), "actionId", c.cmd.ActionID)
+		}
+		<-f.done
+		if f.err != nil {
+			return protocol.Errorf(protocol.CodeInternalError, "the original command was not stored: %v", f.err)
+		}
+		return errReplay{*f.receipt}
+	}
 	rec, ok := s.receipt(c.cmd.Actor, c.cmd.ActionID)
 	if !ok {
 		return nil

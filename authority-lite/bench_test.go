@@ -1,0 +1,166 @@
+package authoritylite
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// clients is the number of concurrent submitters in every run: with one
+// Group they share it, with 8 each has its own.
+const clients = 8
+
+// BenchmarkPipeline measures accepted commands/s through the whole
+// pipeline (verify, validate, decide, signed events, durable append with
+// group commit) against two floors measured in the same run: the crypto
+// floor (verify the command, sign one event of the same size) and raw
+// bbolt appends of the same bytes through db.Batch. Ratios are reported as
+// metrics; nothing here asserts a time.
+func BenchmarkPipeline(b *testing.B) {
+	for _, groups := range []int{1, 8} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			cmds, s, cleanup := benchCommands(b, groups, b.N)
+			// Split each Group's commands among clients/groups submitters.
+			defer cleanup()
+			b.ResetTimer()
+			start := time.Now()
+			per := clients / groups
+			runParallel(clients, (len(cmds[0])+per-1)/per, func(c, i int) {
+				g, idx := c%groups, i*per+c/groups
+				if idx >= len(cmds[g]) {
+					return
+				}
+				if _, err := s.Submit(context.Background(), "", cmds[g][idx]); err != nil {
+					b.Error(err)
+				}
+			})
+			pipeline := time.Since(start)
+			b.StopTimer()
+
+			cryptoDur := cryptoFloor(b, s, cmds)
+			boltDur := boltFloor(b, cmds)
+			b.ReportMetric(float64(groups*len(cmds[0]))/pipeline.Seconds(), "cmds/s")
+			b.ReportMetric(cryptoDur.Seconds()/pipeline.Seconds(), "x_crypto_floor")
+			b.ReportMetric(boltDur.Seconds()/pipeline.Seconds(), "x_bolt_batch")
+		})
+	}
+}
+
+// benchCommands opens a Service with `groups` Groups and signs n
+// message.post commands per Group by the owner.
+func benchCommands(b *testing.B, groups, n int) ([][][]byte, *Service, func()) {
+	b.Helper()
+	clk := clock.NewFake(t0)
+	s, err := Open(Config{Dir: b.TempDir(), Clock: clk, Key: mustKey(b, protocol.ActorService, "authority-1"), RateBurst: 1 << 30, RateEvery: time.Nanosecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hk := mustKey(b, protocol.ActorHuman, "alice")
+	if err := s.AddPrincipal(protocol.ActorHuman, "alice", hk.Public()); err != nil {
+		b.Fatal(err)
+	}
+	p := s.Principal(owner, hk)
+	cmds := make([][][]byte, groups)
+	for g := range groups {
+		gid := fmt.Sprintf("grp-%d", g)
+		if _, err := p.Do(context.Background(), protocol.CmdMissionCreate, gid, &protocol.CreateMissionPayload{MissionID: "mis-" + gid, Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal}); err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			_, raw, err := p.Build(protocol.CmdMessagePost, gid, &protocol.PostMessagePayload{MessageID: fmt.Sprintf("m-%d", i), ConversationID: "c", Text: "progress note number " + fmt.Sprint(i)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmds[g] = append(cmds[g], raw)
+		}
+	}
+	return cmds, s, func() { s.Close() }
+}
+
+func runParallel(groups, n int, fn func(g, i int)) {
+	var wg sync.WaitGroup
+	for g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				fn(g, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// flat lists every command once, split among the clients.
+func split(cmds [][][]byte) [][][]byte {
+	out := make([][][]byte, clients)
+	n := 0
+	for _, g := range cmds {
+		for _, c := range g {
+			out[n%clients] = append(out[n%clients], c)
+			n++
+		}
+	}
+	return out
+}
+
+// cryptoFloor verifies each command and signs one event-sized document,
+// with the same parallelism.
+func cryptoFloor(b *testing.B, s *Service, cmds [][][]byte) time.Duration {
+	priv := s.key
+	work := split(cmds)
+	start := time.Now()
+	runParallel(clients, len(work[0]), func(g, i int) {
+		if i >= len(work[g]) {
+			return
+		}
+		raw := work[g][i]
+		doc, err := protocol.Parse(raw, protocol.DecodeOptions{})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if err := protocol.Verify(doc.(map[string]any), s.org); err != nil {
+			b.Error(err)
+		}
+		_ = ed25519.Sign(priv.Key, raw)
+	})
+	return time.Since(start)
+}
+
+// boltFloor appends the same bytes to a fresh bbolt file through db.Batch
+// from the same number of clients, fsync on.
+func boltFloor(b *testing.B, cmds [][][]byte) time.Duration {
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	work := split(cmds)
+	start := time.Now()
+	runParallel(clients, len(work[0]), func(g, i int) {
+		if i >= len(work[g]) {
+			return
+		}
+		err := db.Batch(func(tx *bolt.Tx) error {
+			bk, err := tx.CreateBucketIfNotExists([]byte(fmt.Sprint(g)))
+			if err != nil {
+				return err
+			}
+			return bk.Put(seqKey(uint64(i+1)), work[g][i])
+		})
+		if err != nil {
+			b.Error(err)
+		}
+	})
+	return time.Since(start)
+}

@@ -1,0 +1,199 @@
+package authoritylite
+
+import (
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// writer is the authority's group commit: one goroutine takes every write
+// queued so far, from any Group, and commits them in one bbolt
+// transaction, so one fsync covers many commands. Writes commit in the
+// order they were queued, and a Group queues under its lock, so sequences
+// reach the disk in order and a crash can only lose a suffix.
+//
+// A failed commit leaves memory ahead of the disk; the writer then refuses
+// everything (the process must restart and reload from the log), as a
+// database does after a failed fsync.
+type writer struct {
+	db        *bolt.DB
+	reqs      chan *writeReq
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      sync.WaitGroup
+
+	mu     sync.Mutex
+	broken error
+}
+
+type writeReq struct {
+	fn   func(*bolt.Tx) error
+	done chan error
+}
+
+// maxBatch bounds one transaction; PERF.md: bigger batches stop paying
+// once the fsync is amortized.
+const maxBatch = 512
+
+func newWriter(db *bolt.DB) *writer {
+	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{})}
+	w.done.Add(1)
+	go w.run()
+	return w
+}
+
+// submit queues fn; the returned channel yields its commit's result.
+func (w *writer) submit(fn func(*bolt.Tx) error) <-chan error {
+	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	if err := w.err(); err != nil {
+		r.done <- err
+		return r.done
+	}
+	select {
+	case w.reqs <- r:
+	case <-w.stop:
+		r.done <- errClosed
+	}
+	return r.done
+}
+
+func (w *writer) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.broken
+}
+
+func (w *writer) run() {
+	defer w.done.Done()
+	for {
+		var first *writeReq
+		select {
+		case first = <-w.reqs:
+		case <-w.stop:
+			w.drainClosed()
+			return
+		}
+		batch := []*writeReq{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-w.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		err := w.err()
+		if err == nil {
+			err = w.db.Update(func(tx *bolt.Tx) error {
+				for _, r := range batch {
+					if err := r.fn(tx); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				w.mu.Lock()
+				w.broken = err
+				w.mu.Unlock()
+			}
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+func (w *writer) drainClosed() {
+	for {
+		select {
+		case r := <-w.reqs:
+			r.done <- errClosed
+		default:
+			return
+		}
+	}
+}
+
+func (w *writer) close() {
+	w.closeOnce.Do(func() { close(w.stop) })
+	w.done.Wait()
+}
+
+type closedError struct{}
+
+func (closedError) Error() string { return "authority: closed" }
+
+var errClosed error = closedError{}
+
+// fail marks the writer broken: memory and disk may disagree from here on.
+func (w *writer) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken == nil {
+		w.broken = err
+	}
+}
+
+// recorder collects one Group's puts under the Group lock, so the write
+// carries the state as decided, not as it is when the writer runs.
+type recorder struct {
+	events, items, proposals, meta kvList
+}
+
+type kvList struct{ keys, vals [][]byte }
+
+func (l *kvList) Put(k, v []byte) error {
+	l.keys = append(l.keys, append([]byte(nil), k...))
+	l.vals = append(l.vals, v)
+	return nil
+}
+
+func (r *recorder) apply(gb *groupBuckets) error {
+	for _, p := range []struct {
+		l *kvList
+		b *bolt.Bucket
+	}{{&r.events, gb.events}, {&r.items, gb.items}, {&r.proposals, gb.proposals}, {&r.meta, gb.meta}} {
+		for i, k := range p.l.keys {
+			if err := p.b.Put(k, p.l.vals[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// inflight is a command queued for commit: a retry arriving before the
+// write is durable waits for it instead of deciding twice.
+type inflight struct {
+	digest  string
+	receipt *protocol.Receipt
+	done    chan struct{}
+	err     error
+}
+
+func (s *Service) beginInflight(key []byte, digest string, r *protocol.Receipt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
+}
+
+func (s *Service) endInflight(key []byte, err error) {
+	s.mu.Lock()
+	f := s.inflight[string(key)]
+	delete(s.inflight, string(key))
+	s.mu.Unlock()
+	if f != nil {
+		f.err = err
+		close(f.done)
+	}
+}
+
+func (s *Service) inflightFor(key []byte) *inflight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[string(key)]
+}
