@@ -1,0 +1,143 @@
+package poc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// maxPromptTries bounds how often an unreadable answer is asked again.
+const maxPromptTries = 3
+
+// ErrNoDecision is returned when the terminal closed or the human quit
+// without deciding.
+var ErrNoDecision = errors.New("poc: no decision taken")
+
+// ApproveFromTerminal is the terminal fallback of the approval page: it
+// prints the evidence summary of missionID, asks approve or request changes
+// (with the changes, one per line), signs and submits the decision with
+// approver at the time clk tells, and prints what the authority answered.
+// A refusal is returned as an error wrapping the *protocol.Error.
+func ApproveFromTerminal(ctx context.Context, in io.Reader, out io.Writer, src ApprovalSource, approver Approver, clk clock.Clock, missionID string) error {
+	p, err := FindPending(ctx, src, missionID)
+	if err != nil {
+		return err
+	}
+	w := &errWriter{w: out}
+	printPending(w, p)
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 4096), maxCommentBytes+1)
+	d := Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision}
+	answer := ""
+	for try := 0; ; try++ {
+		if try == maxPromptTries {
+			return fmt.Errorf("%w: no valid answer after %d tries", ErrNoDecision, maxPromptTries)
+		}
+		w.printf("Approve, request changes, or quit? [a/r/q]: ")
+		if !sc.Scan() {
+			return fmt.Errorf("%w: input ended", ErrNoDecision)
+		}
+		answer = strings.ToLower(strings.TrimSpace(sc.Text()))
+		if answer == "a" || answer == "approve" || answer == "r" || answer == "request changes" || answer == "q" || answer == "quit" {
+			break
+		}
+		w.printf("Please answer a, r or q.\n")
+	}
+	switch answer[0] {
+	case 'q':
+		return fmt.Errorf("%w: quit", ErrNoDecision)
+	case 'a':
+		d.Approve = true
+		w.printf("Comment (optional, one line): ")
+		if sc.Scan() {
+			d.Comment = sc.Text()
+		}
+	case 'r':
+		w.printf("What must change? One change per line; an empty line ends.\n")
+		var lines []string
+		for sc.Scan() && strings.TrimSpace(sc.Text()) != "" {
+			lines = append(lines, sc.Text())
+		}
+		d.Comment = strings.Join(lines, "\n")
+		if len(ChangeLines(d.Comment)) == 0 {
+			return fmt.Errorf("%w: requesting changes needs at least one change", ErrNoDecision)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("poc: read decision: %w", err)
+	}
+	cmd, rec, err := approver.Decide(ctx, d, p, clk.Now())
+	if err != nil {
+		w.printf("Refused: %s: %s\n", protocol.CodeOf(err), terminalSafe(err.Error()))
+		return err
+	}
+	w.printf("Accepted: %s (actionId %s)\n", cmd.Type, cmd.ActionID)
+	for _, e := range rec.Events {
+		seq := ""
+		if e.Sequence != nil {
+			seq = fmt.Sprintf(" #%d", *e.Sequence)
+		}
+		w.printf("  event %s %s%s\n", terminalSafe(e.EventID), terminalSafe(e.GroupID), seq)
+	}
+	return w.err
+}
+
+func printPending(w *errWriter, p PendingMission) {
+	w.printf("Mission %s %q (group %s, revision %d) is awaiting approval since %s.\n",
+		terminalSafe(p.MissionID), terminalSafe(p.Title), terminalSafe(p.GroupID), p.Revision, protocol.NewTime(p.SubmittedAt))
+	w.printf("Summary:\n")
+	for line := range strings.Lines(p.Summary) {
+		w.printf("  %s\n", terminalSafe(strings.TrimRight(line, "\r\n")))
+	}
+	w.printf("Evidence (%d):\n", len(p.Evidence))
+	for _, e := range p.Evidence {
+		w.printf("  [%s] %s; criteria %s; method %s; by %s:%s at %s; artifacts %s\n",
+			terminalSafe(string(e.Result)), terminalSafe(e.Subject), terminalSafe(strings.Join(e.Criteria, ", ")),
+			terminalSafe(e.Method), e.Producer.Kind, terminalSafe(e.Producer.ID), e.Timestamp, terminalSafe(shortList(e.Artifacts)))
+	}
+	w.printf("Artifacts (%d):\n", len(p.Artifacts))
+	for _, m := range p.Artifacts {
+		w.printf("  %s %s %d bytes, work item %s, by %s\n", terminalSafe(m.ContentHash), terminalSafe(m.MediaType), m.Size,
+			terminalSafe(m.WorkItemID), terminalSafe(m.Producer.AgentID))
+	}
+}
+
+func shortList(digests []string) string {
+	if len(digests) == 0 {
+		return "none"
+	}
+	s := make([]string, len(digests))
+	for i, d := range digests {
+		s[i] = shortDigest(d)
+	}
+	return strings.Join(s, ", ")
+}
+
+// terminalSafe replaces control characters (escape sequences included) so
+// untrusted evidence text cannot drive the human's terminal.
+func terminalSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+// errWriter keeps the first write error so printing code stays linear.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
