@@ -26,6 +26,7 @@ type call struct {
 // leave behind, committed together.
 type pending struct {
 	now      protocol.Time
+	grants   bool // the Group's grant records changed
 	drafts   []EventDraft
 	audit    []any
 	children []ChildMissionRequested
@@ -48,14 +49,14 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if err := s.checkPrincipal(c, gs); err != nil {
 		return nil, nil, nil, err
 	}
-	if c.cmd.Type == protocol.CmdWorkPropose {
-		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
-			return nil, nil, nil, err
-		}
+	grant, err := s.policyGate(c, gs)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	p := pending{now: protocol.NewTime(c.now)}
-	var err error
 	switch c.cmd.Type {
+	case protocol.CmdPolicyGrantCooperationOverride:
+		err = s.grantOverride(c, gs, &p)
 	case protocol.CmdMembershipChange, protocol.CmdMembershipEnd, protocol.CmdMembershipGrantDelegation:
 		err = s.membership(c, gs, &p)
 	case protocol.CmdMessagePost, protocol.CmdMessageCorrect, protocol.CmdMessageRetract, protocol.CmdMessageRedact:
@@ -72,6 +73,9 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 			s.keepAudit(p.audit)
 		}
 		return nil, nil, nil, err
+	}
+	if grant != nil {
+		s.consumeGrant(c, gs, grant, &p)
 	}
 	r, wait, err := s.commit(c, gs, &p)
 	if err != nil {
@@ -304,6 +308,11 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 	}
 	if usage {
 		if err := putJSON(&gb.meta, keyUsage, gs.usage); err != nil {
+			return err
+		}
+	}
+	if p.grants {
+		if err := putJSON(&gb.meta, keyGrants, gs.grants); err != nil {
 			return err
 		}
 	}

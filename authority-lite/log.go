@@ -40,6 +40,7 @@ var (
 	keyMission = []byte("mission")
 	keyMembers = []byte("members")
 	keyUsage   = []byte("usage")
+	keyGrants  = []byte("grants")
 )
 
 func seqKey(seq uint64) []byte {

@@ -31,9 +31,6 @@ type messageRecord struct {
 }
 
 func (s *Service) message(c *call, gs *groupState, p *pending) error {
-	if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
-		return err
-	}
 	msgs := s.messages(gs)
 	ev := &messageEvent{Author: actorKey(c.cmd.Actor)}
 	var typ protocol.EventType

@@ -33,6 +33,7 @@ type Config struct {
 	ID      string
 	MaxSkew time.Duration
 	Limits  Limits
+	Policy  Policy
 	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
 	// then only agents registered with RegisterAgent may join.
 	ClosedRegistration bool
@@ -81,6 +82,7 @@ type groupState struct {
 	members map[string]*protocol.Membership // by actorKey
 	usage   map[string]protocol.Usage       // workItemId -> used
 	msgs    map[string]*messageRecord       // lazily rebuilt from the log
+	grants  map[string]*grantRecord         // cooperation-override grants
 	last    uint64
 
 	nmu     sync.Mutex
@@ -195,7 +197,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	if err != nil || gb == nil {
 		return nil, fmt.Errorf("authority: group %s: %v", id, err)
 	}
-	gs := &groupState{id: id, g: NewGroup(id, s.cfg.Limits), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, changed: make(chan struct{})}
+	gs := newGroupState(id, s.cfg.Limits)
 	var mission struct {
 		Mission   *protocol.Mission `json:"mission"`
 		Ancestors []string          `json:"ancestors"`
@@ -209,6 +211,12 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	}
 	if _, err := getJSON(gb.meta, keyUsage, &gs.usage); err != nil {
 		return nil, err
+	}
+	if _, err := getJSON(gb.meta, keyGrants, &gs.grants); err != nil {
+		return nil, err
+	}
+	if gs.grants == nil {
+		gs.grants = map[string]*grantRecord{}
 	}
 	if err := gb.items.ForEach(func(k, v []byte) error {
 		var w WorkItem

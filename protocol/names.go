@@ -122,6 +122,10 @@ const (
 	EvtAgentCardRegistered   EventType = "ext.missionweaveprotocol.registry.agent_card_registered"
 	EvtSessionOpened         EventType = "ext.missionweaveprotocol.identity.session_opened"
 	EvtResourceUsageRecorded EventType = "ext.missionweaveprotocol.core.resource_usage_recorded"
+	// EvtCooperationOverrideConsumed records a grant consumed by the
+	// accepted target command (spec 20: consumption goes to the policy
+	// log, bound to the accepted event).
+	EvtCooperationOverrideConsumed EventType = "ext.missionweaveprotocol.core.cooperation_override_consumed"
 )
 
 // CoreEventTypes lists the 36 core Event types of spec 15.2.
@@ -140,7 +144,7 @@ var CoreEventTypes = []EventType{
 }
 
 // ExtEventTypes lists the ext.missionweaveprotocol.* Event types.
-var ExtEventTypes = []EventType{EvtAgentCardRegistered, EvtSessionOpened, EvtResourceUsageRecorded}
+var ExtEventTypes = []EventType{EvtAgentCardRegistered, EvtSessionOpened, EvtResourceUsageRecorded, EvtCooperationOverrideConsumed}
 
 // OrganizationScoped reports whether events of type t omit groupId, sequence,
 // aggregate and revision (spec 15.2).

@@ -1,0 +1,90 @@
+package authoritylite
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+func TestCooperationOverrideGrant(t *testing.T) {
+	k := newSvc(t)
+	k.s.cfg.Policy.MaxOpenWorkItems = 1
+	authorize := func(id string) *protocol.AuthorizeWorkPayload {
+		c := testContract(id)
+		c.RetryPolicy.AttemptTimeoutMs, c.RetryPolicy.CostLimit = 600000, 5
+		return &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-a", Contract: c}
+	}
+	k.ok(k.coord, protocol.CmdWorkAuthorize, authorize("wi-1"))
+	_, err := k.do(k.coord, protocol.CmdWorkAuthorize, authorize("wi-2"))
+	if protocol.CodeOf(err) != protocol.CodeAuthForbidden || policyOf(err) != PolicyOpenWorkItems {
+		t.Fatalf("over the limit: %v", err)
+	}
+	grant := func(id, action string) *protocol.CooperationOverrideGrant {
+		return &protocol.CooperationOverrideGrant{GrantID: id, MissionID: "mis-a", GroupID: "grp-a", Policy: PolicyOpenWorkItems,
+			Grantee: agent("coord"), TargetCommandType: protocol.CmdWorkAuthorize, TargetActionID: action, Reason: "second stage needed",
+			Approver: owner, GrantedAt: protocol.NewTime(k.clk.Now()), ExpiresAt: protocol.NewTime(k.clk.Now().Add(time.Hour))}
+	}
+	// Only the MissionOwner (or a policy service) may grant.
+	k.refuse(k.coord, protocol.CmdPolicyGrantCooperationOverride, grant("ovr-0", "act-wi2"), protocol.CodeAuthForbidden)
+	k.ok(k.alice, protocol.CmdPolicyGrantCooperationOverride, grant("ovr-1", "act-wi2"))
+	cite := func(action string) func(*protocol.Envelope) {
+		return func(e *protocol.Envelope) { e.ActionID, e.OverrideGrantID = action, "ovr-1" }
+	}
+	// The grant binds the action id: another action cannot use it.
+	k.refuse(k.coord, protocol.CmdWorkAuthorize, authorize("wi-2"), protocol.CodeAuthForbidden, cite("act-other"))
+	_, raw, err := k.coord.Build(protocol.CmdWorkAuthorize, "grp-a", authorize("wi-2"), cite("act-wi2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := k.s.Submit(context.Background(), "", raw)
+	if err != nil {
+		t.Fatalf("target command with the grant: %v", err)
+	}
+	// An idempotent retry returns the earlier events; the grant is spent.
+	r2, err := k.s.Submit(context.Background(), "", raw)
+	if err != nil || r2.Events[0].EventID != r1.Events[0].EventID {
+		t.Fatalf("retry: %v", err)
+	}
+	k.refuse(k.coord, protocol.CmdWorkAuthorize, authorize("wi-3"), protocol.CodeAuthForbidden, cite("act-wi2b"))
+	evs := checkLog(t, k.s, "grp-a")
+	consumed := 0
+	for _, ev := range evs {
+		if ev.Type == protocol.EvtCooperationOverrideConsumed {
+			consumed++
+			if ev.CausationID != "act-wi2" {
+				t.Fatalf("consumption caused by %s", ev.CausationID)
+			}
+		}
+	}
+	if consumed != 1 {
+		t.Fatalf("%d consumption events, want 1", consumed)
+	}
+	// Durable: after reopen the grant is still consumed.
+	k.s.Close()
+	k.s = openSvc(t, k.dir, k.clk, k.akey)
+	k.s.cfg.Policy.MaxOpenWorkItems = 1
+	k.coord.s = k.s
+	k.refuse(k.coord, protocol.CmdWorkAuthorize, authorize("wi-4"), protocol.CodeAuthForbidden, cite("act-wi4"))
+}
+
+func TestRateLimitNamesPolicy(t *testing.T) {
+	k := newSvc(t)
+	k.s.rates = &rateLimiter{Burst: 2, Every: time.Minute}
+	post := func(id string) error {
+		_, err := k.do(k.w["w1"], protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: id, ConversationID: "c", Text: "x"})
+		return err
+	}
+	if post("a") != nil || post("b") != nil {
+		t.Fatal("within burst refused")
+	}
+	err := post("c")
+	if protocol.CodeOf(err) != protocol.CodeRateLimited || policyOf(err) != PolicyMessageRate {
+		t.Fatalf("third message: %v", err)
+	}
+	k.clk.Advance(time.Minute)
+	if err := post("d"); err != nil {
+		t.Fatalf("after refill: %v", err)
+	}
+}
