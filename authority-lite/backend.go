@@ -35,6 +35,18 @@ func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEve
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
 	}
 	var out []wss.StoredEvent
+	var old *protocol.Error
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if gb, err := openGroupBuckets(tx, groupID, false); err == nil && gb != nil {
+			if first, ref := onlineFrom(gb); after+1 < first {
+				old = cursorTooOld(groupID, after, first, ref)
+			}
+		}
+		return nil
+	})
+	if old != nil {
+		return nil, old
+	}
 	err := s.scanEvents(groupID, after, func(ev *protocol.Event, raw []byte) bool {
 		se := wss.StoredEvent{Sequence: ev.Seq(), Type: ev.Type, Raw: raw}
 		if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {

@@ -143,6 +143,8 @@ func createRootBuckets(tx *bolt.Tx) error {
 	return nil
 }
 
+func seqFromKey(k []byte) uint64 { return binary.BigEndian.Uint64(k) }
+
 // lastSeq is the highest sequence in an events bucket, 0 when empty.
 func lastSeq(b *bolt.Bucket) uint64 {
 	k, _ := b.Cursor().Last()

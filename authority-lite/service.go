@@ -34,6 +34,9 @@ type Config struct {
 	MaxSkew time.Duration
 	Limits  Limits
 	Policy  Policy
+	// RetainEvents, when not zero, keeps about that many events of each
+	// Group online: a Group twice past it is snapshotted and compacted.
+	RetainEvents uint64
 	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
 	// then only agents registered with RegisterAgent may join.
 	ClosedRegistration bool
@@ -84,6 +87,7 @@ type groupState struct {
 	msgs    map[string]*messageRecord       // lazily rebuilt from the log
 	grants  map[string]*grantRecord         // cooperation-override grants
 	last    uint64
+	first   uint64 // lowest sequence online
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -245,6 +249,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 		gs.usage = map[string]protocol.Usage{}
 	}
 	gs.last = lastSeq(gb.events)
+	gs.first, _ = onlineFrom(gb)
 	return gs, nil
 }
 
@@ -343,6 +348,7 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	if p != nil {
 		s.followEffects(c, p)
 	}
+	s.maybeCompact(gs)
 	return r, nil
 }
 
@@ -473,4 +479,21 @@ func (s *Service) selfRegistrationKeys(raw []byte) protocol.KeyResolver {
 		keys[vk.KeyID] = vk.Key
 	}
 	return keys
+}
+
+// maybeCompact applies the online retention after an append.
+func (s *Service) maybeCompact(gs *groupState) {
+	keep := s.cfg.RetainEvents
+	if keep == 0 {
+		return
+	}
+	gs.mu.Lock()
+	due := gs.last >= gs.first+2*keep
+	gs.mu.Unlock()
+	if !due {
+		return
+	}
+	if _, err := s.Compact(gs.id, keep); err != nil {
+		s.log.Error("compaction failed", "group", gs.id, "err", err)
+	}
 }

@@ -1,0 +1,204 @@
+package authoritylite
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Snapshots bound the online log (spec 16): Compact writes a signed Group
+// Snapshot at the current sequence into DIR/snapshots (content-addressed,
+// outside the log), appends group.snapshot.created, and deletes the events
+// older than the retention. A subscriber behind the online log gets
+// CURSOR_TOO_OLD with the snapshot's reference, restores it, and continues
+// from its sequence.
+
+var (
+	keyFirst    = []byte("first")    // lowest sequence still online
+	keySnapshot = []byte("snapshot") // JSON SnapshotRef of the latest snapshot
+)
+
+// snapshotEvent is the payload of group.snapshot.created.
+type snapshotEvent struct {
+	Snapshot protocol.SnapshotRef `json:"snapshot"`
+	Reason   string               `json:"reason"`
+}
+
+// Compact snapshots a Group at its current sequence and keeps only the
+// last retain events online. It returns the snapshot's reference.
+func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, error) {
+	gs := s.group(groupID)
+	if gs == nil {
+		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	now := s.clock.Now()
+	last := gs.last
+	var lastID string
+	_ = s.scanEvents(groupID, last-1, func(ev *protocol.Event, _ []byte) bool { lastID = ev.EventID; return false })
+	if gs.g.Mission == nil || last == 0 || lastID == "" {
+		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeInvalidStateTransition, "group %s has nothing to snapshot", groupID)
+	}
+	snap := protocol.GroupSnapshot{
+		SnapshotID: "snap-" + groupID + "-" + fmt.Sprint(last), GroupID: groupID, Sequence: last, LastEventID: lastID,
+		CreatedAt: protocol.NewTime(now), CreatedBy: s.cfg.ID, Mission: *gs.g.Mission,
+		Memberships: protocol.List[protocol.Membership]{}, WorkItems: protocol.List[protocol.WorkItem]{},
+		Approvals: protocol.List[protocol.Approval]{}, Artifacts: protocol.List[string]{},
+	}
+	keys := make([]string, 0, len(gs.members))
+	for k := range gs.members {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		snap.Memberships = append(snap.Memberships, *gs.members[k])
+	}
+	for _, id := range sortedKeys(gs.g.Items) {
+		w := gs.g.Items[id]
+		snap.WorkItems = append(snap.WorkItems, w.WorkItem)
+		if w.ExecutionApproval != nil {
+			snap.Approvals = append(snap.Approvals, *w.ExecutionApproval)
+		}
+	}
+	policy, err := protocol.Marshal(gs.grants)
+	if err != nil {
+		return protocol.SnapshotRef{}, err
+	}
+	snap.PolicyLogDigest = protocol.Digest(policy)
+	snap.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: s.key.KeyID, CreatedAt: snap.CreatedAt}
+	doc, err := protocol.SignedValue(snap, s.key)
+	if err != nil {
+		return protocol.SnapshotRef{}, err
+	}
+	ref := protocol.SnapshotRef{SnapshotID: snap.SnapshotID, GroupID: groupID, Sequence: last, Digest: protocol.Digest(doc)}
+	ref.URI = "mwp-snapshot:" + ref.Digest
+	if err := s.writeSnapshot(ref.Digest, doc); err != nil {
+		return protocol.SnapshotRef{}, err
+	}
+	c := &call{s: s, cmd: &protocol.Command{ActionID: ref.SnapshotID, Actor: authorityActor, CorrelationID: ref.SnapshotID}, now: now, automatic: true}
+	p := &pending{now: protocol.NewTime(now), drafts: []EventDraft{{Type: protocol.EvtGroupSnapshotCreated,
+		Aggregate: protocol.Aggregate{Kind: protocol.AggregateGroup, ID: groupID}, Revision: last + 1, Actor: authorityActor,
+		Payload: &snapshotEvent{Snapshot: ref, Reason: "retention"}}}}
+	if _, err := s.commitNow(c, gs, p); err != nil {
+		return protocol.SnapshotRef{}, err
+	}
+	cut := uint64(0)
+	if last > retain {
+		cut = last - retain
+	}
+	done := s.writer.submit(func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, groupID, false)
+		if err != nil || gb == nil {
+			return fmt.Errorf("group %s buckets: %v", groupID, err)
+		}
+		cur := gb.events.Cursor()
+		for k, _ := cur.First(); k != nil && seqFromKey(k) <= cut; k, _ = cur.First() {
+			if err := cur.Delete(); err != nil {
+				return err
+			}
+		}
+		if err := gb.meta.Put(keyFirst, seqKey(cut+1)); err != nil {
+			return err
+		}
+		return putJSON(gb.meta, keySnapshot, ref)
+	})
+	if err := <-done; err != nil {
+		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeInternalError, "compact: %v", err)
+	}
+	gs.first = cut + 1
+	return ref, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Service) snapshotPath(digest string) (string, error) {
+	h, ok := strings.CutPrefix(digest, "sha256:")
+	if _, err := hex.DecodeString(h); !ok || err != nil || len(h) != 64 {
+		return "", protocol.Errorf(protocol.CodeInvalidCommand, "snapshot digest %q is not sha256:<64 hex>", digest)
+	}
+	return filepath.Join(s.cfg.Dir, "snapshots", h+".json"), nil
+}
+
+func (s *Service) writeSnapshot(digest string, doc []byte) error {
+	path, err := s.snapshotPath(digest)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(doc); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Snapshot returns a stored snapshot document after checking its digest.
+func (s *Service) Snapshot(ref protocol.SnapshotRef) ([]byte, error) {
+	path, err := s.snapshotPath(ref.Digest)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, protocol.Errorf(protocol.CodeInvalidCommand, "snapshot %s is not stored here", ref.Digest)
+		}
+		return nil, err
+	}
+	if protocol.Digest(doc) != ref.Digest {
+		return nil, fmt.Errorf("snapshot store: %s is corrupt", ref.Digest)
+	}
+	return doc, nil
+}
+
+// onlineFrom returns the lowest online sequence and the latest snapshot.
+func onlineFrom(gb *groupBuckets) (uint64, *protocol.SnapshotRef) {
+	first := uint64(1)
+	if v := gb.meta.Get(keyFirst); len(v) == 8 {
+		first = seqFromKey(v)
+	}
+	var ref protocol.SnapshotRef
+	if ok, _ := getJSON(gb.meta, keySnapshot, &ref); ok {
+		return first, &ref
+	}
+	return first, nil
+}
+
+// cursorTooOld is the answer to a read from before the online log.
+func cursorTooOld(groupID string, after, first uint64, ref *protocol.SnapshotRef) *protocol.Error {
+	e := protocol.Errorf(protocol.CodeCursorTooOld, "group %s keeps events from %d online; position %d is older: restore the snapshot", groupID, first, after)
+	if ref != nil {
+		e = withDetails(e, "snapshot", ref)
+	}
+	return e
+}
