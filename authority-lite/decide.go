@@ -27,6 +27,7 @@ type call struct {
 type pending struct {
 	now      protocol.Time
 	grants   bool // the Group's grant records changed
+	leases   bool // the Group's lease records changed
 	drafts   []EventDraft
 	audit    []any
 	children []ChildMissionRequested
@@ -54,19 +55,12 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		return nil, nil, nil, err
 	}
 	p := pending{now: protocol.NewTime(c.now)}
-	switch c.cmd.Type {
-	case protocol.CmdPolicyGrantCooperationOverride:
-		err = s.grantOverride(c, gs, &p)
-	case protocol.CmdMembershipChange, protocol.CmdMembershipEnd, protocol.CmdMembershipGrantDelegation:
-		err = s.membership(c, gs, &p)
-	case protocol.CmdMessagePost, protocol.CmdMessageCorrect, protocol.CmdMessageRetract, protocol.CmdMessageRedact:
-		err = s.message(c, gs, &p)
-	case protocol.CmdArtifactPublish:
-		err = s.publishArtifact(c, gs, &p)
-	case protocol.CmdResourceUsageRecord:
-		err = s.recordUsage(c, gs, &p)
+	_, buffered := c.cmd.Extensions[protocol.OfflineExtensionURI]
+	switch {
+	case buffered:
+		err = s.reconcile(c, gs, &p)
 	default:
-		err = s.applyCore(c, gs, &p)
+		err = s.dispatch(c, gs, &p)
 	}
 	if err != nil {
 		if len(p.audit) > 0 {
@@ -77,11 +71,34 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if grant != nil {
 		s.consumeGrant(c, gs, grant, &p)
 	}
+	if s.trackLeases(gs, p.drafts, c.now) {
+		p.leases = true
+	}
 	r, wait, err := s.commit(c, gs, &p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return r, &p, wait, nil
+}
+
+// dispatch routes a live (not offline-buffered) command.
+func (s *Service) dispatch(c *call, gs *groupState, p *pending) error {
+	var err error
+	switch c.cmd.Type {
+	case protocol.CmdPolicyGrantCooperationOverride:
+		err = s.grantOverride(c, gs, p)
+	case protocol.CmdMembershipChange, protocol.CmdMembershipEnd, protocol.CmdMembershipGrantDelegation:
+		err = s.membership(c, gs, p)
+	case protocol.CmdMessagePost, protocol.CmdMessageCorrect, protocol.CmdMessageRetract, protocol.CmdMessageRedact:
+		err = s.message(c, gs, p)
+	case protocol.CmdArtifactPublish:
+		err = s.publishArtifact(c, gs, p)
+	case protocol.CmdResourceUsageRecord:
+		err = s.recordUsage(c, gs, p)
+	default:
+		err = s.applyCore(c, gs, p)
+	}
+	return err
 }
 
 // checkPrincipal applies the session and membership rules of spec 15.1
@@ -313,6 +330,11 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 	}
 	if p.grants {
 		if err := putJSON(&gb.meta, keyGrants, gs.grants); err != nil {
+			return err
+		}
+	}
+	if p.leases {
+		if err := putJSON(&gb.meta, keyLeases, gs.leases); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,7 @@ var (
 	keyMembers = []byte("members")
 	keyUsage   = []byte("usage")
 	keyGrants  = []byte("grants")
+	keyLeases  = []byte("leases")
 )
 
 func seqKey(seq uint64) []byte {

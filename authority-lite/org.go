@@ -260,7 +260,9 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 		defer gs.mu.Unlock()
 		out := gs.g.RevokeSession(p.AgentID, p.SessionEpoch, c.now)
 		if len(out.Events) > 0 {
-			revoked = append(revoked, &groupRevocation{gs: gs, p: &pending{now: protocol.NewTime(c.now), drafts: out.Events}})
+			rp := &pending{now: protocol.NewTime(c.now), drafts: out.Events}
+			rp.leases = s.trackLeases(gs, out.Events, c.now)
+			revoked = append(revoked, &groupRevocation{gs: gs, p: rp})
 		}
 	}
 	return o.commit(c, ev, func(tx *bolt.Tx) error {

@@ -34,6 +34,9 @@ type Config struct {
 	MaxSkew time.Duration
 	Limits  Limits
 	Policy  Policy
+	// OfflineGrace is how long past a lease's expiry buffered offline work
+	// is still accepted (spec 11.5); zero means OfflineGrace.
+	OfflineGrace time.Duration
 	// RetainEvents, when not zero, keeps about that many events of each
 	// Group online: a Group twice past it is snapshotted and compacted.
 	RetainEvents uint64
@@ -86,6 +89,7 @@ type groupState struct {
 	usage   map[string]protocol.Usage       // workItemId -> used
 	msgs    map[string]*messageRecord       // lazily rebuilt from the log
 	grants  map[string]*grantRecord         // cooperation-override grants
+	leases  map[string]*leaseRecord         // every execution lease, by id
 	last    uint64
 	first   uint64 // lowest sequence online
 
@@ -221,6 +225,12 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	}
 	if gs.grants == nil {
 		gs.grants = map[string]*grantRecord{}
+	}
+	if _, err := getJSON(gb.meta, keyLeases, &gs.leases); err != nil {
+		return nil, err
+	}
+	if gs.leases == nil {
+		gs.leases = map[string]*leaseRecord{}
 	}
 	if err := gb.items.ForEach(func(k, v []byte) error {
 		var w WorkItem

@@ -1,0 +1,164 @@
+package authoritylite
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// buffered builds w1's rebased offline lease_renew for wi-1 carrying the
+// binding of lease (bufferedAt = disconnectedAt + after).
+func (k *svc) buffered(w WorkItem, disconnected time.Time, after time.Duration, usage protocol.Usage) []byte {
+	k.t.Helper()
+	l := w.Lease
+	b := protocol.OfflineBinding{AgentID: "w1", GroupID: "grp-a", WorkItemID: w.WorkItemID, OriginalSessionEpoch: l.SessionEpoch,
+		OwnershipEpoch: l.OwnershipEpoch, HistoricalLeaseID: l.LeaseID, DisconnectedAt: protocol.NewTime(disconnected),
+		BufferedAt: protocol.NewTime(disconnected.Add(after)), GraceDeadline: protocol.NewTime(l.ExpiresAt.Add(OfflineGrace)),
+		HistoricalLeaseExpiresAt: l.ExpiresAt, UsageDelta: usage}
+	data, err := json.Marshal(b)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	_, raw, err := k.w["w1"].Build(protocol.CmdLeaseRenew, "grp-a", &protocol.RenewLeasePayload{WorkItemID: w.WorkItemID, OwnershipEpoch: l.OwnershipEpoch, LeaseID: l.LeaseID, Progress: progress(disconnected)},
+		func(e *protocol.Envelope) {
+			e.Extensions = protocol.Extensions{protocol.OfflineExtensionURI: {Critical: true, Data: data}}
+		})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return raw
+}
+
+func (k *svc) submitRaw(raw []byte) (*protocol.Receipt, error) {
+	return k.s.Submit(context.Background(), "", raw)
+}
+
+func TestReconcileWithinGraceChargesOnce(t *testing.T) {
+	k := newSvc(t)
+	w := k.toActive("wi-1")
+	disc := k.clk.Now().Add(10 * time.Second)
+	raw := k.buffered(w, disc, 20*time.Second, protocol.Usage{Tokens: 100, ToolCalls: 2})
+	k.clk.Advance(40 * time.Second) // reconnect, lease still current
+	r1, err := k.submitRaw(raw)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if len(r1.Events) != 2 {
+		t.Fatalf("want usage + progress events, got %d", len(r1.Events))
+	}
+	// A resend after a lost receipt (second disconnect) charges nothing more.
+	if _, err := k.submitRaw(raw); err != nil {
+		t.Fatal(err)
+	}
+	if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 100 || u.ToolCalls != 2 {
+		t.Fatalf("usage %+v, want charged once", u)
+	}
+	evs := checkLog(t, k.s, "grp-a")
+	var usageEv usageEvent
+	for _, ev := range evs {
+		if ev.Type == protocol.EvtResourceUsageRecorded {
+			if err := json.Unmarshal(ev.Payload, &usageEv); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if usageEv.HistoricalSessionEpoch == 0 || usageEv.ReconcilingSessionEpoch == 0 {
+		t.Fatalf("usage event must name both sessions: %+v", usageEv)
+	}
+}
+
+func TestReconcileRefusals(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(k *svc, w WorkItem) []byte
+		code  protocol.Code
+	}{
+		{"after the grace window", func(k *svc, w WorkItem) []byte {
+			disc := k.clk.Now().Add(10 * time.Second)
+			// buffered 5 minutes later: lease (2 min) plus grace (2 min) is over
+			raw := k.buffered(w, disc, 5*time.Minute, protocol.Usage{Tokens: 10})
+			k.clk.Advance(6 * time.Minute)
+			return raw
+		}, protocol.CodeWorkLeaseExpired},
+		{"owner changed while offline", func(k *svc, w WorkItem) []byte {
+			disc := k.clk.Now().Add(10 * time.Second)
+			raw := k.buffered(w, disc, 30*time.Second, protocol.Usage{Tokens: 10})
+			k.clk.Advance(3 * time.Minute) // lease expired; coordinator re-offers to w2
+			c := k.item("wi-1").Contract
+			k.ok(k.coord, protocol.CmdWorkOffer, &protocol.OfferWorkPayload{WorkItemID: "wi-1", OfferID: "off-2", Contract: c,
+				Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w2", SelectionBasis: basis(k.clk.Now())}}, ExpiresAt: protocol.NewTime(k.clk.Now().Add(time.Minute))})
+			k.ok(k.w["w2"], protocol.CmdWorkAcceptOffer, &protocol.AcceptOfferPayload{WorkItemID: "wi-1", OfferID: "off-2", ContractRevision: 1, ScheduleDisclosure: disclosure(k.clk.Now())})
+			return raw
+		}, protocol.CodeWorkStaleOwnership},
+		{"budget overflow", func(k *svc, w WorkItem) []byte {
+			disc := k.clk.Now().Add(10 * time.Second)
+			raw := k.buffered(w, disc, 20*time.Second, protocol.Usage{Tokens: 5000})
+			k.clk.Advance(time.Minute)
+			return raw
+		}, protocol.CodeBudgetExceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newSvc(t)
+			w := k.toActive("wi-1")
+			raw := k.rebuildForCurrentSession(tc.setup(k, w))
+			last := k.s.LastSequence("grp-a")
+			before := k.item("wi-1")
+			_, err := k.submitRaw(raw)
+			if protocol.CodeOf(err) != tc.code {
+				t.Fatalf("got %v, want %s", err, tc.code)
+			}
+			after := k.item("wi-1")
+			if k.s.LastSequence("grp-a") != last || after.Revision != before.Revision || !k.s.Usage("grp-a", "wi-1").IsZero() {
+				t.Fatal("a refused reconciliation left a trace")
+			}
+		})
+	}
+}
+
+func TestReconcileAfterSessionReplacement(t *testing.T) {
+	k := newSvc(t)
+	w := k.toActive("wi-1")
+	disc := k.clk.Now().Add(5 * time.Second)
+	before := k.buffered(w, disc, 10*time.Second, protocol.Usage{Tokens: 7})
+	k.clk.Advance(30 * time.Second)
+	// The worker restarts: a new session revokes the lease (closed now).
+	if err := k.w["w1"].OpenSession(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	late := k.buffered(w, disc, 40*time.Second, protocol.Usage{Tokens: 7}) // after the close
+	before = k.rebuildForCurrentSession(before)
+	if _, err := k.submitRaw(before); err != nil {
+		t.Fatalf("progress buffered before the close: %v", err)
+	}
+	if got := k.item("wi-1"); got.State != protocol.WorkQueued {
+		t.Fatalf("historical progress moved the item to %s", got.State)
+	}
+	if _, err := k.submitRaw(late); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+		t.Fatalf("progress buffered after the close: %v", err)
+	}
+	if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 7 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+// rebuildForCurrentSession re-signs a buffered command under the agent's
+// current session, keeping its binding and payload (what the worker's
+// offline.Rebase does).
+func (k *svc) rebuildForCurrentSession(raw []byte) []byte {
+	k.t.Helper()
+	var cmd protocol.Command
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		k.t.Fatal(err)
+	}
+	env := k.w["w1"].Envelope(cmd.Type, cmd.GroupID)
+	cmd.SessionEpoch, cmd.MembershipEpoch, cmd.IssuedAt = env.SessionEpoch, env.MembershipEpoch, protocol.NewTime(k.clk.Now())
+	out, err := protocol.SignedCommand(&cmd, k.w["w1"].Key)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return out
+}
