@@ -2,5 +2,45 @@
 // ownership epoch, so preempted, restarted or reassigned work resumes from its
 // last safe point (spec 11.3).
 //
-// Status: not yet implemented (issue 5).
+// A Store lives in the "checkpoints" bucket of a bbolt file it does not own
+// (the worker's store, queue.Store.DB) plus a directory of blob files.
+// Each checkpoint has an id (a wire id, "cp-…"), a per-WorkItem sequence
+// number counted across epochs, the caller's time, small metadata (phase,
+// note) and its state bytes. Its Digest, "sha256:<hex>" of the state, is
+// the stateDigest a work.checkpoint or work.block names, next to its id.
+//
+// # Layout (checkpoints bucket, SchemaVersion 1)
+//
+//	checkpoints/
+//	|--> meta/     schema -> uint64 BE
+//	|--> records/  checkpointId -> uvarint(len(header)) header(JSON) [state]
+//	|--> index/    groupId 0x00 workItemId 0x00 epoch(8 BE) seq(8 BE) -> checkpointId
+//	|--> blobs/    sha256 hex -> uint64 BE reference count
+//
+// State up to Options.InlineMax (16 KiB) is kept in the record; larger
+// state is a content-addressed file BLOBDIR/<sha256 hex>, written to a
+// temp file, fsynced, renamed and the directory fsynced before the record
+// commits. A crash therefore leaves the previous latest checkpoint or the
+// new one, never a torn one; an orphaned blob (written, never committed)
+// is removed by the next Open (GC). Blobs are shared by content and
+// reference-counted; a file is removed after the commit that drops its
+// last reference.
+//
+// Every read checks the state against its digest (inline and blob alike):
+// damage is ErrCorrupt, and damaged bytes are never returned.
+//
+// Latest returns the newest checkpoint across ownership epochs, so an
+// owner with a higher epoch resumes where the previous one stopped; a Save
+// under an epoch lower than one already stored is fenced with
+// WORK_STALE_OWNERSHIP. Save keeps the newest Options.Keep (4) per
+// WorkItem; Delete drops a finished WorkItem.
+//
+// Status: implemented and tested — unit and table tests, a property test
+// against a naive model (rapid), crash tests that SIGKILL a saving child
+// process and reopen, a deterministic crash between blob and record,
+// corruption tests (flipped, truncated, missing, swapped blobs; damaged
+// records), a fuzz target for the record decoder, and a benchmark of Save
+// and Latest as ratios to raw bbolt and file writes. Not done: no
+// compaction of the bbolt file, and no size cap on the blob directory
+// beyond Keep.
 package checkpoint

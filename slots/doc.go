@@ -2,5 +2,65 @@
 // its own Mission context, lease-scoped credentials, checkpoint namespace,
 // tool budget and side-effect keys (spec 11.1, 11.3).
 //
-// Status: not yet implemented (issue 5).
+// # Handlers
+//
+// A Handler is a Go value with a capability (id and semantic version) and
+// Run(ctx, *Work). Exec adapts an external program speaking JSON lines on
+// stdin/stdout (EXTERNAL.md) to the same interface. A Pool picks the
+// handler for the first required capability of the contract that some
+// handler provides in a satisfying version (VersionSatisfies).
+//
+// The Work handle is the whole API of a handler: Contract and Context
+// (copies), Credentials (expire with the lease at the latest), Workdir (a
+// private directory, removed after the run), Progress (structured, spec
+// 11.4), Checkpoint (durable save through package checkpoint under the
+// slot's own (group, item, ownership epoch), then the host is told),
+// Resume (the newest checkpoint of the WorkItem when the attempt began),
+// PreemptRequested, Block, ToolCall, Charge and PublishArtifact.
+//
+// ToolCall checks, in order: the lease and credentials; the contract's
+// allowedTools and allowedOperations (AUTH_FORBIDDEN); the host's policy
+// for the operation's Risk (offline: Risk.AllowedOffline); then derives
+// the toolkeys key from (mission, item, epoch, operation id) and goes
+// through the Ledger. Each real execution charges the six-dimension usage
+// first and is refused with BUDGET_EXCEEDED when the contract's budgets
+// or the host's remaining budget would be exceeded.
+//
+// # Runs and outcomes
+//
+// Pool.Start runs one assignment in a free slot; every run ends with one
+// Outcome passed to Host.Finish after the slot is free: Completed,
+// Preempted (with the checkpoint to name in work.checkpoint), Blocked,
+// Failed (with evidence for work.fail) or LeaseLost (a late result, for
+// audit only). A failed attempt is retried in the same slot while the
+// contract's retryPolicy allows (DecideRetry, a pure function of policy,
+// attempt, money spent, time and deadline); the backoff runs on the
+// injected clock.
+//
+// Preemption is cooperative: Preempt closes PreemptRequested and the
+// handler checkpoints and returns ErrPreempted at its next safe point.
+// Supervision (Tick, paced by a ticker or called by tests with a fake
+// clock; the decision is the pure supervise) cancels a run's context when
+// its lease expires, its wall-clock budget runs out, it ignores a
+// preemption or lease-loss request past Config.PreemptTimeout, or an
+// attempt passes attemptTimeoutMs (that one is retried). A cancelled run
+// is Failed whatever its handler then returns, and its slot stays taken
+// until the handler has actually returned.
+//
+// The slot never touches the network: everything external goes through
+// the Host interface, which the runtime implements.
+//
+// Status: implemented and tested with a recording fake host, an in-memory
+// ledger, a fake clock and -race: preemption cycle and resume, hard
+// timeout, lease expiry and renewal, lease loss, block, retries, backoff
+// and attempt timeouts, budgets (contract and host), disallowed tools and
+// risk policy, credential expiry and rotation, isolation of two Missions
+// running in parallel, and the external adapter (the example handler in
+// examples/handlers, clean environment, process-group kill, strict
+// decoding with a fuzz target, failure reporting). Not done: no resource
+// limits (cpu, memory) are enforced on handlers; computeSeconds counts what
+// Go handlers report through Charge plus the CPU time of external
+// programs; credentials rotated during a run do not reach an external
+// program already started; toolkeys.Ledger needs a small adapter
+// (LedgerFunc) because its Do returns its own result type.
 package slots

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""An external mwp-worker handler (protocol mwp-slot/1, see slots/EXTERNAL.md).
+
+It counts from its last checkpoint to context["steps"] (default 3), reporting
+structured progress and taking a checkpoint at each step (its safe points);
+it yields when the host says "preempt"; optionally runs one tool operation
+through the host (context["toolOp"]); then publishes an artifact echoing the
+Mission context and submits a result.
+
+context["pauseAfter"] = n makes it wait at the safe point after step n until
+the host preempts it (used by the tests to preempt deterministically).
+
+Run it through slots.Exec{Path: "/usr/bin/python3", Args: ["echo-handler.py"]}.
+Only the standard library is used.
+"""
+import base64
+import json
+import os
+import sys
+
+queued = []  # host messages that arrived while we waited for a reply
+
+
+def send(msg):
+    sys.stdout.write(json.dumps(msg, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def recv():
+    if queued:
+        return queued.pop(0)
+    line = sys.stdin.readline()
+    if not line:  # the host closed stdin: the run is over
+        sys.exit(0)
+    return json.loads(line)
+
+
+def request(msg, *reply_types):
+    """Send msg and return the host's reply to its id, keeping other messages."""
+    send(msg)
+    while True:
+        m = sys.stdin.readline()
+        if not m:
+            sys.exit(0)
+        m = json.loads(m)
+        if m.get("id") == msg["id"] and m["type"] in reply_types + ("error",):
+            return m
+        queued.append(m)
+
+
+def preempt_requested():
+    return any(m["type"] == "preempt" for m in queued)
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def progress(phase, done, nxt):
+    send({"type": "progress", "progress": {
+        "phase": phase,
+        "milestonesCompleted": done,
+        "nextCheckpoint": nxt,
+        "blockers": [],
+        "revisedEstimate": {"completionAt": "2026-12-01T00:00:00Z", "confidence": 0.8},
+        "evidenceRefs": [],
+    }})
+
+
+def main():
+    start = recv()
+    if start.get("type") != "start" or start.get("protocol") != "mwp-slot/1":
+        send({"type": "fail", "reason": "unexpected first message", "permanent": True})
+        return
+    ctx = start["context"] or {}
+    steps = int(ctx.get("steps", 3))
+    step = 0
+    if start["resume"]:
+        step = int(base64.b64decode(start["resume"]["state"]))
+
+    while step < steps:
+        step += 1
+        progress("step-%d" % step, ["step-%d" % i for i in range(1, step + 1)], "step-%d" % (step + 1))
+        reply = request({"type": "checkpoint", "id": "cp-%d" % step,
+                         "state": b64(str(step).encode()), "phase": "step-%d" % step}, "checkpointed")
+        if reply["type"] == "error":
+            send({"type": "fail", "reason": "checkpoint refused: " + reply["message"]})
+            return
+        if step == ctx.get("pauseAfter"):
+            while not preempt_requested():  # wait at this safe point
+                queued.append(json.loads(sys.stdin.readline() or '{"type":"eof"}'))
+                if queued[-1]["type"] == "eof":
+                    return
+        if preempt_requested():
+            send({"type": "preempted"})  # the checkpoint above is our safe point
+            return
+
+    outputs = []
+    op = ctx.get("toolOp")
+    if op:
+        reply = request({"type": "toolCall", "id": "tc-1", "opId": op["opId"], "tool": op["tool"],
+                         "operation": op["operation"], "risk": {"class": op.get("risk", "low")}},
+                        "toolGo", "toolResult")
+        if reply["type"] == "toolGo":
+            # Perform the operation here, passing reply["key"] as its
+            # idempotency key; this example just echoes the key.
+            done = request({"type": "toolDone", "id": "tc-1", "output": b64(reply["key"].encode())},
+                           "toolResult")
+            reply = done
+        if reply["type"] == "error":
+            send({"type": "fail", "reason": "tool refused: %s %s" % (reply["code"], reply["message"]), "permanent": True})
+            return
+        outputs.append(base64.b64decode(reply["output"]).decode())
+
+    echo = json.dumps({"context": ctx, "workdirIsPrivate": os.getcwd() == os.environ.get("MWP_WORKDIR"),
+                       "toolOutputs": outputs}, sort_keys=True).encode()
+    reply = request({"type": "artifact", "id": "art-1", "mediaType": "application/json", "data": b64(echo)}, "published")
+    if reply["type"] == "error":
+        send({"type": "fail", "reason": "publish refused: " + reply["message"]})
+        return
+    send({"type": "result", "artifacts": [reply["digest"]]})
+
+
+if __name__ == "__main__":
+    main()

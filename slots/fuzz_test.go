@@ -1,0 +1,65 @@
+package slots
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+var lineSeeds = []string{
+	`{"type":"progress","progress":{"phase":"p","milestonesCompleted":[],"nextCheckpoint":"n","blockers":[],"revisedEstimate":{"completionAt":"2026-12-01T00:00:00Z","confidence":0.5},"evidenceRefs":[]}}`,
+	`{"type":"checkpoint","id":"c1","state":"MQ==","phase":"step-1"}`,
+	`{"type":"artifact","id":"a1","mediaType":"text/plain","data":"aGk="}`,
+	`{"type":"toolCall","id":"t1","opId":"op","tool":"git","operation":"write","risk":{"class":"low","irreversible":true},"sideEffect":true,"cost":{"money":1,"tokens":2,"toolCalls":0,"computeSeconds":0,"wallClockSeconds":0,"sideEffects":0}}`,
+	`{"type":"toolDone","id":"t1","output":""}`,
+	`{"type":"toolDone","id":"t1","error":"boom"}`,
+	`{"type":"charge","usage":{"money":0.5,"tokens":10,"toolCalls":0,"computeSeconds":1.5,"wallClockSeconds":0,"sideEffects":0}}`,
+	`{"type":"block","resolution":{"kind":"clarification","detail":"which?"},"state":""}`,
+	`{"type":"preempted"}`,
+	`{"type":"result","artifacts":["sha256:00"],"evidence":[]}`,
+	`{"type":"fail","reason":"r","permanent":true}`,
+	`{"type":"result","type":"fail"}`,
+	`{"type":"checkpoint","id":"c","state":"%%"}`,
+	`[1,2]`,
+	"\xef\xbb\xbf{}",
+}
+
+// The decoder of external handler output never panics, refuses with a
+// PROTOCOL_VIOLATION, and what it accepts survives a round trip.
+func FuzzDecodeLine(f *testing.F) {
+	for _, s := range lineSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, err := decodeLine(line)
+		if err != nil {
+			if m != nil {
+				t.Fatal("a message with an error")
+			}
+			return
+		}
+		again, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := decodeLine(again)
+		if err != nil {
+			t.Fatalf("re-encoded %s refused: %v", again, err)
+		}
+		if third, _ := json.Marshal(m2); !bytes.Equal(again, third) {
+			t.Fatalf("round trip changed %s into %s", again, third)
+		}
+	})
+}
+
+func TestDecodeLineSeeds(t *testing.T) {
+	ok := 0
+	for _, s := range lineSeeds {
+		if _, err := decodeLine([]byte(s)); err == nil {
+			ok++
+		}
+	}
+	if ok != 11 {
+		t.Fatalf("%d of the seeds decoded, want the 11 valid ones", ok)
+	}
+}
