@@ -30,6 +30,7 @@ func newApp() *cli.Command {
 			schedulerCommand(),
 			inspectCommand(),
 			toolkeyCommand(),
+			authorityCommand(),
 		},
 	}
 }

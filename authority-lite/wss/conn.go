@@ -1,0 +1,226 @@
+package wss
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// controlCap bounds the replies queued for one connection; producers wait
+// (and so stop reading from the client) while it is full.
+const controlCap = 256
+
+// conn is the I/O around one session: the reader (the goroutine that runs
+// serve) feeds the session and applies its output; one writer goroutine
+// owns every write; one streamer goroutine per subscribed Group and one per
+// busy command lane produce into the outbox; a ticker applies liveness.
+type conn struct {
+	b     Backend
+	opts  Options
+	hooks *hooks
+	log   *slog.Logger
+	ws    *websocket.Conn
+	ids   *frameIDs
+	sess  *session
+	out   *outbox
+	live  *liveness
+	cmds  *commandLanes
+
+	streams map[string]context.CancelFunc // owned by the reader
+	wg      sync.WaitGroup                // streamers and command lanes
+
+	closeMu sync.Mutex
+	closing bool           // a close handshake was started
+	ended   bool           // serve is finishing: no new handshakes
+	closers sync.WaitGroup // the handshake goroutine
+}
+
+// hooks let tests observe internal moments without sleeping.
+type hooks struct {
+	paused func(groupID string) // a Group's stream paused on a full lane
+}
+
+// newConn wraps an accepted connection; start is the Backend time at which
+// the upgrade request arrived, when the HELLO deadline starts.
+func newConn(s *Server, ws *websocket.Conn, start time.Time) *conn {
+	ids := newFrameIDs()
+	c := &conn{
+		b: s.b, opts: s.opts, hooks: &s.hooks, log: s.log, ws: ws, ids: ids,
+		out:     newOutbox(s.opts.SendBuffer, controlCap),
+		live:    newLiveness(start, s.opts),
+		streams: map[string]context.CancelFunc{},
+	}
+	c.sess = newSession(s.b, ids, s.opts.MaxFrameBytes, s.log)
+	return c
+}
+
+// serve runs the connection until the client leaves, a fatal protocol
+// error or ctx ends. It returns after every goroutine it started.
+func (c *conn) serve(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	c.cmds = newCommandLanes(c.opts.MaxPendingCommands, &c.wg, func(s submission) { c.submit(ctx, s) })
+	// Our own limit, not the library's: the library would close the
+	// connection before we could answer PROTOCOL_VIOLATION.
+	c.ws.SetReadLimit(-1)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop(ctx)
+	}()
+	var tickers sync.WaitGroup
+	tickers.Go(func() { c.livenessLoop(ctx) })
+
+	if code := c.readLoop(ctx, writerDone); code != 0 {
+		_ = c.ws.Close(code, "frame too large")
+	}
+	cancel()
+	c.out.close()
+	tickers.Wait()
+	c.wg.Wait()
+	<-writerDone
+	c.closeMu.Lock()
+	c.ended = true
+	c.closeMu.Unlock()
+	c.closers.Wait()
+	_ = c.ws.CloseNow()
+}
+
+// readLoop reads messages until the connection fails. It returns a close
+// status when the session asked to close after its last reply.
+func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websocket.StatusCode {
+	var buf bytes.Buffer
+	for {
+		typ, r, err := c.ws.Reader(ctx)
+		if err != nil {
+			c.log.Debug("wss: connection ended", "peer", c.sess.peer, "err", err)
+			return 0
+		}
+		buf.Reset()
+		if buf.Cap() > 1<<16 {
+			buf = bytes.Buffer{} // do not keep one large frame's buffer forever
+		}
+		n, err := buf.ReadFrom(io.LimitReader(r, int64(c.opts.MaxFrameBytes)+1))
+		if err != nil {
+			return 0
+		}
+		c.live.seen(c.b.Now())
+		out := c.sess.handle(ctx, inbound{
+			binary:   typ == websocket.MessageBinary,
+			oversize: n > int64(c.opts.MaxFrameBytes),
+			data:     buf.Bytes(),
+		})
+		if out.close {
+			// The rest of the message stays unread: answer, then close.
+			last := out.send[len(out.send)-1]
+			for _, f := range out.send[:len(out.send)-1] {
+				c.out.pushControl(ctx, f)
+			}
+			c.out.finish(last)
+			select {
+			case <-writerDone:
+			case <-time.After(c.opts.WriteTimeout):
+			}
+			return websocket.StatusMessageTooBig
+		}
+		if out.opened {
+			c.live.opened() // before the reply: the client may act on it at once
+		}
+		for _, f := range out.send {
+			if !c.out.pushControl(ctx, f) {
+				return 0
+			}
+		}
+		for _, sub := range out.subscribe {
+			c.startStream(ctx, sub)
+		}
+		if s := out.submit; s != nil && !c.cmds.add(*s) {
+			if !c.out.pushControl(ctx, encodeError(c.ids.next(), busy(*s))) {
+				return 0
+			}
+		}
+	}
+}
+
+// startStream starts or restarts one Group's stream from sub.after.
+func (c *conn) startStream(ctx context.Context, sub subscription) {
+	stop, ok := c.streams[sub.groupID]
+	if ok {
+		stop()
+	} else if len(c.streams) >= c.opts.MaxGroups {
+		e := protocol.Errorf(protocol.CodeRateLimited, "this connection already streams %d groups", c.opts.MaxGroups)
+		c.out.pushControl(ctx, encodeError(c.ids.next(), withDetail(wireError(e, sub.frameID, ""), "groupId", sub.groupID)))
+		return
+	}
+	gen := c.out.reset(sub.groupID)
+	sctx, stop := context.WithCancel(ctx)
+	c.streams[sub.groupID] = stop
+	c.wg.Go(func() { c.stream(sctx, sub, gen) })
+}
+
+// writeLoop is the only writer of the connection.
+func (c *conn) writeLoop(ctx context.Context) {
+	for {
+		frame, last, ok := c.out.pop()
+		if !ok {
+			select {
+			case <-c.out.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.opts.WriteTimeout)
+		err := c.ws.Write(wctx, websocket.MessageText, frame)
+		cancel()
+		if err != nil || last {
+			if err != nil {
+				c.log.Debug("wss: write failed", "err", err)
+				_ = c.ws.CloseNow() // wakes the reader
+			}
+			return
+		}
+	}
+}
+
+// livenessLoop checks the liveness rules every Tick against Backend.Now.
+func (c *conn) livenessLoop(ctx context.Context) {
+	t := time.NewTicker(c.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch c.live.tick(c.b.Now()) {
+		case sendPing:
+			if p, err := encodePing(c.ids.next(), newNonce(), false); err == nil {
+				c.out.pushControl(ctx, p)
+			}
+		case expireNoHello:
+			c.closeWith(websocket.StatusPolicyViolation, "no HELLO in time")
+			return
+		case expireIdle:
+			c.closeWith(websocket.StatusPolicyViolation, "idle timeout")
+			return
+		}
+	}
+}
+
+// closeWith starts the close handshake; the reader then sees the end.
+func (c *conn) closeWith(code websocket.StatusCode, reason string) {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closing || c.ended {
+		return
+	}
+	c.closing = true
+	c.log.Debug("wss: closing", "code", code, "reason", reason)
+	c.closers.Go(func() { _ = c.ws.Close(code, reason) })
+}

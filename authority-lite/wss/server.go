@@ -1,0 +1,128 @@
+package wss
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Server serves the WebSocket binding (spec 17) for one Backend.
+type Server struct {
+	b     Backend
+	opts  Options
+	log   *slog.Logger
+	hooks hooks
+
+	ctx    context.Context // ends every connection when the server closes
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	active sync.WaitGroup
+}
+
+// NewServer returns a server for b; opts zero values take their defaults.
+func NewServer(b Backend, opts Options) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	opts = opts.withDefaults()
+	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+}
+
+// Handler returns a handler serving the binding at Path.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(Path, s)
+	return mux
+}
+
+// ServeHTTP upgrades one request and runs the connection until it ends.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.active.Add(1)
+	s.mu.Unlock()
+	defer s.active.Done()
+
+	start := s.b.Now() // before the client can see the upgrade succeed
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:   []string{Subprotocol},
+		OriginPatterns: s.opts.OriginPatterns,
+	})
+	if err != nil {
+		s.log.Debug("wss: upgrade refused", "remote", r.RemoteAddr, "err", err)
+		return // Accept has written the HTTP error
+	}
+	c := newConn(s, ws, start)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.serve(s.ctx)
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Close refuses new connections, closes every open one with 1001 (going
+// away) and waits for them to end. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.closeWith(websocket.StatusGoingAway, "server shutting down")
+	}
+	s.mu.Unlock()
+	// The close handshakes take at most a few seconds each; after that the
+	// context ends whatever is left.
+	done := make(chan struct{})
+	go func() {
+		s.active.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.cancel()
+		<-done
+	}
+	s.cancel()
+	return nil
+}
+
+// Serve accepts connections on ln (see Listen) until ctx ends, then shuts
+// down: no new connections, open ones closed with 1001. It returns nil
+// after a shutdown caused by ctx.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	err := hs.Serve(ln)
+	cancel()
+	<-stopped
+	if errors.Is(err, http.ErrServerClosed) {
+		return s.Close()
+	}
+	return err
+}

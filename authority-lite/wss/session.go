@@ -1,0 +1,310 @@
+package wss
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// session is the protocol state machine of one connection. handle turns one
+// inbound WebSocket message into the frames to send and the work the I/O
+// loop must start (streams, command submissions). It calls the Backend only
+// for the quick, synchronous checks (Hello, Authorize, Acked); it never
+// touches the network, so it is table-tested and fuzzed directly.
+type session struct {
+	b        Backend
+	ids      *frameIDs
+	maxFrame int
+	log      *slog.Logger
+
+	open  bool   // a HELLO succeeded
+	peer  string // the authenticated agent
+	epoch uint64 // its session epoch
+}
+
+// inbound is one received WebSocket message.
+type inbound struct {
+	binary   bool
+	oversize bool // more than maxFrame bytes; data holds only a prefix
+	data     []byte
+}
+
+// output is what one message asks of the connection, applied in field
+// order: send the frames, start the streams, queue the command, then close
+// if asked.
+type output struct {
+	send      [][]byte
+	subscribe []subscription
+	submit    *submission
+	close     bool // close the connection (1009) once send is flushed
+	opened    bool // this message completed HELLO
+}
+
+// subscription asks for one Group's events after after.
+type subscription struct {
+	frameID string // the SUBSCRIBE that asked, for inReplyTo of later errors
+	groupID string
+	after   uint64
+	filter  *protocol.SubscribeFilter
+}
+
+// submission is one COMMAND to run through Backend.Submit.
+type submission struct {
+	peer     string // the authenticated agent
+	frameID  string
+	actionID string // "" when the command has no valid actionId
+	groupID  string // command lane; "" for Organization-scoped commands
+	raw      []byte // JCS bytes of the command member
+}
+
+func newSession(b Backend, ids *frameIDs, maxFrame int, log *slog.Logger) *session {
+	return &session{b: b, ids: ids, maxFrame: maxFrame, log: log}
+}
+
+func (s *session) fail(out *output, err error, inReplyTo, actionID string) {
+	out.send = append(out.send, encodeError(s.ids.next(), wireError(err, inReplyTo, actionID)))
+}
+
+func violation(format string, args ...any) *protocol.Error {
+	return protocol.Errorf(protocol.CodeProtocolViolation, format, args...)
+}
+
+func (s *session) handle(ctx context.Context, m inbound) (out output) {
+	if m.oversize {
+		s.fail(&out, violation("frame is larger than %d bytes", s.maxFrame), "", "")
+		out.close = true
+		return out
+	}
+	if m.binary {
+		s.fail(&out, violation("binary messages carry no protocol objects (spec 17.1); send one JSON text frame"), "", "")
+		return out
+	}
+	parsed, err := protocol.Parse(m.data, protocol.DecodeOptions{MaxBytes: s.maxFrame})
+	if err != nil {
+		s.fail(&out, err, "", "")
+		return out
+	}
+	frameID := readFrameID(parsed)
+	t, err := protocol.DecodeFrameType(parsed)
+	if err != nil {
+		s.fail(&out, err, frameID, "")
+		return out
+	}
+	if !s.open && t != protocol.FrameHello {
+		s.fail(&out, protocol.Errorf(protocol.CodeAuthRequired, "send HELLO before %s", t), frameID, "")
+		return out
+	}
+	switch t {
+	case protocol.FrameHello:
+		s.hello(ctx, &out, m.data, parsed, frameID)
+	case protocol.FrameSubscribe:
+		s.subscribe(&out, m.data, parsed, frameID)
+	case protocol.FrameCommand:
+		s.command(&out, parsed, frameID)
+	case protocol.FrameAck:
+		s.ack(&out, m.data, parsed, frameID)
+	case protocol.FramePing:
+		s.ping(&out, m.data, parsed, frameID)
+	case protocol.FrameError:
+		// Never answer an ERROR with an ERROR unless it is malformed:
+		// two peers could bounce errors forever.
+		f, err := decodeFrame(m.data, parsed)
+		if err != nil {
+			s.fail(&out, err, frameID, "")
+			return out
+		}
+		e := f.(*protocol.ErrorFrame).Error
+		s.log.Debug("wss: client sent ERROR", "peer", s.peer, "code", e.Code, "message", e.Message)
+	default: // EVENT, BACKPRESSURE
+		s.fail(&out, violation("%s frames are sent by the server only", t).At("/type"), frameID, "")
+	}
+	return out
+}
+
+// readFrameID returns the frameId when it can be echoed as inReplyTo.
+func readFrameID(parsed any) string {
+	obj, _ := parsed.(map[string]any)
+	id, _ := obj["frameId"].(string)
+	if !validID(id) {
+		return ""
+	}
+	return id
+}
+
+// decodeFrame is the strict typed decode plus the frame schema; every
+// failure is a PROTOCOL_VIOLATION (a frame is transport, not an object of
+// its own), keeping the schema's problem list in details.
+func decodeFrame(raw []byte, parsed any) (any, error) {
+	f, err := protocol.DecodeFrameParsed(raw, parsed)
+	if err != nil {
+		return nil, err
+	}
+	if err := protocol.Validate("websocket-frame", parsed); err != nil {
+		e := wireError(err, "", "")
+		e.Code = protocol.CodeProtocolViolation
+		e.Retryable = false
+		return nil, e
+	}
+	return f, nil
+}
+
+// hello checks, in this order: frame shape, protocol version, that the
+// proof binds this frame's agent and epoch, then the Backend (signature,
+// key, freshness, nonce, session epoch).
+func (s *session) hello(ctx context.Context, out *output, raw []byte, parsed any, frameID string) {
+	if s.open {
+		s.fail(out, violation("the session is already open; HELLO is sent once per connection"), frameID, "")
+		return
+	}
+	f, err := decodeFrame(raw, parsed)
+	if err != nil {
+		s.fail(out, err, frameID, "")
+		return
+	}
+	h := f.(*protocol.Hello)
+	if h.Proof == nil {
+		s.fail(out, violation("a client HELLO carries protocolVersions, agentId, sessionEpoch and proof"), frameID, "")
+		return
+	}
+	if !slices.Contains(h.ProtocolVersions, ProtocolVersion) {
+		e := protocol.Errorf(protocol.CodeUnsupportedVersion, "no offered protocol version is supported")
+		s.fail(out, withDetail(e, "supported", []any{ProtocolVersion}), frameID, "")
+		return
+	}
+	// Checked before the Backend so a mismatched proof burns no nonce.
+	if h.Proof.AgentID != h.AgentID || h.Proof.SessionEpoch != h.SessionEpoch {
+		s.fail(out, protocol.Errorf(protocol.CodeAuthInvalidSignature,
+			"the proof does not bind this HELLO's agentId and sessionEpoch"), frameID, "")
+		return
+	}
+	epoch, err := s.b.Hello(ctx, h)
+	if err != nil {
+		s.backendError(out, "hello", err, frameID, "")
+		return
+	}
+	reply, err := encodeHelloReply(s.ids.next(), epoch, s.b.Now())
+	if err != nil {
+		s.backendError(out, "hello reply", err, frameID, "")
+		return
+	}
+	s.open, s.peer, s.epoch = true, h.AgentID, epoch
+	out.opened = true
+	out.send = append(out.send, reply)
+}
+
+// backendError sends err; errors that are not protocol errors are logged
+// here and reach the client only as a bare INTERNAL_ERROR.
+func (s *session) backendError(out *output, op string, err error, inReplyTo, actionID string) {
+	if protocol.CodeOf(err) == protocol.CodeInternalError {
+		s.log.Error("wss: backend failed", "op", op, "peer", s.peer, "err", err)
+	}
+	s.fail(out, err, inReplyTo, actionID)
+}
+
+// hidden are the codes that would tell an unauthorized reader something
+// about a Group; all of them become the same GROUP_NOT_FOUND (spec 17.2).
+var hidden = []protocol.Code{
+	protocol.CodeGroupNotFound, protocol.CodeAuthForbidden,
+	protocol.CodeMembershipRequired, protocol.CodeMembershipStale,
+}
+
+func groupNotFound(groupID string) *protocol.Error {
+	return withDetail(protocol.Errorf(protocol.CodeGroupNotFound, "group not found"), "groupId", groupID)
+}
+
+func (s *session) subscribe(out *output, raw []byte, parsed any, frameID string) {
+	f, err := decodeFrame(raw, parsed)
+	if err != nil {
+		s.fail(out, err, frameID, "")
+		return
+	}
+	for _, g := range f.(*protocol.Subscribe).Groups {
+		if err := s.b.Authorize(s.peer, g.GroupID); err != nil {
+			code := protocol.CodeOf(err)
+			var e *protocol.Error
+			switch {
+			case slices.Contains(hidden, code):
+				e = groupNotFound(g.GroupID)
+			default:
+				if code == protocol.CodeInternalError {
+					s.log.Error("wss: backend failed", "op", "authorize", "peer", s.peer, "err", err)
+				}
+				e = withDetail(wireError(err, "", ""), "groupId", g.GroupID)
+			}
+			s.fail(out, e, frameID, "")
+			continue
+		}
+		out.subscribe = append(out.subscribe, subscription{frameID: frameID, groupID: g.GroupID, after: g.AfterSequence, filter: g.Filter})
+	}
+}
+
+// command checks only the frame around the command; the command itself is
+// the Backend's to judge (schema, signature, epochs), so it gets the JCS
+// bytes of exactly the value received.
+func (s *session) command(out *output, parsed any, frameID string) {
+	obj := parsed.(map[string]any) // DecodeFrameType accepted it
+	for name := range obj {
+		switch name {
+		case "type", "frameId", "command":
+		default:
+			s.fail(out, violation("COMMAND has no member %q", name).At("/"+name), frameID, "")
+			return
+		}
+	}
+	if frameID == "" {
+		s.fail(out, violation("COMMAND needs a frameId matching the id pattern").At("/frameId"), "", "")
+		return
+	}
+	cmd, ok := obj["command"].(map[string]any)
+	if !ok {
+		s.fail(out, violation("COMMAND needs a command object").At("/command"), frameID, "")
+		return
+	}
+	actionID, _ := cmd["actionId"].(string)
+	if !validID(actionID) {
+		actionID = ""
+	}
+	groupID, _ := cmd["groupId"].(string)
+	raw, err := protocol.Canonical(cmd)
+	if err != nil {
+		s.fail(out, err, frameID, actionID)
+		return
+	}
+	out.submit = &submission{peer: s.peer, frameID: frameID, actionID: actionID, groupID: groupID, raw: raw}
+}
+
+func (s *session) ack(out *output, raw []byte, parsed any, frameID string) {
+	f, err := decodeFrame(raw, parsed)
+	if err != nil {
+		s.fail(out, err, frameID, "")
+		return
+	}
+	a := f.(*protocol.AckFrame)
+	if a.Receipt != nil {
+		s.fail(out, violation("command receipts are sent by the server; a client ACK carries cursors"), frameID, "")
+		return
+	}
+	for _, c := range a.Cursors {
+		s.b.Acked(s.peer, c.GroupID, c.Sequence)
+	}
+}
+
+func (s *session) ping(out *output, raw []byte, parsed any, frameID string) {
+	f, err := decodeFrame(raw, parsed)
+	if err != nil {
+		s.fail(out, err, frameID, "")
+		return
+	}
+	p := f.(*protocol.Ping)
+	if p.Reply {
+		return // the answer to our PING; receiving it already counts as liveness
+	}
+	reply, err := encodePing(s.ids.next(), p.Nonce, true)
+	if err != nil {
+		s.fail(out, err, frameID, "")
+		return
+	}
+	out.send = append(out.send, reply)
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v3"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+func authorityCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "authority",
+		Usage: "run authority-lite, the minimal Group Authority",
+		Commands: []*cli.Command{{
+			Name:  "serve",
+			Usage: "serve the WebSocket binding at wss://HOST:PORT/mwp",
+			Description: "Opens (creating on first start) the authority's log DIR/authority.db, its event-signing key\n" +
+				"DIR/authority.key and a self-signed TLS 1.3 certificate DIR/cert.pem, then serves until SIGINT or\n" +
+				"SIGTERM. It prints the URL, the certificate fingerprint (give it to workers with --authority-fingerprint)\n" +
+				"and the authority's public key. Humans and Organization policy services are registered with\n" +
+				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
+				"register their own Agent Cards over the wire.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "data", Usage: "the authority's data directory", Required: true, Sources: cli.EnvVars("MWP_AUTHORITY_DATA")},
+				&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:7443", Sources: cli.EnvVars("MWP_AUTHORITY_LISTEN")},
+				&cli.BoolFlag{Name: "insecure-loopback", Usage: "serve plain ws:// (tests only; refused on non-loopback addresses)"},
+				&cli.StringSliceFlag{Name: "human", Usage: "register a human principal: ID=PUBKEYFILE (repeatable)"},
+				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
+				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
+			},
+			Action: serveAuthority,
+		}},
+	}
+}
+
+func serveAuthority(ctx context.Context, cmd *cli.Command) error {
+	stderr := cmd.Root().ErrWriter
+	fail := func(format string, args ...any) error {
+		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
+		return exitError{1}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir := cmd.String("data")
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration")})
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer svc.Close()
+	for _, p := range []struct {
+		flag string
+		kind protocol.ActorKind
+	}{{"human", protocol.ActorHuman}, {"policy", protocol.ActorService}} {
+		for _, spec := range cmd.StringSlice(p.flag) {
+			id, path, ok := strings.Cut(spec, "=")
+			if !ok || id == "" || path == "" {
+				return fail("--%s %q: want ID=PUBKEYFILE", p.flag, spec)
+			}
+			k, err := protocol.LoadPublicKey(path)
+			if err != nil {
+				return fail("--%s %s: %v", p.flag, id, err)
+			}
+			if err := svc.AddPrincipal(p.kind, id, k); err != nil {
+				return fail("--%s %s: %v", p.flag, id, err)
+			}
+		}
+	}
+	opts := wss.ListenOptions{InsecureLoopback: cmd.Bool("insecure-loopback")}
+	scheme, fingerprint := "ws", ""
+	if !opts.InsecureLoopback {
+		cert, fp, err := wss.LoadOrCreateCert(dir)
+		if err != nil {
+			return fail("%v", err)
+		}
+		opts.Certificate, scheme, fingerprint = &cert, "wss", fp
+	}
+	ln, err := wss.Listen(ctx, cmd.String("listen"), opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	out := cmd.Root().Writer
+	fmt.Fprintf(out, "authority %s listening on %s://%s/mwp\n", svc.ID(), scheme, ln.Addr())
+	if fingerprint != "" {
+		fmt.Fprintf(out, "certificate fingerprint %s\n", fingerprint)
+	}
+	fmt.Fprintf(out, "event key %s\n", svc.PublicKey().KeyID)
+	server := wss.NewServer(svc, wss.Options{Logger: log})
+	if err := server.Serve(ctx, ln); err != nil {
+		return fail("%v", err)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package runtime
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+)
+
+// Client is the worker's connection to its Group Authority: one WebSocket
+// multiplexing every Group, reconnected with backoff (see doc.go).
+type Client struct {
+	cfg   Config
+	url   *url.URL
+	tls   *tls.Config
+	ids   *ids
+	log   *slog.Logger
+	state atomic.Int32
+
+	cmds chan *pendingCmd // Send -> Run goroutine
+	kick chan struct{}    // AddGroup -> Run goroutine
+
+	hookQueued func(actionID string) // tests: a Send reached the connected loop
+
+	mu       sync.Mutex
+	groups   map[string]bool // configured and added
+	rejected map[string]bool
+	runDone  chan struct{} // closed when the active Run returns
+	running  bool
+}
+
+// New checks cfg and returns a Client; Run starts it.
+func New(cfg Config) (*Client, error) {
+	u, err := checkURL(cfg.URL, cfg.AllowInsecureLoopback)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.AgentID == "":
+		return nil, errors.New("runtime: Config.AgentID is required")
+	case !protocol.ValidKeyID(cfg.Key.KeyID) || len(cfg.Key.Key) != ed25519.PrivateKeySize:
+		return nil, errors.New("runtime: Config.Key is not a valid Ed25519 signing key")
+	case cfg.Store == nil:
+		return nil, errors.New("runtime: Config.Store is required")
+	case cfg.FetchSnapshot != nil && cfg.VerifySnapshot == nil && cfg.AuthorityKeys == nil:
+		return nil, errors.New("runtime: restoring snapshots needs VerifySnapshot or AuthorityKeys")
+	}
+	tc, err := cfg.Trust.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	defDur(&cfg.PingInterval, 15*time.Second)
+	defDur(&cfg.PingTimeout, 10*time.Second)
+	defDur(&cfg.HandshakeTimeout, 10*time.Second)
+	defDur(&cfg.WriteTimeout, 10*time.Second)
+	defDur(&cfg.GapTimeout, 2*time.Second)
+	defDur(&cfg.RetryDelay, time.Second)
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = 2 << 20
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Backoff == (Backoff{}) {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	if cfg.VerifySnapshot == nil && cfg.AuthorityKeys != nil {
+		keys := cfg.AuthorityKeys
+		cfg.VerifySnapshot = func(doc map[string]any) error { return protocol.Verify(doc, keys) }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Client{
+		cfg: cfg, url: u, tls: tc, ids: newIDs(), log: cfg.Logger.With("component", "runtime.conn"),
+		cmds: make(chan *pendingCmd), kick: make(chan struct{}, 1),
+		groups: map[string]bool{}, rejected: map[string]bool{},
+	}
+	for _, g := range cfg.Groups {
+		c.groups[g] = true
+	}
+	return c, nil
+}
+
+func defDur(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+// State returns the current connection state.
+func (c *Client) State() State { return State(c.state.Load()) }
+
+func (c *Client) setState(ch StateChange) {
+	if ch.State != StateGroupRejected {
+		c.state.Store(int32(ch.State))
+	}
+	if c.cfg.OnState != nil {
+		c.cfg.OnState(ch)
+	}
+}
+
+// AddGroup subscribes a Group (at once when connected, else on connect),
+// from the store's durable cursor. It also clears an earlier rejection.
+func (c *Client) AddGroup(groupID string) {
+	c.mu.Lock()
+	c.groups[groupID] = true
+	delete(c.rejected, groupID)
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wantedGroups is every Group to subscribe: configured, added and known to
+// the store, minus the rejected ones; sorted.
+func (c *Client) wantedGroups() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := make(map[string]bool, len(c.groups))
+	for g := range c.groups {
+		set[g] = true
+	}
+	for _, g := range c.cfg.Store.GroupIDs() {
+		set[g] = true
+	}
+	out := make([]string, 0, len(set))
+	for g := range set {
+		if !c.rejected[g] {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (c *Client) reject(groupID string, err error) {
+	c.mu.Lock()
+	c.rejected[groupID] = true
+	c.mu.Unlock()
+	c.setState(StateChange{State: StateGroupRejected, GroupID: groupID, Err: err})
+}
+
+// Send records a signed Command in the durable outbox, sends it (now, or
+// after reconnecting, always with the same bytes) and waits for the
+// authority's answer: the receipt, or the *protocol.Error it returned
+// (either way the Command leaves the outbox). RATE_LIMITED and BACKPRESSURE
+// errors are retried after the delay they ask for instead. When ctx ends
+// first, Send returns ctx.Err() and the Command stays in the outbox, to be
+// sent again on every reconnect until answered.
+func (c *Client) Send(ctx context.Context, signed []byte) (*protocol.Receipt, error) {
+	actionID, groupID, err := commandIDs(signed)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	running, done := c.running, c.runDone
+	c.mu.Unlock()
+	if !running {
+		return nil, ErrNotRunning
+	}
+	if err := c.cfg.Store.PutOutbox(actionID, signed); err != nil {
+		return nil, err
+	}
+	w := make(chan cmdResult, 1)
+	p := &pendingCmd{actionID: actionID, groupID: groupID, signed: slices.Clone(signed), waiters: []chan cmdResult{w}}
+	select {
+	case c.cmds <- p:
+	case <-done:
+		return nil, ErrNotRunning
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-w:
+		return r.receipt, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// commandIDs reads actionId and groupId of a signed Command.
+func commandIDs(signed []byte) (actionID, groupID string, err error) {
+	v, err := protocol.Parse(signed, protocol.DecodeOptions{})
+	if err != nil {
+		return "", "", err
+	}
+	m, _ := v.(map[string]any)
+	actionID, _ = m["actionId"].(string)
+	if actionID == "" {
+		return "", "", protocol.Errorf(protocol.CodeInvalidCommand, "a Command needs an actionId").At("/actionId")
+	}
+	groupID, _ = m["groupId"].(string)
+	return actionID, groupID, nil
+}
+
+// Run connects and keeps the connection up until ctx ends (returns nil),
+// the session is replaced (ErrSessionReplaced), the authority does not
+// speak our protocol version (the UNSUPPORTED_VERSION *protocol.Error) or
+// the store is closed. Only one Run may be active at a time.
+func (c *Client) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return errors.New("runtime: Run is already active")
+	}
+	done := make(chan struct{})
+	c.running, c.runDone = true, done
+	c.mu.Unlock()
+	q := newCmdQueue()
+	tr := c.transport()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		close(done)
+		c.mu.Unlock()
+		tr.CloseIdleConnections()
+	}()
+
+	attempt, prev := 0, time.Duration(0)
+	for {
+		c.setState(StateChange{State: StateConnecting})
+		start := c.cfg.Clock.Now()
+		established, err := c.session(ctx, q, tr)
+		switch {
+		case ctx.Err() != nil:
+			q.failAll(ErrNotRunning)
+			c.setState(StateChange{State: StateStopped})
+			return nil
+		case errors.Is(err, ErrSessionReplaced):
+			q.failAll(err)
+			c.setState(StateChange{State: StateSessionReplaced, Err: err})
+			return err
+		case isFatal(err):
+			q.failAll(err)
+			c.setState(StateChange{State: StateStopped, Err: err})
+			return err
+		}
+		// Only a connection that stayed up restarts the backoff: one that
+		// an authority drops right after HELLO must not reconnect in a
+		// tight loop.
+		if established && c.cfg.Clock.Now().Sub(start) >= stableAfter {
+			attempt, prev = 0, 0
+		}
+		c.log.Info("disconnected from authority", "err", err)
+		c.setState(StateChange{State: StateDisconnected, Err: err})
+		prev = c.cfg.Backoff.Delay(attempt, prev, c.cfg.Rand())
+		attempt++
+		if !c.pause(ctx, q, prev) {
+			q.failAll(ErrNotRunning)
+			c.setState(StateChange{State: StateStopped})
+			return nil
+		}
+	}
+}
+
+// stableAfter is how long a connection must last to reset the backoff.
+const stableAfter = 10 * time.Second
+
+// pause waits d between connections while still taking Commands into q;
+// false when ctx ended.
+func (c *Client) pause(ctx context.Context, q *cmdQueue, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := c.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		case p := <-c.cmds:
+			q.add(p)
+		}
+	}
+}
+
+// isFatal reports errors no reconnect can cure: a closed store (the
+// outbox read reaches bbolt directly) or a protocol version mismatch.
+func isFatal(err error) bool {
+	return errors.Is(err, queue.ErrClosed) || errors.Is(err, berrors.ErrDatabaseNotOpen) ||
+		protocol.CodeOf(err) == protocol.CodeUnsupportedVersion
+}
+
+// transport is the HTTP client transport for dialing: HTTP/1.1 (the
+// WebSocket upgrade), our TLS config, proxies from the environment.
+func (c *Client) transport() *http.Transport {
+	d := &net.Dialer{Timeout: c.cfg.HandshakeTimeout}
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         d.DialContext,
+		TLSClientConfig:     c.tls.Clone(),
+		TLSHandshakeTimeout: c.cfg.HandshakeTimeout,
+		ForceAttemptHTTP2:   false,
+	}
+}

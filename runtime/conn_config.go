@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+)
+
+// Store is what the connection needs of the worker's durable store;
+// *queue.Store implements it.
+type Store interface {
+	Apply(batch []queue.Incoming) (queue.Result, error)
+	Cursor(groupID string) uint64
+	GroupIDs() []string
+	RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify func(map[string]any) error) (queue.Result, error)
+	PutOutbox(actionID string, signed []byte) error
+	AckOutbox(actionID string) error
+	Outbox() iter.Seq2[queue.OutboxEntry, error]
+}
+
+// Timer is the part of *time.Timer the client uses.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+}
+
+// Clock tells the time and makes timers; tests inject a manual one so ping
+// timeouts and pauses are exercised without sleeping.
+type Clock interface {
+	clock.Clock
+	NewTimer(d time.Duration) Timer
+}
+
+// RealClock is the system clock.
+type RealClock struct{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
+
+// NewTimer returns a time.Timer.
+func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// Config configures a Client. URL, AgentID, Key and Store are required.
+type Config struct {
+	// URL of the authority's WebSocket endpoint, wss://host:port/mwp.
+	URL string
+	// AllowInsecureLoopback permits ws:// to a loopback address (tests).
+	AllowInsecureLoopback bool
+	Trust                 Trust
+
+	AgentID      string
+	Key          protocol.PrivateKey // signs the HELLO proof
+	SessionEpoch uint64
+
+	Store Store
+	// Groups to subscribe besides those the store already knows.
+	Groups []string
+
+	// AuthorityKeys verifies every event's signature before it reaches the
+	// store. nil skips the check: tests only.
+	AuthorityKeys protocol.KeyResolver
+	// FetchSnapshot downloads the Group Snapshot a CURSOR_TOO_OLD names;
+	// without it such a Group is reported rejected.
+	FetchSnapshot func(ctx context.Context, ref protocol.SnapshotRef) ([]byte, error)
+	// VerifySnapshot checks a snapshot's signature; nil means protocol.Verify
+	// with AuthorityKeys.
+	VerifySnapshot func(doc map[string]any) error
+
+	Clock   Clock          // nil: RealClock
+	Backoff Backoff        // zero: DefaultBackoff
+	Rand    func() float64 // uniform [0,1) draws for jitter; nil: math/rand/v2
+
+	PingInterval     time.Duration // 0: 15s; negative: no PINGs
+	PingTimeout      time.Duration // 0: 10s
+	HandshakeTimeout time.Duration // dial, TLS and HELLO; 0: 10s
+	WriteTimeout     time.Duration // one frame write; 0: 10s
+	GapTimeout       time.Duration // wait for a gap to fill before replaying; 0: 2s
+	RetryDelay       time.Duration // after RATE_LIMITED/BACKPRESSURE errors without retryAfterMs; 0: 1s
+	MaxBatch         int           // events per store transaction; 0: 256
+	MaxFrameBytes    int           // largest inbound frame; 0: 2 MiB
+
+	// Presence, when set, is attached to our PINGs.
+	Presence func() *protocol.PresenceRecord
+	// OnState is called on every connection state change, from the client's
+	// goroutine; it must not block.
+	OnState func(StateChange)
+	// OnApplied is called after every store transaction the client made
+	// (applied events, restored snapshots), from the client's goroutine;
+	// it must not block. The runtime feeds the scheduler from it.
+	OnApplied func(queue.Result)
+	Logger    *slog.Logger
+}
+
+// State is the client's connection state.
+type State int32
+
+// The connection states.
+const (
+	StateIdle            State = iota // Run not active
+	StateConnecting                   // dialing, TLS, HELLO
+	StateConnected                    // HELLO answered; subscribed
+	StateDisconnected                 // waiting to reconnect
+	StateSessionReplaced              // AUTH_STALE_SESSION: Run returned; stop slots at a safe point
+	StateStopped                      // Run returned for another reason
+	// StateGroupRejected is not a connection state: a Group was refused
+	// (GROUP_NOT_FOUND, or CURSOR_TOO_OLD without a way to restore).
+	StateGroupRejected
+)
+
+func (s State) String() string {
+	switch s {
+	case StateIdle:
+		return "idle"
+	case StateConnecting:
+		return "connecting"
+	case StateConnected:
+		return "connected"
+	case StateDisconnected:
+		return "disconnected"
+	case StateSessionReplaced:
+		return "session-replaced"
+	case StateStopped:
+		return "stopped"
+	case StateGroupRejected:
+		return "group-rejected"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// StateChange reports a state change to Config.OnState.
+type StateChange struct {
+	State State
+	Err   error // why: Disconnected, SessionReplaced, Stopped, GroupRejected
+	// Connected: the session epoch the authority answered and its clock at
+	// HELLO (for the offset between local and authority time).
+	SessionEpoch uint64
+	ServerTime   time.Time
+	GroupID      string // GroupRejected
+}
+
+// ErrSessionReplaced is returned by Run (wrapped with the AUTH_STALE_SESSION
+// error) when the authority says a newer session of this agent exists.
+var ErrSessionReplaced = errors.New("runtime: agent session replaced")
+
+// ErrNotRunning is returned by Send when Run is not active, and to waiting
+// Sends when Run returns; their Commands stay in the outbox.
+var ErrNotRunning = errors.New("runtime: client is not running")

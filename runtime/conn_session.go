@@ -1,0 +1,368 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+)
+
+// errPingTimeout ends a connection whose PING went unanswered.
+var errPingTimeout = errors.New("runtime: authority did not answer PING in time")
+
+// readItem is what the reader goroutine hands the session loop: a decoded
+// frame, a frame that failed to decode (bad: logged, skipped) or the end of
+// the connection (err).
+type readItem struct {
+	f   inbound
+	bad error
+	err error
+}
+
+func (it readItem) isEvent() bool {
+	return it.err == nil && it.bad == nil && it.f.typ == protocol.FrameEvent
+}
+
+type snapResult struct {
+	ref protocol.SnapshotRef
+	doc []byte
+	err error
+}
+
+// session is one connection. Its loop runs on Run's goroutine and owns all
+// of this state; the reader goroutine and snapshot fetches only send to it.
+type session struct {
+	c    *Client
+	ctx  context.Context
+	ws   *websocket.Conn
+	send func(ctx context.Context, b []byte) error // one text message; ws.Write but in tests
+	q    *cmdQueue
+
+	in      chan readItem
+	stop    chan struct{} // closed at teardown: the reader discards instead of blocking
+	rcancel context.CancelFunc
+	fcancel context.CancelFunc // snapshot fetches
+	wg      sync.WaitGroup
+
+	ping       pinger
+	gaps       gapTracker
+	subs       map[string]string // SUBSCRIBE frameId -> groupId
+	subscribed map[string]bool
+	restoring  map[string]bool
+	snaps      chan snapResult
+
+	timer   Timer
+	timerAt time.Time
+}
+
+// session dials, authenticates and serves one connection until it fails or
+// ctx ends. established reports whether HELLO succeeded.
+func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (established bool, err error) {
+	dctx, dcancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+	ws, _, err := websocket.Dial(dctx, c.url.String(), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+	dcancel()
+	if err != nil {
+		return false, fmt.Errorf("runtime: dial %s: %w", c.url.Redacted(), err)
+	}
+	ws.SetReadLimit(int64(c.cfg.MaxFrameBytes))
+	// Reads are not tied to ctx: cancelling a coder/websocket Read closes
+	// the connection at once, and shutdown wants a clean close handshake.
+	rctx, rcancel := context.WithCancel(context.Background())
+	fctx, fcancel := context.WithCancel(ctx)
+	s := &session{
+		c: c, ctx: fctx, ws: ws, q: q,
+		send: func(ctx context.Context, b []byte) error { return ws.Write(ctx, websocket.MessageText, b) },
+		in:   make(chan readItem, c.cfg.MaxBatch), stop: make(chan struct{}),
+		rcancel: rcancel, fcancel: fcancel,
+		gaps: newGapTracker(c.cfg.GapTimeout), subs: map[string]string{},
+		subscribed: map[string]bool{}, restoring: map[string]bool{}, snaps: make(chan snapResult),
+	}
+	s.wg.Add(1)
+	go s.read(rctx)
+	defer func() { s.teardown(ctx.Err() != nil && err == nil) }()
+
+	if err := s.hello(); err != nil {
+		return false, err
+	}
+	for _, g := range c.wantedGroups() {
+		if err := s.subscribe(g); err != nil {
+			return true, err
+		}
+	}
+	var outbox []*pendingCmd
+	for e, err := range c.cfg.Store.Outbox() {
+		if err != nil {
+			return true, err
+		}
+		outbox = append(outbox, &pendingCmd{actionID: e.ActionID, groupID: e.GroupID, signed: e.Signed})
+	}
+	q.sync(outbox)
+	if err := s.flush(); err != nil {
+		return true, err
+	}
+	return true, s.loop(ctx)
+}
+
+// read is the one reader the connection always has (coder/websocket needs
+// it for control frames and the close handshake).
+func (s *session) read(ctx context.Context) {
+	defer s.wg.Done()
+	opts := protocol.DecodeOptions{MaxBytes: s.c.cfg.MaxFrameBytes}
+	for {
+		typ, data, err := s.ws.Read(ctx)
+		var it readItem
+		switch {
+		case err != nil:
+			it.err = fmt.Errorf("runtime: read: %w", err)
+		case typ != websocket.MessageText:
+			it.err = protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent a binary WebSocket message (spec 17.1)")
+		default:
+			it.f, it.bad = decodeInbound(data, opts, s.c.cfg.AuthorityKeys)
+		}
+		select {
+		case s.in <- it:
+		case <-s.stop:
+		}
+		if it.err != nil {
+			return
+		}
+	}
+}
+
+// teardown closes the connection (a close handshake when shutting down
+// cleanly) and waits for every goroutine the session started.
+func (s *session) teardown(clean bool) {
+	close(s.stop)
+	s.fcancel()
+	if clean {
+		s.ws.Close(websocket.StatusNormalClosure, "worker shutting down")
+	} else {
+		s.ws.CloseNow()
+	}
+	s.rcancel()
+	s.wg.Wait()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+func (s *session) now() time.Time { return s.c.cfg.Clock.Now() }
+
+func (s *session) write(b []byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.WriteTimeout)
+	defer cancel()
+	if err := s.send(ctx, b); err != nil {
+		return fmt.Errorf("runtime: write: %w", err)
+	}
+	return nil
+}
+
+// hello sends HELLO with a fresh signed proof and waits for the answer.
+func (s *session) hello() error {
+	c := s.c
+	proof, err := newProof(c.cfg.Key, c.cfg.AgentID, c.cfg.SessionEpoch, newNonce(), s.now())
+	if err != nil {
+		return err
+	}
+	b, err := helloFrame(c.ids.frame(), c.cfg.AgentID, c.cfg.SessionEpoch, proof)
+	if err != nil {
+		return err
+	}
+	if err := s.write(b); err != nil {
+		return err
+	}
+	t := c.cfg.Clock.NewTimer(c.cfg.HandshakeTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		case <-t.C():
+			return errors.New("runtime: no HELLO answer in time")
+		case p := <-c.cmds:
+			s.q.add(p)
+		case it := <-s.in:
+			switch {
+			case it.err != nil:
+				return it.err
+			case it.bad != nil:
+				return fmt.Errorf("runtime: HELLO answer: %w", it.bad)
+			case it.f.errf != nil:
+				return sessionError(it.f.errf.Error)
+			case it.f.hello == nil:
+				return protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent %s before answering HELLO", it.f.typ)
+			}
+			h := it.f.hello
+			if h.ProtocolVersion != protocol.Version {
+				return protocol.Errorf(protocol.CodeUnsupportedVersion, "the authority chose protocolVersion %q; this worker speaks %q", h.ProtocolVersion, protocol.Version)
+			}
+			s.ping = newPinger(c.cfg.PingInterval, c.cfg.PingTimeout, s.now())
+			c.setState(StateChange{State: StateConnected, SessionEpoch: h.SessionEpoch, ServerTime: h.ServerTime.Time})
+			return nil
+		}
+	}
+}
+
+// sessionError turns an ERROR about the session itself into Run's error.
+func sessionError(e *protocol.Error) error {
+	if e.Code == protocol.CodeAuthStaleSession {
+		return fmt.Errorf("%w: %w", ErrSessionReplaced, e)
+	}
+	return e
+}
+
+func (s *session) subscribe(group string) error {
+	fid := s.c.ids.frame()
+	b, err := subscribeFrame(fid, group, s.c.cfg.Store.Cursor(group))
+	if err != nil {
+		return err
+	}
+	s.subs[fid] = group
+	s.subscribed[group] = true
+	s.gaps.forget(group)
+	return s.write(b)
+}
+
+// flush sends every Command that may go now, in order.
+func (s *session) flush() error {
+	for _, p := range s.q.sendable(s.now()) {
+		fid := s.c.ids.frame()
+		if err := s.write(commandFrame(fid, p.signed)); err != nil {
+			return err
+		}
+		s.q.sent(p, fid)
+	}
+	return nil
+}
+
+func (s *session) loop(ctx context.Context) error {
+	for {
+		s.arm()
+		var tc <-chan time.Time
+		if s.timer != nil {
+			tc = s.timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case it := <-s.in:
+			if err := s.onItem(it); err != nil {
+				return err
+			}
+		case p := <-s.c.cmds:
+			s.q.add(p)
+			if s.c.hookQueued != nil {
+				s.c.hookQueued(p.actionID)
+			}
+			if err := s.flush(); err != nil {
+				return err
+			}
+		case <-s.c.kick:
+			for _, g := range s.c.wantedGroups() {
+				if !s.subscribed[g] {
+					if err := s.subscribe(g); err != nil {
+						return err
+					}
+				}
+			}
+		case r := <-s.snaps:
+			if err := s.restored(r); err != nil {
+				return err
+			}
+		case <-tc:
+			s.timerAt = time.Time{}
+			if err := s.tick(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// arm keeps one timer set for the earliest thing the loop must do on its
+// own: ping, give up on a ping, end a pause, replay a gap.
+func (s *session) arm() {
+	w := earliest(s.ping.next(), s.q.nextWake(), s.gaps.next())
+	if w.ok && s.timer != nil && w.at.Equal(s.timerAt) {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if w.ok {
+		s.timer, s.timerAt = s.c.cfg.Clock.NewTimer(w.at.Sub(s.now())), w.at
+	}
+}
+
+func (s *session) tick() error {
+	now := s.now()
+	if s.ping.expired(now) {
+		return errPingTimeout
+	}
+	if s.ping.due(now) {
+		nonce := newNonce()
+		var pr *protocol.PresenceRecord
+		if s.c.cfg.Presence != nil {
+			pr = s.c.cfg.Presence()
+		}
+		b, err := pingFrame(s.c.ids.frame(), nonce, pr, false)
+		if err != nil {
+			return err
+		}
+		if err := s.write(b); err != nil {
+			return err
+		}
+		s.ping.sent(nonce, now)
+	}
+	for _, g := range s.gaps.due(now) {
+		s.c.log.Info("replaying group after a gap", "group", g, "cursor", s.c.cfg.Store.Cursor(g))
+		if err := s.subscribe(g); err != nil {
+			return err
+		}
+	}
+	return s.flush()
+}
+
+// onItem handles one read item; consecutive EVENTs already waiting are
+// taken with it into one store transaction (group commit).
+func (s *session) onItem(it readItem) error {
+	if it.isEvent() {
+		batch := []queue.Incoming{it.f.event}
+		var next *readItem
+	drain:
+		for len(batch) < s.c.cfg.MaxBatch {
+			select {
+			case nx := <-s.in:
+				if !nx.isEvent() {
+					next = &nx
+					break drain
+				}
+				batch = append(batch, nx.f.event)
+			default:
+				break drain
+			}
+		}
+		if err := s.apply(batch); err != nil {
+			return err
+		}
+		if next == nil {
+			return nil
+		}
+		it = *next
+	}
+	switch {
+	case it.err != nil:
+		return it.err
+	case it.bad != nil:
+		s.c.log.Warn("ignoring a frame from the authority", "err", it.bad)
+		return nil
+	}
+	return s.dispatch(it.f)
+}
