@@ -1,0 +1,179 @@
+package authoritylite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"pgregory.net/rapid"
+)
+
+// TestServiceProperties drives the whole Service (pipeline, log, group
+// commit, reopen) with random commands from random actors and checks, from
+// the durable log only: sequences contiguous from 1 and signed; each
+// aggregate's revision moves by exactly one per event; every WorkItem
+// event is a row of the 10.2 table for the command that caused it; at most
+// one owner at a time; a refused command appends nothing.
+func TestServiceProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		k := newSvc(rapidTB{t, rt})
+		sent := map[string]protocol.CommandType{} // actionId -> type
+		items := []string{"wi-0", "wi-1", "wi-2"}
+		ctx := context.Background()
+		do := func(p *Principal, typ protocol.CommandType, payload any) {
+			_, raw, err := p.Build(typ, "grp-a", payload)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			var cmd protocol.Command
+			_ = json.Unmarshal(raw, &cmd)
+			before := k.s.LastSequence("grp-a")
+			if _, err := k.s.Submit(ctx, "", raw); err != nil {
+				if protocol.CodeOf(err) == protocol.CodeInternalError {
+					rt.Fatalf("%s: %v", typ, err)
+				}
+				if k.s.LastSequence("grp-a") != before {
+					rt.Fatalf("refused %s appended events", typ)
+				}
+				return
+			}
+			sent[cmd.ActionID] = typ
+		}
+		workers := []string{"w1", "w2"}
+		next := map[protocol.WorkItemState]int{protocol.WorkOpen: 1, protocol.WorkOffered: 2, protocol.WorkQueued: 3, protocol.WorkActive: 6, protocol.WorkSubmitted: 7, protocol.WorkFailed: 1, protocol.WorkVerified: 9, protocol.WorkBlocked: 8, protocol.WorkCancelled: 9}
+		steps := rapid.IntRange(5, 40).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			id := rapid.SampledFrom(items).Draw(rt, "item")
+			wk := rapid.SampledFrom(workers).Draw(rt, "worker")
+			w, exists := k.s.WorkItem("grp-a", id)
+			// Mostly act as the owner, so the happy path is explored too.
+			if exists && w.Ownership != nil && rapid.IntRange(0, 4).Draw(rt, "asOwner") > 0 {
+				wk = w.Ownership.OwnerAgentID
+			}
+			op := rapid.IntRange(0, 11).Draw(rt, "op")
+			if exists && rapid.Bool().Draw(rt, "follow") {
+				op = next[w.State] // the command that moves this state forward
+				if w.State == protocol.WorkActive {
+					op = rapid.SampledFrom([]int{4, 5, 6}).Draw(rt, "activeOp")
+				}
+			}
+			switch op {
+			case 0:
+				c := testContract(id)
+				c.Deadline = protocol.NewTime(k.clk.Now().Add(24 * time.Hour))
+				c.RetryPolicy.AttemptTimeoutMs, c.RetryPolicy.CostLimit = 600000, 5
+				do(k.coord, protocol.CmdWorkAuthorize, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-a", Contract: c})
+			case 1:
+				if exists {
+					do(k.coord, protocol.CmdWorkOffer, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: fmt.Sprintf("off-%d", i), Contract: w.Contract,
+						Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w1", SelectionBasis: basis(k.clk.Now())}, {AgentID: "w2", SelectionBasis: basis(k.clk.Now())}},
+						ExpiresAt:  protocol.NewTime(k.clk.Now().Add(time.Minute))})
+				}
+			case 2:
+				if exists && w.Offer != nil {
+					do(k.w[wk], protocol.CmdWorkAcceptOffer, &protocol.AcceptOfferPayload{WorkItemID: id, OfferID: w.Offer.OfferID, ContractRevision: w.Contract.Revision, ScheduleDisclosure: disclosure(k.clk.Now())})
+				}
+			case 3:
+				if exists && w.Ownership != nil {
+					do(k.w[wk], protocol.CmdWorkStart, &protocol.StartWorkPayload{WorkItemID: id, OwnershipEpoch: w.Ownership.OwnershipEpoch})
+				}
+			case 4:
+				if exists && w.Lease != nil {
+					do(k.w[wk], protocol.CmdLeaseRenew, &protocol.RenewLeasePayload{WorkItemID: id, OwnershipEpoch: w.Lease.OwnershipEpoch, LeaseID: w.Lease.LeaseID, Progress: progress(k.clk.Now())})
+				}
+			case 5:
+				if exists && w.Lease != nil {
+					do(k.w[wk], protocol.CmdWorkCheckpoint, &protocol.CheckpointWorkPayload{WorkItemID: id, OwnershipEpoch: w.Lease.OwnershipEpoch, LeaseID: w.Lease.LeaseID,
+						CheckpointID: fmt.Sprintf("cp-%d", i), StateDigest: protocol.Digest([]byte{byte(i)}), Progress: progress(k.clk.Now()), Reason: protocol.CheckpointPreempted})
+				}
+			case 6:
+				if exists && w.Lease != nil {
+					do(k.w[wk], protocol.CmdWorkSubmit, &protocol.SubmitWorkPayload{WorkItemID: id, OwnershipEpoch: w.Lease.OwnershipEpoch, LeaseID: w.Lease.LeaseID,
+						Artifacts: protocol.List[string]{protocol.Digest([]byte("x"))}, Evidence: protocol.List[protocol.Evidence]{evidence(id, "ac-1", "ac-2")}})
+				}
+			case 7:
+				if exists {
+					do(k.coord, protocol.CmdWorkAcceptResult, &protocol.AcceptResultPayload{WorkItemID: id, ContractRevision: w.Contract.Revision})
+				}
+			case 8:
+				if exists {
+					do(k.coord, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: id, Reason: "broken", Evidence: failureEv})
+				}
+			case 9:
+				k.clk.Advance(time.Duration(rapid.IntRange(0, 180).Draw(rt, "seconds")) * time.Second)
+			case 10:
+				k.s.Close()
+				k.s = openSvc(rapidTB{t, rt}, k.dir, k.clk, k.akey)
+				for _, p := range append([]*Principal{k.alice, k.coord}, k.w["w1"], k.w["w2"]) {
+					p.s = k.s
+				}
+			case 11:
+				if err := k.w[wk].OpenSession(ctx); err != nil {
+					rt.Fatalf("session_open: %v", err)
+				}
+			}
+		}
+		checkProperties(rt, k.s, sent)
+	})
+}
+
+func checkProperties(rt *rapid.T, s *Service, sent map[string]protocol.CommandType) {
+	evs, err := s.Events("grp-a", 0, 0)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	keys := protocol.NewKeySet(s.PublicKey())
+	rev := map[protocol.Aggregate]uint64{}
+	state := map[string]protocol.WorkItemState{}
+	owner := map[string]string{}
+	for i, se := range evs {
+		if se.Sequence != uint64(i+1) {
+			rt.Fatalf("sequence %d at position %d", se.Sequence, i)
+		}
+		doc, _ := protocol.Parse(se.Raw, protocol.DecodeOptions{})
+		if err := protocol.Verify(doc.(map[string]any), keys); err != nil {
+			rt.Fatalf("event %d: %v", se.Sequence, err)
+		}
+		var ev protocol.Event
+		_ = json.Unmarshal(se.Raw, &ev)
+		agg := *ev.Aggregate
+		if ev.Rev() != rev[agg]+1 {
+			rt.Fatalf("event %d %s: %s/%s revision %d after %d", se.Sequence, ev.Type, agg.Kind, agg.ID, ev.Rev(), rev[agg])
+		}
+		rev[agg] = ev.Rev()
+		if agg.Kind != protocol.AggregateWorkItem {
+			continue
+		}
+		var p WorkItemEvent
+		_ = json.Unmarshal(ev.Payload, &p)
+		if p.State == "" { // usage events carry the state too; others must
+			continue
+		}
+		prev, seen := state[agg.ID]
+		typ, ok := sent[ev.CausationID]
+		if seen && ok && prev != p.State {
+			rows := transitions[string(typ)]
+			if !slices.Contains(rows[prev], p.State) && !(typ == protocol.CmdWorkOffer && p.State == protocol.WorkOffered) {
+				rt.Fatalf("event %d: %s moved %s from %s to %s, not a row of 10.2", se.Sequence, typ, agg.ID, prev, p.State)
+			}
+		}
+		if !ok && seen && prev != p.State && !(prev == protocol.WorkActive && p.State == protocol.WorkQueued) {
+			rt.Fatalf("event %d: automatic %s moved %s from %s to %s", se.Sequence, ev.Type, agg.ID, prev, p.State)
+		}
+		state[agg.ID] = p.State
+		if p.Ownership != nil {
+			owner[agg.ID] = p.Ownership.OwnerAgentID
+		}
+	}
+	// At most one owner per item now: the authority's record agrees with the log.
+	for id, o := range owner {
+		w, ok := s.WorkItem("grp-a", id)
+		if ok && w.Ownership != nil && w.Ownership.OwnerAgentID != o && state[id] != protocol.WorkOffered {
+			rt.Fatalf("%s: record owner %s, last granted %s", id, w.Ownership.OwnerAgentID, o)
+		}
+	}
+}
