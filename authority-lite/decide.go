@@ -28,6 +28,7 @@ type pending struct {
 	now      protocol.Time
 	grants   bool // the Group's grant records changed
 	leases   bool // the Group's lease records changed
+	archived bool // the Group was archived
 	drafts   []EventDraft
 	audit    []any
 	children []ChildMissionRequested
@@ -46,6 +47,9 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 			return &r.receipt, nil, nil, nil
 		}
 		return nil, nil, nil, err
+	}
+	if gs.archived {
+		return nil, nil, nil, invalidTransition("group %s is archived", gs.id)
 	}
 	if err := s.checkPrincipal(c, gs); err != nil {
 		return nil, nil, nil, err
@@ -87,6 +91,8 @@ func (s *Service) dispatch(c *call, gs *groupState, p *pending) error {
 	switch c.cmd.Type {
 	case protocol.CmdPolicyGrantCooperationOverride:
 		err = s.grantOverride(c, gs, p)
+	case protocol.CmdGroupArchive:
+		err = s.archive(c, gs, p)
 	case protocol.CmdMembershipChange, protocol.CmdMembershipEnd, protocol.CmdMembershipGrantDelegation:
 		err = s.membership(c, gs, p)
 	case protocol.CmdMessagePost, protocol.CmdMessageCorrect, protocol.CmdMessageRetract, protocol.CmdMessageRedact:
@@ -330,6 +336,11 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 	}
 	if p.grants {
 		if err := putJSON(&gb.meta, keyGrants, gs.grants); err != nil {
+			return err
+		}
+	}
+	if p.archived {
+		if err := gb.meta.Put(keyArchived, []byte{1}); err != nil {
 			return err
 		}
 	}

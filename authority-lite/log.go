@@ -37,11 +37,12 @@ var (
 	bucketReceipts  = []byte("receipts")
 	bucketAudit     = []byte("audit")
 
-	keyMission = []byte("mission")
-	keyMembers = []byte("members")
-	keyUsage   = []byte("usage")
-	keyGrants  = []byte("grants")
-	keyLeases  = []byte("leases")
+	keyMission  = []byte("mission")
+	keyMembers  = []byte("members")
+	keyUsage    = []byte("usage")
+	keyGrants   = []byte("grants")
+	keyLeases   = []byte("leases")
+	keyArchived = []byte("archived")
 )
 
 func seqKey(seq uint64) []byte {

@@ -56,7 +56,7 @@ func needsCoordinatorEpoch(t protocol.CommandType) bool {
 	case protocol.CmdMissionRenewCoordinator, protocol.CmdMissionSubmitForApproval, protocol.CmdMissionCreateChild,
 		protocol.CmdMembershipGrantDelegation, protocol.CmdWorkAcceptResult, protocol.CmdMissionTerminate,
 		protocol.CmdWorkAuthorize, protocol.CmdWorkOffer, protocol.CmdWorkUnblock, protocol.CmdWorkFail,
-		protocol.CmdWorkCancel, protocol.CmdDependencyInsert, protocol.CmdMembershipChange:
+		protocol.CmdWorkCancel, protocol.CmdDependencyInsert, protocol.CmdMembershipChange, protocol.CmdMembershipEnd:
 		return true
 	}
 	return false

@@ -82,16 +82,17 @@ type Service struct {
 // groupState is one Group's single writer: its decision state, members and
 // log position, all guarded by mu.
 type groupState struct {
-	mu      sync.Mutex
-	id      string
-	g       *Group
-	members map[string]*protocol.Membership // by actorKey
-	usage   map[string]protocol.Usage       // workItemId -> used
-	msgs    map[string]*messageRecord       // lazily rebuilt from the log
-	grants  map[string]*grantRecord         // cooperation-override grants
-	leases  map[string]*leaseRecord         // every execution lease, by id
-	last    uint64
-	first   uint64 // lowest sequence online
+	mu       sync.Mutex
+	id       string
+	g        *Group
+	members  map[string]*protocol.Membership // by actorKey
+	usage    map[string]protocol.Usage       // workItemId -> used
+	msgs     map[string]*messageRecord       // lazily rebuilt from the log
+	grants   map[string]*grantRecord         // cooperation-override grants
+	leases   map[string]*leaseRecord         // every execution lease, by id
+	last     uint64
+	first    uint64 // lowest sequence online
+	archived bool
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -260,6 +261,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	}
 	gs.last = lastSeq(gb.events)
 	gs.first, _ = onlineFrom(gb)
+	gs.archived = gb.meta.Get(keyArchived) != nil
 	return gs, nil
 }
 

@@ -2,12 +2,14 @@ package authoritylite
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -43,39 +45,7 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 	defer gs.mu.Unlock()
 	now := s.clock.Now()
 	last := gs.last
-	var lastID string
-	_ = s.scanEvents(groupID, last-1, func(ev *protocol.Event, _ []byte) bool { lastID = ev.EventID; return false })
-	if gs.g.Mission == nil || last == 0 || lastID == "" {
-		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeInvalidStateTransition, "group %s has nothing to snapshot", groupID)
-	}
-	snap := protocol.GroupSnapshot{
-		SnapshotID: "snap-" + groupID + "-" + fmt.Sprint(last), GroupID: groupID, Sequence: last, LastEventID: lastID,
-		CreatedAt: protocol.NewTime(now), CreatedBy: s.cfg.ID, Mission: *gs.g.Mission,
-		Memberships: protocol.List[protocol.Membership]{}, WorkItems: protocol.List[protocol.WorkItem]{},
-		Approvals: protocol.List[protocol.Approval]{}, Artifacts: protocol.List[string]{},
-	}
-	keys := make([]string, 0, len(gs.members))
-	for k := range gs.members {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		snap.Memberships = append(snap.Memberships, *gs.members[k])
-	}
-	for _, id := range sortedKeys(gs.g.Items) {
-		w := gs.g.Items[id]
-		snap.WorkItems = append(snap.WorkItems, w.WorkItem)
-		if w.ExecutionApproval != nil {
-			snap.Approvals = append(snap.Approvals, *w.ExecutionApproval)
-		}
-	}
-	policy, err := protocol.Marshal(gs.grants)
-	if err != nil {
-		return protocol.SnapshotRef{}, err
-	}
-	snap.PolicyLogDigest = protocol.Digest(policy)
-	snap.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: s.key.KeyID, CreatedAt: snap.CreatedAt}
-	doc, err := protocol.SignedValue(snap, s.key)
+	snap, doc, err := s.buildSnapshot(gs, now)
 	if err != nil {
 		return protocol.SnapshotRef{}, err
 	}
@@ -201,4 +171,120 @@ func cursorTooOld(groupID string, after, first uint64, ref *protocol.SnapshotRef
 		e = withDetails(e, "snapshot", ref)
 	}
 	return e
+}
+
+// buildSnapshot signs the Group's state at its last sequence. The caller
+// holds the Group's lock.
+func (s *Service) buildSnapshot(gs *groupState, now time.Time) (*protocol.GroupSnapshot, []byte, error) {
+	groupID := gs.id
+	last := gs.last
+	// Every write queued before this point must be on disk to be read.
+	if err := <-s.writer.submit(func(*bolt.Tx) error { return nil }); err != nil {
+		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "flush: %v", err)
+	}
+	var lastID string
+	_ = s.scanEvents(groupID, last-1, func(ev *protocol.Event, _ []byte) bool { lastID = ev.EventID; return false })
+	if gs.g.Mission == nil || last == 0 || lastID == "" {
+		return nil, nil, protocol.Errorf(protocol.CodeInvalidStateTransition, "group %s has nothing to snapshot", groupID)
+	}
+	snap := protocol.GroupSnapshot{
+		SnapshotID: "snap-" + groupID + "-" + fmt.Sprint(last), GroupID: groupID, Sequence: last, LastEventID: lastID,
+		CreatedAt: protocol.NewTime(now), CreatedBy: s.cfg.ID, Mission: *gs.g.Mission,
+		Memberships: protocol.List[protocol.Membership]{}, WorkItems: protocol.List[protocol.WorkItem]{},
+		Approvals: protocol.List[protocol.Approval]{}, Artifacts: protocol.List[string]{},
+	}
+	keys := make([]string, 0, len(gs.members))
+	for k := range gs.members {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		snap.Memberships = append(snap.Memberships, *gs.members[k])
+	}
+	for _, id := range sortedKeys(gs.g.Items) {
+		w := gs.g.Items[id]
+		snap.WorkItems = append(snap.WorkItems, w.WorkItem)
+		if w.ExecutionApproval != nil {
+			snap.Approvals = append(snap.Approvals, *w.ExecutionApproval)
+		}
+	}
+	policy, err := protocol.Marshal(gs.grants)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap.PolicyLogDigest = protocol.Digest(policy)
+	snap.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: s.key.KeyID, CreatedAt: snap.CreatedAt}
+	doc, err := protocol.SignedValue(snap, s.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &snap, doc, nil
+}
+
+// SnapshotDocument signs a snapshot of the Group as it is now, for an
+// Organization policy actor to archive it with group_archive.
+func (s *Service) SnapshotDocument(groupID string) (protocol.GroupSnapshot, error) {
+	gs := s.group(groupID)
+	if gs == nil {
+		return protocol.GroupSnapshot{}, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	snap, doc, err := s.buildSnapshot(gs, s.clock.Now())
+	if err != nil {
+		return protocol.GroupSnapshot{}, err
+	}
+	var out protocol.GroupSnapshot
+	if err := json.Unmarshal(doc, &out); err != nil {
+		return protocol.GroupSnapshot{}, err
+	}
+	_ = snap
+	return out, nil
+}
+
+// archive decides ext…group_archive (spec 15.2): an Organization policy
+// actor submits a snapshot the authority signed at the Group's current
+// sequence, whose policy-log digest matches; group.snapshot.created and
+// group.archived are appended together and the Group takes no more
+// commands. Only a Group whose Mission is terminal is archived.
+func (s *Service) archive(c *call, gs *groupState, p *pending) error {
+	pl := c.payload.(*protocol.ArchiveGroupPayload)
+	if c.cmd.Actor.Kind != protocol.ActorService {
+		return forbidden("a Group is archived by an Organization policy actor")
+	}
+	m := gs.g.Mission
+	if m == nil || (m.State != protocol.MissionApproved && m.State != protocol.MissionCancelled && m.State != protocol.MissionTerminated) {
+		return invalidTransition("group %s: its Mission is not terminal", gs.id)
+	}
+	snap := pl.Snapshot
+	raw, err := protocol.Marshal(snap)
+	if err != nil {
+		return invalidCommand("snapshot: %v", err).At("/payload/snapshot")
+	}
+	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{MaxBytes: 1 << 30})
+	if err := protocol.Verify(doc.(map[string]any), protocol.NewKeySet(s.key.Public())); err != nil {
+		return protocol.Errorf(protocol.CodeAuthInvalidSignature, "snapshot is not signed by this authority: %v", err).At("/payload/snapshot/signature")
+	}
+	if snap.GroupID != gs.id || snap.Sequence != gs.last {
+		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "snapshot is of %s at %d; the Group is at %d", snap.GroupID, snap.Sequence, gs.last).At("/payload/snapshot/sequence"), "sequence", gs.last)
+	}
+	policy, err := protocol.Marshal(gs.grants)
+	if err != nil || protocol.Digest(policy) != snap.PolicyLogDigest {
+		return invalidCommand("snapshot policy-log digest does not match the Group's policy log").At("/payload/snapshot/policyLogDigest")
+	}
+	ref := protocol.SnapshotRef{SnapshotID: snap.SnapshotID, GroupID: gs.id, Sequence: snap.Sequence, Digest: protocol.Digest(raw)}
+	ref.URI = "mwp-snapshot:" + ref.Digest
+	if err := s.writeSnapshot(ref.Digest, raw); err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "store snapshot: %v", err)
+	}
+	agg := protocol.Aggregate{Kind: protocol.AggregateGroup, ID: gs.id}
+	gs.archived = true
+	p.archived = true
+	p.drafts = append(p.drafts,
+		EventDraft{Type: protocol.EvtGroupSnapshotCreated, Aggregate: agg, Revision: gs.last + 1, Actor: c.cmd.Actor, Payload: &snapshotEvent{Snapshot: ref, Reason: "archive"}},
+		EventDraft{Type: protocol.EvtGroupArchived, Aggregate: agg, Revision: gs.last + 2, Actor: c.cmd.Actor, Payload: &struct {
+			Snapshot protocol.SnapshotRef `json:"snapshot"`
+			Reason   string               `json:"reason,omitempty"`
+		}{ref, pl.Reason}})
+	return nil
 }
