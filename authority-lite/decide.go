@@ -78,6 +78,10 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if s.trackLeases(gs, p.drafts, c.now) {
 		p.leases = true
 	}
+	if err := s.issueTokens(gs, p.drafts); err != nil {
+		s.writer.fail(err)
+		return nil, nil, nil, err
+	}
 	r, wait, err := s.commit(c, gs, &p)
 	if err != nil {
 		return nil, nil, nil, err

@@ -76,18 +76,20 @@ type WorkItemEvent struct {
 	ScheduleDisclosure   *protocol.ScheduleDisclosure `json:"scheduleDisclosure,omitempty"`
 	Approval             *protocol.Approval           `json:"approval,omitempty"`
 	Lease                *protocol.ExecutionLease     `json:"lease,omitempty"`
-	LeaseID              string                       `json:"leaseId,omitempty"`
-	ResumeFromCheckpoint string                       `json:"resumeFromCheckpointId,omitempty"`
-	Checkpoint           *protocol.CheckpointRef      `json:"checkpoint,omitempty"`
-	CheckpointReason     protocol.CheckpointReason    `json:"checkpointReason,omitempty"`
-	Progress             *protocol.Progress           `json:"progress,omitempty"`
-	Blocker              *protocol.Resolution         `json:"blocker,omitempty"`
-	Resolution           string                       `json:"resolution,omitempty"`
-	Artifacts            []string                     `json:"artifacts,omitempty"`
-	Evidence             []protocol.Evidence          `json:"evidence,omitempty"`
-	Comment              string                       `json:"comment,omitempty"`
-	Reason               string                       `json:"reason,omitempty"`
-	ChildMissionID       string                       `json:"childMissionId,omitempty"`
-	ChildApprovalID      string                       `json:"childApprovalId,omitempty"`
-	Dependencies         []protocol.Dependency        `json:"dependencies,omitempty"`
+	// CapabilityToken is issued with every new or renewed lease.
+	CapabilityToken      *protocol.CapabilityToken `json:"capabilityToken,omitempty"`
+	LeaseID              string                    `json:"leaseId,omitempty"`
+	ResumeFromCheckpoint string                    `json:"resumeFromCheckpointId,omitempty"`
+	Checkpoint           *protocol.CheckpointRef   `json:"checkpoint,omitempty"`
+	CheckpointReason     protocol.CheckpointReason `json:"checkpointReason,omitempty"`
+	Progress             *protocol.Progress        `json:"progress,omitempty"`
+	Blocker              *protocol.Resolution      `json:"blocker,omitempty"`
+	Resolution           string                    `json:"resolution,omitempty"`
+	Artifacts            []string                  `json:"artifacts,omitempty"`
+	Evidence             []protocol.Evidence       `json:"evidence,omitempty"`
+	Comment              string                    `json:"comment,omitempty"`
+	Reason               string                    `json:"reason,omitempty"`
+	ChildMissionID       string                    `json:"childMissionId,omitempty"`
+	ChildApprovalID      string                    `json:"childApprovalId,omitempty"`
+	Dependencies         []protocol.Dependency     `json:"dependencies,omitempty"`
 }

@@ -200,3 +200,43 @@ func TestGroupArchive(t *testing.T) {
 	k.alice.s = k.s
 	k.refuse(k.alice, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "after2", ConversationID: "c", Text: "x"}, protocol.CodeInvalidStateTransition)
 }
+
+func TestCapabilityTokenBoundToLease(t *testing.T) {
+	k := newSvc(t)
+	w := k.toActive("wi-1")
+	keys := protocol.NewKeySet(k.s.PublicKey())
+	var tokens []protocol.CapabilityToken
+	k.ok(k.w["w1"], protocol.CmdLeaseRenew, &protocol.RenewLeasePayload{WorkItemID: "wi-1", OwnershipEpoch: w.Ownership.OwnershipEpoch, LeaseID: w.Lease.LeaseID, Progress: progress(k.clk.Now())})
+	for _, ev := range checkLog(t, k.s, "grp-a") {
+		if ev.Type != protocol.EvtWorkStarted && ev.Type != protocol.EvtWorkProgressed {
+			continue
+		}
+		var p WorkItemEvent
+		if err := json.Unmarshal(ev.Payload, &p); err != nil || p.CapabilityToken == nil {
+			t.Fatalf("%s without a capability token: %v", ev.Type, err)
+		}
+		tok := p.CapabilityToken
+		if err := protocol.CheckCapabilityToken(tok, keys, w.Lease.LeaseID, k.clk.Now()); err != nil {
+			t.Fatalf("token: %v", err)
+		}
+		if tok.ExpiresAt.After(p.Lease.ExpiresAt.Time) || tok.AgentID != "w1" {
+			t.Fatalf("token outlives its lease or names %s", tok.AgentID)
+		}
+		tokens = append(tokens, *tok)
+	}
+	if len(tokens) != 2 {
+		t.Fatalf("%d tokens, want one at start and one at renewal", len(tokens))
+	}
+	// Bound to the lease: refused for another lease id, and after expiry.
+	if err := protocol.CheckCapabilityToken(&tokens[0], keys, "lease-other", k.clk.Now()); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+		t.Fatalf("other lease: %v", err)
+	}
+	if err := protocol.CheckCapabilityToken(&tokens[1], keys, "", tokens[1].ExpiresAt.Time); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+		t.Fatalf("at expiry: %v", err)
+	}
+	forged := tokens[1]
+	forged.AllowedTools = append(forged.AllowedTools, "rm")
+	if err := protocol.CheckCapabilityToken(&forged, keys, "", k.clk.Now()); err == nil {
+		t.Fatal("widened token verified")
+	}
+}
