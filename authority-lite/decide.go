@@ -29,10 +29,12 @@ type pending struct {
 	grants   bool // the Group's grant records changed
 	leases   bool // the Group's lease records changed
 	archived bool // the Group was archived
-	drafts   []EventDraft
-	audit    []any
-	children []ChildMissionRequested
-	notices  []ParentNotice
+	// ancestors are charges to ancestor Groups, locked until written.
+	ancestors []*ancestorCharge
+	drafts    []EventDraft
+	audit     []any
+	children  []ChildMissionRequested
+	notices   []ParentNotice
 }
 
 func actorKey(a protocol.Actor) string { return string(a.Kind) + "/" + a.ID }
@@ -67,6 +69,7 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		err = s.dispatch(c, gs, &p)
 	}
 	if err != nil {
+		s.releaseAncestors(&p)
 		if len(p.audit) > 0 {
 			s.keepAudit(p.audit)
 		}
@@ -79,6 +82,7 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		p.leases = true
 	}
 	if err := s.issueTokens(gs, p.drafts); err != nil {
+		s.releaseAncestors(&p)
 		s.writer.fail(err)
 		return nil, nil, nil, err
 	}
@@ -206,6 +210,22 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		s.beginInflight(rkey, c.digest, receipt)
 	}
 	groupID := gs.id
+	if gs.g.Mission != nil {
+		gs.missionID = gs.g.Mission.MissionID
+	}
+	type ancWrite struct {
+		group string
+		raw   []byte
+	}
+	var anc []ancWrite
+	for _, a := range p.ancestors {
+		a.gs.descendants = a.descendants
+		raw, err := json.Marshal(a.descendants)
+		if err != nil {
+			s.writer.fail(err)
+		}
+		anc = append(anc, ancWrite{a.gs.id, raw})
+	}
 	done := s.writer.submit(func(tx *bolt.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, true)
 		if err != nil {
@@ -213,6 +233,15 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		}
 		if err := rec.apply(gb); err != nil {
 			return err
+		}
+		for _, a := range anc {
+			ab, err := openGroupBuckets(tx, a.group, false)
+			if err != nil || ab == nil {
+				return fmt.Errorf("ancestor group %s: %v", a.group, err)
+			}
+			if err := ab.meta.Put(keyDescendants, a.raw); err != nil {
+				return err
+			}
 		}
 		for _, a := range audits {
 			if err := putAudit(tx, a); err != nil {
@@ -224,6 +253,7 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		}
 		return tx.Bucket(bucketReceipts).Put(rkey, rval)
 	})
+	s.releaseAncestors(p)
 	if len(events) > 0 {
 		gs.last = *events[len(events)-1].ev.Sequence
 	}

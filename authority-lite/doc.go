@@ -29,6 +29,6 @@
 // Status (issue 3): pipeline, log, group commit, receipts, Organization
 // service, membership and delegation, messages with rate limits, spec 20
 // policies with cooperation-override grants, artifacts, usage and budgets
-// (WorkItem and Mission; not yet the ancestry across Groups), snapshots with
+// (WorkItem, Mission and the whole ancestry across Groups), snapshots with
 // retention and CURSOR_TOO_OLD, offline reconciliation, pipeline benchmark.
 package authoritylite

@@ -37,12 +37,13 @@ var (
 	bucketReceipts  = []byte("receipts")
 	bucketAudit     = []byte("audit")
 
-	keyMission  = []byte("mission")
-	keyMembers  = []byte("members")
-	keyUsage    = []byte("usage")
-	keyGrants   = []byte("grants")
-	keyLeases   = []byte("leases")
-	keyArchived = []byte("archived")
+	keyMission     = []byte("mission")
+	keyMembers     = []byte("members")
+	keyUsage       = []byte("usage")
+	keyGrants      = []byte("grants")
+	keyLeases      = []byte("leases")
+	keyArchived    = []byte("archived")
+	keyDescendants = []byte("descendants")
 )
 
 func seqKey(seq uint64) []byte {

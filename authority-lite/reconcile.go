@@ -107,6 +107,7 @@ func (s *Service) reconcile(c *call, gs *groupState, p *pending) error {
 	restore := func() {
 		gs.g.Items[w.WorkItemID], gs.usage[w.WorkItemID] = oldItem, oldUsage
 		p.drafts = nil
+		s.releaseAncestors(p)
 	}
 	if c.cmd.Type == protocol.CmdResourceUsageRecord {
 		return nil // the binding's delta is the charge

@@ -93,6 +93,10 @@ type groupState struct {
 	last     uint64
 	first    uint64 // lowest sequence online
 	archived bool
+	// missionID names the Group's Mission, for ancestry lookups.
+	missionID string
+	// descendants is what descendant Missions' Groups have charged.
+	descendants protocol.Usage
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -215,6 +219,12 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 		return nil, err
 	}
 	gs.g.Mission, gs.g.Ancestors = mission.Mission, mission.Ancestors
+	if mission.Mission != nil {
+		gs.missionID = mission.Mission.MissionID
+	}
+	if _, err := getJSON(gb.meta, keyDescendants, &gs.descendants); err != nil {
+		return nil, err
+	}
 	if _, err := getJSON(gb.meta, keyMembers, &gs.members); err != nil {
 		return nil, err
 	}

@@ -48,13 +48,12 @@ func (s *Service) charge(gs *groupState, w *WorkItem, actor protocol.Actor, epoc
 		return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "work item %s would exceed its %s budget", w.WorkItemID, dim), "dimension", dim, "scope", "workItem")
 	}
 	if m := gs.g.Mission; m != nil && m.Budgets != nil {
-		total := delta
-		for _, u := range gs.usage {
-			total = total.Add(u)
-		}
-		if dim := m.Budgets.Exceeded(total); dim != "" {
+		if dim := m.Budgets.Exceeded(gs.subtreeUsage().Add(delta)); dim != "" {
 			return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "mission")
 		}
+	}
+	if err := s.chargeAncestors(gs, delta, p); err != nil {
+		return err
 	}
 	gs.usage[w.WorkItemID] = used
 	nw := w.clone()
@@ -76,4 +75,68 @@ func (s *Service) Usage(groupID, workItemID string) protocol.Usage {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.usage[workItemID]
+}
+
+// subtreeUsage is everything charged in this Group and in the Groups of
+// its descendant Missions.
+func (gs *groupState) subtreeUsage() protocol.Usage {
+	total := gs.descendants
+	for _, u := range gs.usage {
+		total = total.Add(u)
+	}
+	return total
+}
+
+// ancestorCharge is a pending update of an ancestor Group's descendant
+// usage; the ancestor stays locked until the charge is written or dropped.
+type ancestorCharge struct {
+	gs          *groupState
+	descendants protocol.Usage
+}
+
+// chargeAncestors checks delta against the budget of every ancestor
+// Mission (spec: budgets up the whole ancestry) and, when all fit, holds
+// each ancestor locked with its new descendant usage in p until commit.
+// Locks are taken child to parent; an ancestor busy under another order
+// (a session replacement locking every Group) is retried briefly, then the
+// command is refused as retryable.
+func (s *Service) chargeAncestors(gs *groupState, delta protocol.Usage, p *pending) error {
+	anc := gs.g.Ancestors
+	for i := len(anc) - 1; i >= 0; i-- {
+		ags := s.groupOfMission(anc[i])
+		if ags == nil || ags == gs {
+			continue
+		}
+		if !lockSoon(&ags.mu) {
+			s.releaseAncestors(p)
+			return protocol.Errorf(protocol.CodeInternalError, "ancestor Group %s is busy; retry", ags.id)
+		}
+		p.ancestors = append(p.ancestors, &ancestorCharge{gs: ags, descendants: ags.descendants.Add(delta)})
+		if m := ags.g.Mission; m != nil && m.Budgets != nil {
+			if dim := m.Budgets.Exceeded(ags.subtreeUsage().Add(delta)); dim != "" {
+				s.releaseAncestors(p)
+				return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "ancestor mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "ancestorMission", "missionId", m.MissionID)
+			}
+		}
+	}
+	return nil
+}
+
+// releaseAncestors drops pending ancestor charges and their locks.
+func (s *Service) releaseAncestors(p *pending) {
+	for _, a := range p.ancestors {
+		a.gs.mu.Unlock()
+	}
+	p.ancestors = nil
+}
+
+func (s *Service) groupOfMission(missionID string) *groupState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, gs := range s.groups {
+		if gs.missionID == missionID {
+			return gs
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package authoritylite
 
 import (
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -196,4 +197,16 @@ func (s *Service) inflightFor(key []byte) *inflight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.inflight[string(key)]
+}
+
+// lockSoon tries to take mu for a short while instead of blocking, for the
+// one place locks are taken against the usual order.
+func lockSoon(mu *sync.Mutex) bool {
+	for i := 0; i < 200; i++ {
+		if mu.TryLock() {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
 }
