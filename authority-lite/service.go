@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -319,9 +320,6 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	if err := s.writer.err(); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "the authority stopped accepting commands after a failed write: %v", err)
 	}
-	if rec, ok := s.replayed(raw); ok {
-		return rec, nil
-	}
 	now := s.clock.Now()
 	inbound := s.inbound
 	if keys := s.selfRegistrationKeys(raw); keys != nil {
@@ -329,6 +327,11 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	}
 	in, err := inbound.DecodeCommand(raw, now)
 	if err != nil {
+		// A byte-identical retry of an accepted command gets its receipt
+		// even when it is no longer fresh (spec 15.1).
+		if rec, ok := s.replayed(raw); ok {
+			return rec, nil
+		}
 		return nil, err
 	}
 	cmd := in.Command
@@ -465,7 +468,7 @@ func decodePayload(cmd *protocol.Command) (any, error) {
 // verified with the keys of the card it carries (open registration); the
 // card's own signature is checked again when the command is decided.
 func (s *Service) selfRegistrationKeys(raw []byte) protocol.KeyResolver {
-	if s.cfg.ClosedRegistration {
+	if s.cfg.ClosedRegistration || !bytes.Contains(raw, []byte(protocol.CmdAgentCardRegister)) {
 		return nil
 	}
 	v, err := protocol.Parse(raw, s.inbound.Decode)
