@@ -16,6 +16,7 @@ import (
 func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "inspect",
+		Commands: []*cli.Command{inspectEventsCommand()},
 		Usage: "show the Groups, cursors, queues and outbox of a worker store (read-only)",
 		Description: "Reads DIR/" + queue.FileName + " without changing it. While a worker runs it holds the file\n" +
 			"lock, so inspect asks it for a consistent copy over DIR/" + queue.SocketName + " instead; only then\n" +
@@ -25,11 +26,16 @@ func inspectCommand() *cli.Command {
 			"urgency?, deadline?, owner?, ownershipEpoch?, leaseId?, leaseExpiresAt?}]}], outbox: {pending,\n" +
 			"commands: [{actionId, type?, groupId?, putAt}]}, orgEvents}. Exit 1 on any problem.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data", Usage: "the worker's data directory", Required: true, Sources: cli.EnvVars("MWP_DATA")},
+			// Not Required: `inspect events` has its own --data.
+			&cli.StringFlag{Name: "data", Usage: "the worker's data directory (required)", Sources: cli.EnvVars("MWP_DATA")},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for the file lock or the running worker", Value: 2 * time.Second, Sources: cli.EnvVars("MWP_INSPECT_TIMEOUT")},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.String("data") == "" {
+				fmt.Fprintln(cmd.Root().ErrWriter, `inspect: Required flag "data" not set`)
+				return exitError{1}
+			}
 			r, err := queue.OpenReader(cmd.String("data"), cmd.Duration("timeout"))
 			if err != nil {
 				fmt.Fprintln(cmd.Root().ErrWriter, "inspect:", err)

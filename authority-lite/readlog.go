@@ -1,0 +1,60 @@
+package authoritylite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// LogFile is the authority's store inside its data directory.
+const LogFile = "authority.db"
+
+// FindLog returns the authority log under dir: dir/authority.db, or
+// dir/authority/authority.db (the layout of `mwp-worker poc --data DIR`).
+func FindLog(dir string) (string, error) {
+	for _, p := range []string{filepath.Join(dir, LogFile), filepath.Join(dir, "authority", LogFile)} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no %s under %s", LogFile, dir)
+}
+
+// ReadLog opens an authority log read-only (it fails after timeout while
+// an authority holds it) and calls fn for every stored event: the
+// Organization's first, then each Group's in sequence order, Groups by id.
+func ReadLog(path string, timeout time.Duration, fn func(groupID string, raw []byte) error) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("%s is held by a running authority", path)
+		}
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		if org := tx.Bucket(bucketOrg); org != nil {
+			if b := org.Bucket(bucketEvents); b != nil {
+				if err := b.ForEach(func(_, v []byte) error { return fn("", v) }); err != nil {
+					return err
+				}
+			}
+		}
+		groups := tx.Bucket(bucketGroups)
+		if groups == nil {
+			return nil
+		}
+		return groups.ForEachBucket(func(k []byte) error {
+			g := groups.Bucket(k)
+			b := g.Bucket(bucketEvents)
+			if b == nil {
+				return nil
+			}
+			return b.ForEach(func(_, v []byte) error { return fn(string(k), v) })
+		})
+	})
+}
