@@ -15,9 +15,9 @@ import (
 
 func inspectCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "inspect",
+		Name:     "inspect",
 		Commands: []*cli.Command{inspectEventsCommand()},
-		Usage: "show the Groups, cursors, queues and outbox of a worker store (read-only)",
+		Usage:    "show the Groups, cursors, queues and outbox of a worker store (read-only)",
 		Description: "Reads DIR/" + queue.FileName + " without changing it. While a worker runs it holds the file\n" +
 			"lock, so inspect asks it for a consistent copy over DIR/" + queue.SocketName + " instead; only then\n" +
 			"does the output include each Group's in-memory reorder buffer (events held beyond a gap).\n" +
