@@ -333,6 +333,13 @@ func (s *stepper) apply(f *fact, p *payload) *protocol.Error {
 			return err
 		}
 		s.checkpoint(e, f, p)
+		if p.State != "" && p.State != protocol.WorkQueued {
+			// A reconciled offline checkpoint of a lease no longer current
+			// (authority-lite's historical form, state unchanged) records
+			// the checkpoint only.
+			touch(e, f, true)
+			break
+		}
 		e.State, e.Lease = protocol.WorkQueued, nil
 		e.EnqueuedAt = f.OccurredAt
 		touch(e, f, true)

@@ -239,6 +239,20 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 		{
+			name:  "a historical work.checkpointed (state still active) records the checkpoint only",
+			setup: active,
+			event: func(s *stream) {
+				s.simple(protocol.EvtWorkCheckpointed, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-1", "stateDigest": "sha256:00",
+					"reason": "preempted", "state": "active"})
+			},
+			check: func(t *testing.T, g *groupState) {
+				e := g.items["wi-1"]
+				if e.State != protocol.WorkActive || e.Lease == nil || e.Lease.LeaseID != "lease-1" || e.Checkpoint == nil || e.Checkpoint.CheckpointID != "cp-1" {
+					t.Errorf("entry = %+v", e)
+				}
+			},
+		},
+		{
 			name:  "work.blocked records the required resolution",
 			setup: active,
 			event: func(s *stream) {

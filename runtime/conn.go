@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -253,6 +254,10 @@ func (c *Client) Run(ctx context.Context) error {
 			c.setState(StateChange{State: StateSessionReplaced, Err: err})
 			return err
 		case isFatal(err):
+			if errors.Is(err, berrors.ErrDatabaseNotOpen) && !errors.Is(err, queue.ErrClosed) {
+				// bbolt noticed the closed store before queue did.
+				err = fmt.Errorf("%w (%v)", queue.ErrClosed, err)
+			}
 			q.failAll(err)
 			c.setState(StateChange{State: StateStopped, Err: err})
 			return err

@@ -66,12 +66,92 @@
 // (sync.go: Command ordering and pauses, the ping tracker, gap timing);
 // timers come from Config.Clock, so tests step a manual clock.
 //
-// Status: the connection client above is implemented and tested over
-// loopback against an in-test fake authority and against
-// authority-lite/wss with a fake Backend (TLS with a pinned certificate).
-// Not yet: the `run` daemon wiring of queue, scheduler, slots, offline and
-// checkpoint; lease renewal; detecting a replaced session from a
-// session_opened event (Result.Org is passed to OnApplied for that);
-// re-signing outbox Commands for a new session epoch (package offline);
-// SUBSCRIBE filters.
+// # The Worker
+//
+// Worker (NewWorker, Run, AddGroup, Status) is the running worker. Run
+// opens the store (queue.Open(Dir)) and, on its bbolt file, the checkpoint
+// store, the tool-key ledger and the offline buffer; then it opens a
+// session (spec 11.3): a bootstrap Client connects under the last session
+// epoch (Dir/session.json; an AUTH_STALE_SESSION answer carries the
+// current one in details.sessionEpoch and is used instead), registers the
+// signed Agent Card and sends session_open for the next epoch, which
+// revokes the leases of the previous session; the main Client then
+// connects under the new epoch, which is saved. An agent the authority
+// does not know cannot HELLO at all (the binding has no other way in), so
+// its first registration goes out of band: WorkerConfig.Enroll (the
+// embedded authority submits it in process) or `authority serve --enroll`.
+//
+// One goroutine owns the state (worker_engine.go): the scheduler, the
+// item records, the offline Monitor and the memberships. The client's
+// callbacks, the slots (through the slots.Host) and the command senders
+// only post messages to it. Each applied store transaction is fed to the
+// scheduler: an item offered to this agent goes to admission control
+// (Admit, pure: authorization, capability via slots.VersionSatisfies,
+// capacity, deadline, dependency, budget, in spec 10.3's order) with the
+// disclosure of scheduler.Disclose; accepted, work.accept_offer is sent
+// and the item waits, gated, in the scheduler; refused, the structured
+// reason {reason, detail} is logged and kept in Status (0.1 has no refusal
+// command). Owned queued items are enqueued with their urgency, impact,
+// deadline, dependencies, risk gate and the authority's enqueue time;
+// changes update them; items no longer ours are removed, and a running one
+// whose lease the projection no longer shows gets Pool.LeaseLost.
+//
+// When a slot is free and the Monitor allows starting, scheduler.Next
+// picks; work.start names the last checkpoint when this worker has it; the
+// work.started event's lease starts the handler (Pool.Start) with a
+// credential bound to the lease id and expiring with it (an HMAC of lease
+// id and expiry, rotated on renewal). Leases are renewed at half their
+// remaining time (RenewAt) with the handler's last structured progress; a
+// renewal refused with WORK_LEASE_EXPIRED or WORK_STALE_OWNERSHIP is
+// Pool.LeaseLost. scheduler.Preempt names victims; Pool.Preempt asks them
+// for a safe point. Outcomes: Completed sends work.submit with the
+// handler's artifacts and evidence; Preempted sends work.checkpoint
+// (reason preempted) and only then releases the scheduler slot, which
+// goes to the item the preemption was for; Blocked sends work.block,
+// Failed work.fail, LeaseLost nothing. Each item's commands go out in
+// order, one at a time (a publish lands before the submit that releases
+// the lease), signed when sent with the current epochs.
+//
+// Artifacts: with WorkerConfig.Artifacts (the embedded authority's
+// PutArtifact) the bytes go to the authority's store and a signed manifest
+// is published (artifact.publish, "mwp-artifact:" URI). Without it the
+// bytes stay in Dir/artifacts with a file:// URI and no manifest is
+// published: the binding has no upload frame and authority-lite refuses a
+// manifest whose content it lacks; work.submit still names the digests.
+//
+// Offline (package offline): a disconnect stops new starts; renewals due
+// are signed with the offline binding (usage delta: the wall-clock time
+// since the last report) and appended to the durable buffer, as is the
+// checkpoint of a run paused ahead of its grace deadline or by a full
+// buffer; submissions, blocks and failures wait in memory. On reconnect
+// every buffered command is rebased on the current session, sent in order
+// and settled by offline.Classify; only then is the worker online again.
+//
+// Shutdown (ctx ends): no new work, every slot asked for a safe point, the
+// checkpoints sent, then the connection closed; DrainTimeout bounds it. A
+// replaced session (AUTH_STALE_SESSION on HELLO or on a command) drains the
+// same way and Run returns an error wrapping ErrSessionReplaced.
+//
+// EmbeddedAuthority (StartEmbedded) serves authority-lite over wss on a
+// loopback port with its self-signed certificate; workers connect to it
+// over real wss with the certificate pinned, the same path as a remote
+// authority.
+//
+// Status: the Client is tested over loopback against an in-test fake
+// authority and against authority-lite/wss. The Worker is tested end to
+// end against authority-lite over wss (fake clock): accept, start, renew,
+// preemption with checkpoint and resume, submit and acceptance; lease loss
+// with the late result kept for audit; disconnect and reconciliation
+// within the grace period with usage charged once; pauses at the buffer
+// bound and before the grace deadline; restart resuming from the
+// checkpoint under the next session epoch, also with a checkpoint left in
+// the offline buffer; a replaced session; a Group retried until the
+// membership exists; and as separate processes (cmd/mwp-worker).
+// Commands a previous run left in the outbox are resent while their
+// session is still current (before session_open) and dropped after. Not yet: SUBSCRIBE filters;
+// presence records; detecting a replaced session from a session_opened
+// event (the server does not stream Organization events); re-signing
+// Commands left in the outbox from an older session; a Mission's budget
+// before the authority's (Host.Remaining reports no cap); memberships are
+// read from the inbox events, not from a restored snapshot.
 package runtime

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,8 @@ func authorityCommand() *cli.Command {
 				"SIGTERM. It prints the URL, the certificate fingerprint (give it to workers with --authority-fingerprint)\n" +
 				"and the authority's public key. Humans and Organization policy services are registered with\n" +
 				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
-				"register their own Agent Cards over the wire.",
+				"register their own Agent Cards over the wire once known: a HELLO needs a registered key, so an\n" +
+				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "the authority's data directory", Required: true, Sources: cli.EnvVars("MWP_AUTHORITY_DATA")},
 				&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:7443", Sources: cli.EnvVars("MWP_AUTHORITY_LISTEN")},
@@ -36,6 +38,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "human", Usage: "register a human principal: ID=PUBKEYFILE (repeatable)"},
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
+				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
 			},
 			Action: serveAuthority,
 		}},
@@ -73,6 +76,17 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 			if err := svc.AddPrincipal(p.kind, id, k); err != nil {
 				return fail("--%s %s: %v", p.flag, id, err)
 			}
+		}
+	}
+	// The binding cannot authenticate an agent the authority does not
+	// know yet, so its first card arrives out of band.
+	for _, path := range cmd.StringSlice("enroll") {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return fail("--enroll: %v", err)
+		}
+		if _, err := svc.Submit(ctx, "", bytes.TrimSpace(raw)); err != nil {
+			return fail("--enroll %s: %v", path, err)
 		}
 	}
 	opts := wss.ListenOptions{InsecureLoopback: cmd.Bool("insecure-loopback")}

@@ -31,6 +31,7 @@ func newApp() *cli.Command {
 			inspectCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
+			runCommand(),
 		},
 	}
 }

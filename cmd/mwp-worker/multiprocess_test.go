@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/runtime"
+)
+
+// proc is a child process whose stdout is collected line by line.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	errb strings.Builder
+	done chan error
+}
+
+func startProc(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), done: make(chan error, 1)}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	collect := func(r io.Reader, b *strings.Builder) {
+		defer wg.Done()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			p.mu.Lock()
+			b.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+	}
+	wg.Add(2)
+	go collect(stdout, &p.out)
+	go collect(stderr, &p.errb)
+	go func() {
+		wg.Wait()
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	return p
+}
+
+func (p *proc) stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String() + p.errb.String()
+}
+
+// await returns the first submatch of re in stdout, waiting up to d.
+func (p *proc) await(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(p.stdout()); m != nil {
+			return m
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %q in time; output:\n%s", re, p.logs())
+	return nil
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	goBin := filepath.Join(goruntime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go toolchain to build the binary")
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "mwp-worker")
+	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeKey(t *testing.T, dir, name string, kind protocol.ActorKind, id string) protocol.PrivateKey {
+	t.Helper()
+	k, err := protocol.GenerateKey(protocol.KeyIDFor(kind, id, "k1"), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := protocol.WriteKeyFiles(dir, name, k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// coordinator is the test's coordinator agent: a runtime.Client of its
+// own over wss, relaying the human owner's signed commands too.
+type coordinator struct {
+	t      *testing.T
+	c      *runtime.Client
+	store  *queue.Store
+	key    protocol.PrivateKey
+	human  protocol.PrivateKey
+	cancel context.CancelFunc
+	done   chan error
+	logs   func() string // the worker's, for failures
+}
+
+func connectCoordinator(t *testing.T, cfg runtime.Config, epoch uint64) *coordinator {
+	t.Helper()
+	cfg.SessionEpoch = epoch
+	c, err := runtime.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	co := &coordinator{t: t, c: c, store: cfg.Store.(*queue.Store), key: cfg.Key, cancel: cancel, done: make(chan error, 1)}
+	go func() { co.done <- c.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.State() != runtime.StateConnected {
+		if time.Now().After(deadline) {
+			t.Fatalf("coordinator not connected: %v", c.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return co
+}
+
+func (co *coordinator) stop() {
+	co.cancel()
+	<-co.done
+}
+
+// do sends one command as actor, signed by key, with the given epochs.
+func (co *coordinator) do(actor protocol.Actor, key protocol.PrivateKey, typ protocol.CommandType, env protocol.Envelope, payload any) {
+	co.t.Helper()
+	_, raw, err := protocol.BuildCommand(actor, key, typ, env, payload, time.Now())
+	if err != nil {
+		co.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := co.c.Send(ctx, raw); err != nil {
+		co.t.Fatalf("%s by %s: %v", typ, actor.ID, err)
+	}
+}
+
+func (co *coordinator) waitState(id string, want protocol.WorkItemState) queue.Entry {
+	co.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if e, ok := co.store.Item("grp-a", id); ok && e.State == want {
+			return e
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e, _ := co.store.Item("grp-a", id)
+	logs := ""
+	if co.logs != nil {
+		logs = co.logs()
+	}
+	co.t.Fatalf("%s is %s, want %s\nworker:\n%s", id, e.State, want, logs)
+	return e
+}
+
+func demoContract(id string, now time.Time) protocol.WorkContract {
+	cpu := 1.0
+	return protocol.WorkContract{
+		ContractID: "wc-" + id, Revision: 1, Goal: "demo " + id,
+		RequiredOutputs: protocol.List[protocol.OutputSpec]{{Name: "note", MediaType: "text/plain"}},
+		AcceptanceCriteria: protocol.List[protocol.AcceptanceCriterion]{
+			{ID: "ac-1", Description: "note written", EvidenceRequired: protocol.List[string]{"note"}}},
+		Inputs: protocol.List[protocol.InputRef]{}, Dependencies: protocol.List[protocol.Dependency]{},
+		AllowedTools: protocol.List[string]{}, AllowedData: protocol.List[string]{}, AllowedOperations: protocol.List[string]{"read"},
+		ResourceLimits:       protocol.ResourceLimits{CPU: &cpu, MemoryMiB: protocol.Uint64(64)},
+		RequiredCapabilities: protocol.List[protocol.Capability]{{ID: "demo.steps", Version: "1.x"}},
+		Deadline:             protocol.NewTime(now.Add(time.Hour)), Urgency: protocol.UrgencyNormal, BusinessImpact: protocol.ImpactMedium,
+		Budgets: protocol.Budgets{WallClockSeconds: protocol.Float64(3600)},
+		RetryPolicy: protocol.RetryPolicy{MaxAttempts: 1, Backoff: protocol.Backoff{InitialMs: 100, MaxMs: 1000, Multiplier: 2},
+			AttemptTimeoutMs: 600000, CostLimit: 1},
+		Risk: protocol.Risk{Class: protocol.RiskLow},
+	}
+}
+
+// Separate processes: `authority serve` and `run`, a coordinator and a
+// human driving a Mission over wss from the test, the worker's result
+// submitted and accepted; then SIGINT stops the worker cleanly, sending
+// the checkpoint of the item it was running.
+func TestMultiProcessAuthorityAndWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t0 := time.Now()
+	bin := buildBinary(t)
+	t.Logf("built after %v", time.Since(t0))
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	hk := writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
+	ck := writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
+	writeKey(t, keys, "w1", protocol.ActorAgent, "w1")
+	d1, d2 := filepath.Join(dir, "authority"), filepath.Join(dir, "worker")
+
+	// Enrollments: the worker writes its own; the coordinator's is built here.
+	wEnroll := filepath.Join(dir, "w1-enroll.json")
+	if out, err := exec.Command(bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll).CombinedOutput(); err != nil {
+		t.Fatalf("enrollment: %v\n%s", err, out)
+	}
+	card, err := authoritylite.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
+		Keys: protocol.List[protocol.PublicKey]{ck.Public().Encode()}, Capabilities: protocol.List[protocol.Capability]{{ID: "coordination", Version: "1.0.0"}},
+		Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1, IssuedAt: protocol.NewTime(time.Now())}, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordActor := protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}
+	_, raw, err := protocol.BuildCommand(coordActor, ck, protocol.CmdAgentCardRegister, protocol.Envelope{}, &protocol.RegisterAgentCardPayload{AgentCard: card}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cEnroll := filepath.Join(dir, "coord-enroll.json")
+	if err := os.WriteFile(cEnroll, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	auth := startProc(t, bin, "authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
+		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll)
+	url := auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
+	fp := auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
+	authPub := filepath.Join(d1, "authority.pub")
+
+	worker := startProc(t, bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--authority", url,
+		"--authority-fingerprint", fp, "--authority-key", authPub, "--group", "grp-a", "--slots", "1", "--demo-step", "300ms")
+	t.Logf("authority up after %v", time.Since(t0))
+	worker.await(t, regexp.MustCompile(`agent w1 session 1 open`), 15*time.Second)
+	t.Logf("worker session after %v", time.Since(t0))
+
+	// The coordinator: HELLO under epoch 0, open session 1, reconnect.
+	apub, err := protocol.LoadPublicKey(authPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := queue.Open(filepath.Join(dir, "coord"), queue.Options{NoSocket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ccfg := runtime.Config{URL: url, Trust: runtime.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
+	co := connectCoordinator(t, ccfg, 0)
+	rec, _ := protocol.Marshal(card)
+	co.do(coordActor, ck, protocol.CmdSessionOpen, protocol.Envelope{}, &protocol.OpenSessionPayload{AgentID: "coord", SessionEpoch: 1, AgentCardHash: protocol.Digest(rec)})
+	co.stop()
+	co = connectCoordinator(t, ccfg, 1)
+	stopped := false
+	defer func() {
+		if !stopped {
+			co.stop()
+		}
+	}()
+	co.key, co.human, co.logs = ck, hk, worker.logs
+
+	t.Logf("coordinator session after %v", time.Since(t0))
+	alice := protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}
+	one := protocol.Uint64(1)
+	co.do(alice, hk, protocol.CmdMissionCreate, protocol.Envelope{GroupID: "grp-a"}, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "demo", Objective: "two processes", PriorityClass: protocol.PriorityNormal})
+	co.do(alice, hk, protocol.CmdMissionAssignCoordinator, protocol.Envelope{GroupID: "grp-a", MembershipEpoch: one},
+		&protocol.AssignCoordinatorPayload{MissionID: "mis-a", AgentID: "coord", LeaseDurationMs: uint64(time.Hour.Milliseconds())})
+	coord := protocol.Envelope{GroupID: "grp-a", SessionEpoch: one, MembershipEpoch: one, CoordinatorEpoch: one}
+	co.do(coordActor, ck, protocol.CmdMembershipChange, coord, &protocol.ChangeMembershipPayload{
+		Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+	co.c.AddGroup("grp-a")
+
+	offer := func(id string) {
+		now := time.Now()
+		c := demoContract(id, now)
+		co.do(coordActor, ck, protocol.CmdWorkAuthorize, coord, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-a", Contract: c})
+		co.do(coordActor, ck, protocol.CmdWorkOffer, coord, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: "off-" + id, Contract: c,
+			Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w1", SelectionBasis: protocol.SelectionBasis{
+				CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: "demo.steps", Required: "1.x", Offered: "1.0.0"}},
+				AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
+				ExpectedCost: protocol.Budgets{WallClockSeconds: protocol.Float64(1)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{}, PolicyRulesApplied: protocol.List[string]{"test"}}}},
+			ExpiresAt: protocol.NewTime(now.Add(10 * time.Minute))})
+	}
+	start := time.Now()
+	offer("wi-1")
+	e := co.waitState("wi-1", protocol.WorkSubmitted)
+	co.do(coordActor, ck, protocol.CmdWorkAcceptResult, coord, &protocol.AcceptResultPayload{WorkItemID: "wi-1", ContractRevision: 1})
+	co.waitState("wi-1", protocol.WorkVerified)
+	if e.Owner != "w1" {
+		t.Fatalf("wi-1 owner %q", e.Owner)
+	}
+
+	t.Logf("wi-1 verified after %v", time.Since(start))
+	// A second item is running when the worker is interrupted.
+	offer("wi-2")
+	co.waitState("wi-2", protocol.WorkActive)
+	if err := worker.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-worker.done:
+		worker.done <- err
+		if err != nil {
+			t.Fatalf("worker exit: %v\n%s", err, worker.logs())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("worker did not stop on SIGINT:\n%s", worker.logs())
+	}
+	if e, _ := co.store.Item("grp-a", "wi-2"); e.State == protocol.WorkFailed {
+		t.Fatalf("wi-2 failed on SIGINT:\n%s", worker.logs())
+	}
+	e = co.waitState("wi-2", protocol.WorkQueued)
+	if e.Checkpoint == nil || e.Owner != "w1" {
+		t.Fatalf("wi-2 after SIGINT: checkpoint %v owner %q", e.Checkpoint, e.Owner)
+	}
+	t.Logf("wi-2 checkpointed after %v", time.Since(start))
+	if !strings.Contains(worker.stdout(), "stopped:") {
+		t.Fatalf("no stop report:\n%s", worker.logs())
+	}
+	co.stop()
+	stopped = true
+	_ = auth.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-auth.done:
+		auth.done <- err
+		t.Logf("authority stopped after %v", time.Since(t0))
+	case <-time.After(10 * time.Second):
+		t.Fatal("authority did not stop")
+	}
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/checkpoint"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+// demoCapability is what the built-in demo handler provides.
+var demoCapability = protocol.Capability{ID: "demo.steps", Version: "1.0.0"}
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run the worker: accept offers, schedule, execute handlers in slots, renew leases, submit",
+		Description: "Without --authority an embedded authority-lite is started in DIR/authority (wss on 127.0.0.1,\n" +
+			"self-signed certificate) and the worker connects to it over real wss with the certificate pinned;\n" +
+			"its URL and fingerprint are printed so coordinators can connect. With --authority the worker\n" +
+			"connects there; pin the certificate with --authority-fingerprint and verify events with\n" +
+			"--authority-key (the authority's authority.pub; without it events are not verified).\n\n" +
+			"The agent id is the <id> of the key's id agent:<id>#<name> (mwp-worker keygen --key-id).\n" +
+			"A remote authority must know the agent before its first HELLO: write the enrollment with\n" +
+			"--enrollment FILE and start the authority with `authority serve --enroll FILE` (within the\n" +
+			"authority's clock skew); later starts re-register the card over the wire.\n\n" +
+			"Handlers: --handler-exec CAP=PATH runs PATH (JSON lines, slots/EXTERNAL.md) for capability CAP,\n" +
+			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
+			"demo.steps 1.0.0: three steps of --demo-step, each reported as structured progress and checkpointed (it yields\n" +
+			"there when preempted and resumes from its checkpoint), then a text artifact naming the contract's\n" +
+			"goal and one passing Evidence per acceptance criterion.\n\n" +
+			"SIGINT or SIGTERM stops taking work, asks running slots for a safe point, sends their checkpoints\n" +
+			"and exits 0; a second signal exits at once with status 130.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data", Usage: "the worker's data directory (store, checkpoints, artifacts)", Required: true, Sources: cli.EnvVars("MWP_DATA")},
+			&cli.StringFlag{Name: "key", Usage: "the agent's private key FILE (keygen --key-id agent:ID#k1)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
+			&cli.StringFlag{Name: "authority", Usage: "authority URL wss://HOST:PORT/mwp (default: an embedded authority)", Sources: cli.EnvVars("MWP_AUTHORITY")},
+			&cli.StringFlag{Name: "authority-fingerprint", Usage: "pin the authority's certificate: sha256:<64 hex>", Sources: cli.EnvVars("MWP_AUTHORITY_FINGERPRINT")},
+			&cli.StringFlag{Name: "authority-ca", Usage: "PEM file of certificates to trust instead of the system roots", Sources: cli.EnvVars("MWP_AUTHORITY_CA")},
+			&cli.StringFlag{Name: "authority-key", Usage: "the authority's public key FILE (authority.pub) to verify events", Sources: cli.EnvVars("MWP_AUTHORITY_KEY")},
+			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe (repeatable; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
+			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
+			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler CAP=PATH, CAP as ID or ID@VERSION (repeatable)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
+			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
+			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
+			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
+		},
+		Action: runWorker,
+	}
+}
+
+func runWorker(ctx context.Context, cmd *cli.Command) error {
+	out, stderr := cmd.Root().Writer, cmd.Root().ErrWriter
+	fail := func(format string, args ...any) error {
+		fmt.Fprintf(stderr, "run: "+format+"\n", args...)
+		return exitError{1}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
+		return fail("--log-level: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	key, err := protocol.LoadPrivateKey(cmd.String("key"))
+	if err != nil {
+		return fail("--key: %v", err)
+	}
+	agentID, ok := agentOfKey(key.KeyID)
+	if !ok {
+		return fail("--key: key id %q is not an agent key (agent:<id>#<name>)", key.KeyID)
+	}
+	handlers, err := handlersFrom(cmd.StringSlice("handler-exec"), demoHandler{agentID: agentID, step: cmd.Duration("demo-step")})
+	if err != nil {
+		return fail("--handler-exec: %v", err)
+	}
+	if n := cmd.Int("slots"); n < 1 {
+		return fail("--slots must be at least 1")
+	}
+	cfg := runtime.WorkerConfig{
+		Dir: cmd.String("data"), Key: key, AgentID: agentID, Handlers: handlers, Groups: cmd.StringSlice("group"),
+		Card:   protocol.AgentCard{MaxConcurrency: uint64(cmd.Int("slots")), AgentVersion: "0.1.0"},
+		Logger: log, AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
+	}
+	if path := cmd.String("enrollment"); path != "" {
+		return writeEnrollment(out, path, cfg)
+	}
+
+	// The first signal drains; a second one exits at once.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		fmt.Fprintln(stderr, "run: stopping at the next safe points (signal again to exit now)")
+		cancel()
+		<-sigs
+		os.Exit(130)
+	}()
+
+	if url := cmd.String("authority"); url != "" {
+		cfg.URL = url
+		cfg.Trust = runtime.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
+		if p := cmd.String("authority-key"); p != "" {
+			k, err := protocol.LoadPublicKey(p)
+			if err != nil {
+				return fail("--authority-key: %v", err)
+			}
+			cfg.AuthorityKeys = protocol.NewKeySet(k)
+		} else {
+			log.Warn("no --authority-key: event signatures are not verified")
+		}
+		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
+	} else {
+		emb, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})
+		if err != nil {
+			return fail("embedded authority: %v", err)
+		}
+		defer emb.Close()
+		emb.Configure(&cfg)
+		fmt.Fprintf(out, "embedded authority listening on %s\ncertificate fingerprint %s\n", emb.URL, emb.Fingerprint)
+		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, emb.URL)
+	}
+	w, err := runtime.NewWorker(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	go func() {
+		// Report the session once it is open.
+		for ctx.Err() == nil {
+			if st := w.Status(); st.SessionEpoch > 0 {
+				fmt.Fprintf(out, "agent %s session %d open\n", agentID, st.SessionEpoch)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	err = w.Run(ctx)
+	st := w.Status()
+	fmt.Fprintf(out, "stopped: %d outcomes, %d commands buffered offline\n", len(st.Outcomes), st.Buffered)
+	if err != nil {
+		if errors.Is(err, runtime.ErrNotRegistered) {
+			return fail("%v (write it with --enrollment FILE and start the authority with --enroll FILE)", err)
+		}
+		return fail("%v", err)
+	}
+	return nil
+}
+
+// agentOfKey reads <id> from an agent key id agent:<id>#<name>.
+func agentOfKey(keyID string) (string, bool) {
+	rest, ok := strings.CutPrefix(keyID, "agent:")
+	id, _, found := strings.Cut(rest, "#")
+	if !ok || !found || !protocol.KeyBelongsTo(keyID, protocol.ActorAgent, id) {
+		return "", false
+	}
+	return id, true
+}
+
+// handlersFrom builds the external handlers, or the demo handler.
+func handlersFrom(specs []string, demo demoHandler) ([]slots.Handler, error) {
+	if len(specs) == 0 {
+		return []slots.Handler{demo}, nil
+	}
+	var hs []slots.Handler
+	for _, s := range specs {
+		capSpec, path, ok := strings.Cut(s, "=")
+		if !ok || capSpec == "" || path == "" {
+			return nil, fmt.Errorf("%q: want CAP=PATH", s)
+		}
+		id, version, hasVersion := strings.Cut(capSpec, "@")
+		if !hasVersion {
+			version = "1.0.0"
+		}
+		if !slots.VersionSatisfies(version, version) {
+			return nil, fmt.Errorf("%q: version %q is not MAJOR.MINOR.PATCH", s, version)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, err
+		}
+		hs = append(hs, slots.Exec{Path: abs, Cap: protocol.Capability{ID: id, Version: version}})
+	}
+	return hs, nil
+}
+
+// writeEnrollment writes the agent's signed agent_card_register.
+func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error {
+	card := cfg.Card
+	card.AgentID = cfg.AgentID
+	card.Keys = protocol.List[protocol.PublicKey]{cfg.Key.Public().Encode()}
+	card.IssuedAt = protocol.NewTime(time.Now())
+	card.OrganizationID, card.DisplayName = "org-1", cfg.AgentID
+	card.Roles = protocol.List[protocol.Role]{protocol.RoleWorker}
+	for _, h := range cfg.Handlers {
+		card.Capabilities = append(card.Capabilities, h.Capability())
+	}
+	signed, err := authoritylite.SignedCard(card, cfg.Key)
+	if err != nil {
+		return err
+	}
+	_, raw, err := protocol.BuildCommand(protocol.Actor{Kind: protocol.ActorAgent, ID: cfg.AgentID}, cfg.Key,
+		protocol.CmdAgentCardRegister, protocol.Envelope{}, &protocol.RegisterAgentCardPayload{AgentCard: signed}, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "enrollment of %s written to %s\n", cfg.AgentID, path)
+	return err
+}
+
+// demoHandler is the built-in handler (see the run command's description).
+type demoHandler struct {
+	agentID string
+	step    time.Duration
+}
+
+func (demoHandler) Capability() protocol.Capability { return demoCapability }
+
+func (h demoHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
+	const steps = 3
+	n := 0
+	if st, ok := w.Resume(); ok {
+		n, _ = strconv.Atoi(string(st))
+	} else if _, err := w.Checkpoint(ctx, []byte("0"), checkpoint.Meta{Phase: "started"}); err != nil {
+		// A first safe point, so a preemption before step 1 can yield.
+		return slots.Result{}, err
+	}
+	c := w.Contract()
+	for n < steps {
+		select {
+		case <-w.PreemptRequested():
+			return slots.Result{}, slots.ErrPreempted
+		case <-ctx.Done():
+			return slots.Result{}, ctx.Err()
+		case <-time.After(h.step):
+		}
+		n++
+		phase := fmt.Sprintf("step %d of %d", n, steps)
+		err := w.Progress(ctx, protocol.Progress{Phase: phase, MilestonesCompleted: protocol.List[string]{phase},
+			NextCheckpoint: fmt.Sprintf("step %d", n+1), Blockers: protocol.List[string]{}, EvidenceRefs: protocol.List[string]{},
+			RevisedEstimate: protocol.RevisedEstimate{CompletionAt: protocol.NewTime(time.Now().Add(time.Duration(steps-n) * h.step)), Confidence: 0.9}})
+		if err != nil {
+			return slots.Result{}, err
+		}
+		if _, err := w.Checkpoint(ctx, []byte(strconv.Itoa(n)), checkpoint.Meta{Phase: phase}); err != nil {
+			return slots.Result{}, err
+		}
+	}
+	d, err := w.PublishArtifact(ctx, "text/plain", []byte("demo result for "+w.Slot().WorkItemID+": "+c.Goal+"\n"))
+	if err != nil {
+		return slots.Result{}, err
+	}
+	var ev []protocol.Evidence
+	for _, a := range c.AcceptanceCriteria {
+		ev = append(ev, protocol.Evidence{Subject: w.Slot().WorkItemID, Criteria: protocol.List[string]{a.ID}, Method: "demo-handler",
+			Result: protocol.EvidencePass, Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: h.agentID}, Timestamp: protocol.NewTime(time.Now()),
+			Artifacts: protocol.List[string]{d}})
+	}
+	return slots.Result{Artifacts: []string{d}, Evidence: ev}, nil
+}

@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+)
+
+func admissionBase() AdmissionInput {
+	c := contractFor("wi-1", protocol.UrgencyNormal, t0)
+	return AdmissionInput{
+		Now: t0, AgentID: "w1", Capabilities: []protocol.Capability{{ID: "code.implement", Version: "1.2.0"}},
+		Slots: 2, Committed: 0, Capacity: 8, Contract: c, MissionActive: true,
+		Item: queue.Entry{WorkItemID: "wi-1", State: protocol.WorkOffered,
+			Offer: &queue.Offer{OfferID: "off-1", Candidates: []string{"w1"}, ExpiresAt: protocol.NewTime(t0.Add(time.Minute))}},
+		EarliestStart: t0, Estimate: 10 * time.Minute, Confidence: 0.7,
+		Reliability: map[string]protocol.ReliabilityRecord{"code.implement": {CapabilityID: "code.implement", Attempts: 4, Successes: 3}},
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*AdmissionInput)
+		reason protocol.AdmissionReason // "" accepts
+	}{
+		{"accepts", func(*AdmissionInput) {}, ""},
+		{"not a candidate", func(in *AdmissionInput) { in.Item.Offer.Candidates = []string{"w2"} }, protocol.RejectAuthorization},
+		{"offer expired", func(in *AdmissionInput) { in.Now = t0.Add(time.Minute) }, protocol.RejectAuthorization},
+		{"mission over", func(in *AdmissionInput) { in.MissionActive = false }, protocol.RejectAuthorization},
+		{"capability missing", func(in *AdmissionInput) {
+			in.Contract.RequiredCapabilities = protocol.List[protocol.Capability]{{ID: "code.review", Version: "1.x"}}
+		}, protocol.RejectCapability},
+		{"capability too old", func(in *AdmissionInput) {
+			in.Contract.RequiredCapabilities = protocol.List[protocol.Capability]{{ID: "code.implement", Version: "^1.3.0"}}
+		}, protocol.RejectCapability},
+		{"one of two capabilities", func(in *AdmissionInput) {
+			in.Contract.RequiredCapabilities = append(in.Contract.RequiredCapabilities, protocol.Capability{ID: "code.review", Version: "1.x"})
+		}, protocol.RejectCapability},
+		{"no capability named", func(in *AdmissionInput) { in.Contract.RequiredCapabilities = nil }, protocol.RejectCapability},
+		{"full", func(in *AdmissionInput) { in.Committed = 8 }, protocol.RejectCapacity},
+		{"late", func(in *AdmissionInput) { in.EarliestStart = in.Contract.Deadline.Time.Add(-5 * time.Minute) }, protocol.RejectDeadline},
+		{"exactly on time", func(in *AdmissionInput) { in.EarliestStart = in.Contract.Deadline.Time.Add(-10 * time.Minute) }, ""},
+		{"no deadline", func(in *AdmissionInput) {
+			in.Contract.Deadline = protocol.Time{}
+			in.EarliestStart = t0.Add(1000 * time.Hour)
+		}, ""},
+		{"dependency cancelled", func(in *AdmissionInput) {
+			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkCancelled}}
+		}, protocol.RejectDependency},
+		{"dependency pending", func(in *AdmissionInput) {
+			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkActive}}
+		}, ""},
+		{"dependency failed may be offered again", func(in *AdmissionInput) {
+			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkFailed}}
+		}, ""},
+		{"terminal policy takes cancelled", func(in *AdmissionInput) {
+			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyTerminal, State: protocol.WorkCancelled}}
+		}, ""},
+		{"wall-clock budget below estimate", func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }, protocol.RejectBudget},
+		{"wall-clock budget covers", func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(600) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := admissionBase()
+			tc.edit(&in)
+			d := Admit(in)
+			if tc.reason == "" {
+				if !d.Accepted() {
+					t.Fatalf("refused: %+v", d.Rejection)
+				}
+			} else if d.Accepted() || d.Rejection.Reason != tc.reason || d.Rejection.Detail == "" {
+				t.Fatalf("got %+v, want %s", d.Rejection, tc.reason)
+			}
+			if !d.Accepted() {
+				return
+			}
+			// An acceptance's basis is valid on the wire.
+			raw, err := json.Marshal(d.Basis)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, err := protocol.Parse(raw, protocol.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := protocol.ValidateDef("selectionBasis", doc); err != nil {
+				t.Fatalf("basis %s: %v", raw, err)
+			}
+		})
+	}
+}
+
+func TestAdmitBasisContents(t *testing.T) {
+	d := Admit(admissionBase())
+	b := d.Basis
+	if !b.AuthorizationEligible || len(b.CapabilityMatches) != 1 || b.CapabilityMatches[0].Offered != "1.2.0" ||
+		len(b.ReliabilityEvidence) != 1 || b.ReliabilityEvidence[0].Successes != 3 ||
+		*b.ExpectedCost.WallClockSeconds != 600 || b.AvailabilityEstimate.Confidence != 0.7 {
+		t.Fatalf("basis %+v", b)
+	}
+	if !slices.Equal(b.PolicyRulesApplied, []string{RuleAdmitAuthorization, RuleAdmitCapability, RuleAdmitCapacity,
+		RuleAdmitDeadline, RuleAdmitDependency, RuleAdmitBudget}) {
+		t.Fatalf("rules %v", b.PolicyRulesApplied)
+	}
+	// A refusal names the rule that refused last.
+	in := admissionBase()
+	in.Committed = in.Capacity
+	if r := Admit(in).Basis.PolicyRulesApplied; r[len(r)-1] != RuleAdmitCapacity {
+		t.Fatalf("rules %v", r)
+	}
+}
+
+func TestRenewAt(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		from, expires time.Duration
+		want          time.Duration
+	}{
+		{"half way", 0, 2 * time.Minute, time.Minute},
+		{"after a renewal", 50 * time.Second, 170 * time.Second, 110 * time.Second},
+		{"short lease: at least a second ahead", 0, 1500 * time.Millisecond, 500 * time.Millisecond},
+		{"under a second left: now", 0, 500 * time.Millisecond, 0},
+		{"expired: now", 10 * time.Second, 5 * time.Second, 10 * time.Second},
+	} {
+		got := RenewAt(t0.Add(tc.from), t0.Add(tc.expires))
+		if !got.Equal(t0.Add(tc.want)) {
+			t.Errorf("%s: %v, want %v", tc.name, got.Sub(t0), tc.want)
+		}
+	}
+}
+
+func TestLeaseTokenBoundToLease(t *testing.T) {
+	s := []byte("secret")
+	a := leaseToken(s, "lease-1", t0)
+	if a != leaseToken(s, "lease-1", t0) {
+		t.Fatal("not deterministic")
+	}
+	for _, other := range []string{leaseToken(s, "lease-2", t0), leaseToken(s, "lease-1", t0.Add(time.Second)), leaseToken([]byte("x"), "lease-1", t0)} {
+		if other == a {
+			t.Fatal("token does not depend on lease, expiry and secret")
+		}
+	}
+}

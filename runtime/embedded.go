@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// EmbeddedConfig configures an authority-lite served in this process.
+type EmbeddedConfig struct {
+	// Dir is the authority's data directory (authority.db, its key, the
+	// artifact store and its TLS certificate).
+	Dir string
+	// Listen is the address, default "127.0.0.1:0".
+	Listen string
+	Clock  clock.Clock
+	Logger *slog.Logger
+	Limits authoritylite.Limits
+	// Server tunes the WebSocket server (tests shorten its liveness).
+	Server wss.Options
+}
+
+// EmbeddedAuthority is authority-lite with its wss server on a loopback
+// port: `mwp-worker run` without --authority, and the tests. Workers reach
+// it over real wss with its certificate pinned, the same code path as a
+// remote authority; only enrollment and artifact bytes use the Service
+// directly.
+type EmbeddedAuthority struct {
+	Service     *authoritylite.Service
+	URL         string // wss://127.0.0.1:PORT/mwp
+	Fingerprint string // sha256:… of the certificate, for Trust.Pin
+	Addr        net.Addr
+
+	server *wss.Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// StartEmbedded opens the authority in cfg.Dir and serves it.
+func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedAuthority, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits})
+	if err != nil {
+		return nil, err
+	}
+	cert, fp, err := wss.LoadOrCreateCert(cfg.Dir)
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ln, err := wss.Listen(ctx, cfg.Listen, wss.ListenOptions{Certificate: &cert})
+	if err != nil {
+		cancel()
+		svc.Close()
+		return nil, err
+	}
+	if cfg.Server.Logger == nil {
+		cfg.Server.Logger = cfg.Logger
+	}
+	e := &EmbeddedAuthority{
+		Service: svc, URL: fmt.Sprintf("wss://%s%s", ln.Addr(), wss.Path), Fingerprint: fp, Addr: ln.Addr(),
+		server: wss.NewServer(svc, cfg.Server), cancel: cancel, done: make(chan error, 1),
+	}
+	go func() { e.done <- e.server.Serve(ctx, ln) }()
+	return e, nil
+}
+
+// Trust pins the embedded authority's certificate.
+func (e *EmbeddedAuthority) Trust() Trust { return Trust{Pin: e.Fingerprint} }
+
+// Keys verifies the authority's events.
+func (e *EmbeddedAuthority) Keys() protocol.KeyResolver {
+	return protocol.NewKeySet(e.Service.PublicKey())
+}
+
+// Enroll submits an agent's own signed agent_card_register in process:
+// the binding cannot authenticate an agent the authority does not know.
+func (e *EmbeddedAuthority) Enroll(ctx context.Context, signedRegister []byte) error {
+	_, err := e.Service.Submit(ctx, "", signedRegister)
+	return err
+}
+
+// Artifacts stores bytes in the authority's artifact store and publishes
+// their manifest with an "mwp-artifact:" URI.
+func (e *EmbeddedAuthority) Artifacts(data []byte) (string, bool, error) {
+	d, err := e.Service.PutArtifact(data)
+	if err != nil {
+		return "", false, err
+	}
+	return "mwp-artifact:" + d, true, nil
+}
+
+// Configure points a worker at this authority: URL, pin, event keys,
+// enrollment and artifact store.
+func (e *EmbeddedAuthority) Configure(cfg *WorkerConfig) {
+	cfg.URL, cfg.Trust, cfg.AuthorityKeys = e.URL, e.Trust(), e.Keys()
+	cfg.Enroll, cfg.Artifacts = e.Enroll, e.Artifacts
+}
+
+// Close stops the server (open connections get 1001) and closes the store.
+func (e *EmbeddedAuthority) Close() error {
+	e.cancel()
+	err := <-e.done
+	e.done <- err
+	return errors.Join(err, e.Service.Close())
+}

@@ -1,0 +1,202 @@
+package runtime
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/scheduler"
+)
+
+// itemCmd is one command of an item, built (signed) when it is sent so it
+// carries the current epochs and a fresh issuedAt.
+type itemCmd struct {
+	typ     protocol.CommandType
+	payload any
+}
+
+// msgSent is the authority's answer to one command.
+type msgSent struct {
+	key     itemKey
+	typ     protocol.CommandType
+	payload any
+	receipt *protocol.Receipt
+	err     error
+}
+
+// queueCmd appends a command to the item's chain and sends it when it
+// reaches the head.
+func (e *engine) queueCmd(it *item, typ protocol.CommandType, payload any) {
+	it.cmds = append(it.cmds, &itemCmd{typ: typ, payload: payload})
+	e.pump(it)
+}
+
+// pump sends the head of the item's chain. Only while online: a command
+// signed now and delivered after a long outage would be stale, and
+// non-bufferable commands wait for reconciliation anyway (spec 11.5).
+func (e *engine) pump(it *item) {
+	for !it.sending && len(it.cmds) > 0 && e.mon.State() == stateOnline && e.fatal == nil {
+		c := it.cmds[0]
+		raw, err := e.build(it, c.typ, c.payload, e.cfg.Clock.Now())
+		if err != nil {
+			e.log.Error("build command", "type", c.typ, "item", it.key.sched(), "err", err)
+			it.cmds = it.cmds[1:]
+			continue
+		}
+		it.sending = true
+		e.inflight++
+		k := it.key
+		go func() {
+			r, err := e.client.Send(e.sendCtx, raw)
+			e.mb.post(msgSent{key: k, typ: c.typ, payload: c.payload, receipt: r, err: err})
+		}()
+	}
+}
+
+// build signs an agent command about it with this session's epochs.
+func (e *engine) build(it *item, typ protocol.CommandType, payload any, now time.Time) ([]byte, error) {
+	env := protocol.Envelope{
+		GroupID: it.key.group, SessionEpoch: protocol.Uint64(e.sess.epoch),
+		MembershipEpoch: protocol.Uint64(e.members[it.key.group]), CorrelationID: it.missionID,
+	}
+	_, raw, err := protocol.BuildCommand(e.w.actor(), e.cfg.Key, typ, env, payload, now)
+	return raw, err
+}
+
+// bufferCmd signs a bufferable command with the offline binding and appends
+// it to the durable buffer (spec 11.5). usage is the binding's delta.
+func (e *engine) bufferCmd(it *item, typ protocol.CommandType, payload any, usage protocol.Usage, now time.Time) error {
+	b, err := e.mon.Binding(offlineItem(it.key), now, usage)
+	if err != nil {
+		return err
+	}
+	p, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	cmd := &protocol.Command{
+		ActionID: protocol.NewActionID(), ProtocolVersion: protocol.Version, Actor: e.w.actor(), Type: typ,
+		GroupID: it.key.group, SessionEpoch: protocol.Uint64(e.sess.epoch), MembershipEpoch: protocol.Uint64(e.members[it.key.group]),
+		CorrelationID: it.missionID, Payload: p,
+	}
+	if cmd.CorrelationID == "" {
+		cmd.CorrelationID = cmd.ActionID
+	}
+	raw, err := signBuffered(cmd, b, e.cfg.Key)
+	if err != nil {
+		return err
+	}
+	if _, err := e.buf.Append(raw); err != nil {
+		return err
+	}
+	e.log.Info("buffered offline", "type", typ, "item", it.key.sched(), "action", cmd.ActionID)
+	return nil
+}
+
+// onSent settles one answered command and sends the item's next one.
+func (e *engine) onSent(m msgSent, now time.Time) {
+	it := e.items[m.key]
+	if it == nil {
+		return
+	}
+	it.sending = false
+	if len(it.cmds) > 0 {
+		it.cmds = it.cmds[1:]
+	}
+	code := protocol.CodeOf(m.err)
+	if m.err != nil {
+		e.log.Info("command refused", "type", m.typ, "item", m.key.sched(), "err", m.err)
+		if code == protocol.CodeAuthStaleSession && e.fatal == nil {
+			e.fatal = errSessionReplacedBy(m.err)
+		}
+	}
+	fenced := code == protocol.CodeWorkStaleOwnership || code == protocol.CodeWorkLeaseExpired || code == protocol.CodeAuthForbidden
+	switch m.typ {
+	case protocol.CmdWorkAcceptOffer:
+		if m.err != nil {
+			e.log_.admissionErr(m.key, it.offerID, m.err)
+			e.refused[m.key] = it.offerID
+			e.drop(it)
+		}
+	case protocol.CmdWorkStart:
+		if it.phase != phStarting {
+			break
+		}
+		if m.err != nil {
+			if fenced {
+				e.endRun(it, false, now)
+				e.drop(it)
+				break
+			}
+			// Not startable now (dependencies, approval, deadline):
+			// back to the queue, held until its view changes.
+			e.endRun(it, true, now)
+			it.phase, it.hold = phQueued, true
+			e.holdGate(it, now)
+			break
+		}
+		e.sync(m.key) // the lease may already be in the store
+	case protocol.CmdLeaseRenew:
+		it.renewing = false
+		it.retryAt = now.Add(e.cfg.Tick)
+		if m.err == nil {
+			it.renewals++
+		} else if fenced && it.phase == phRunning {
+			e.leaseLost(it, "renewal refused: "+string(code), now)
+		}
+	case protocol.CmdWorkCheckpoint:
+		e.log_.sent(m.key, string(m.typ), m.err)
+		e.releaseAfterCheckpoint(it, now)
+		if it.phase == phFinishing && m.err == nil && !e.draining {
+			it.phase, it.hold = phQueued, false
+			e.sync(m.key)
+		}
+	case protocol.CmdWorkSubmit, protocol.CmdWorkBlock, protocol.CmdWorkFail:
+		e.log_.sent(m.key, string(m.typ), m.err)
+		if m.typ == protocol.CmdWorkSubmit && m.err == nil {
+			e.track(it, true)
+		}
+	case protocol.CmdArtifactPublish:
+		if m.err != nil {
+			e.log.Warn("artifact.publish refused", "item", m.key.sched(), "err", m.err)
+		}
+	}
+	e.pump(it)
+	if it.phase == phFinishing && len(it.cmds) == 0 && !it.sending {
+		e.forget(it)
+		if !e.draining {
+			e.sync(it.key) // the authority may have queued it for us again
+		}
+	}
+}
+
+// holdGate keeps a queued item from starting until its view changes.
+func (e *engine) holdGate(it *item, now time.Time) {
+	en, ok := e.store.Item(it.key.group, it.key.id)
+	if !ok {
+		return
+	}
+	it.inSched = true
+	si := e.schedItem(it.key, en, true)
+	g := si.Gates
+	_ = e.sched.Update(si.ID, scheduler.Change{Gates: &g}, now)
+}
+
+// track counts attempts (runs ended) and successes (submissions accepted) per capability: the reliability
+// evidence of later selection bases (spec 10.3).
+func (e *engine) track(it *item, success bool) {
+	en, ok := e.store.Item(it.key.group, it.key.id)
+	if !ok {
+		return
+	}
+	for _, c := range en.Capabilities {
+		r := e.reliability[c.ID]
+		r.CapabilityID = c.ID
+		if success {
+			r.Successes++
+		} else {
+			r.Attempts++
+		}
+		e.reliability[c.ID] = r
+	}
+}

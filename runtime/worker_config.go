@@ -1,0 +1,232 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/missionweave/mwp-worker/offline"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/scheduler"
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+// WorkerConfig configures a Worker. Dir, Key, AgentID, URL, Card and at
+// least one Handler are required.
+type WorkerConfig struct {
+	// Dir holds the worker's store (queue.Open(Dir)), its checkpoint blobs,
+	// published artifact bytes, handler work directories and session.json
+	// (the last session epoch).
+	Dir     string
+	Key     protocol.PrivateKey
+	AgentID string
+	// Card is the Agent Card registered at every start (agentId, keys,
+	// issuedAt and the signature are filled in); MaxConcurrency is the
+	// number of slots (default: the number of Handlers, at least 1).
+	Card protocol.AgentCard
+
+	URL                   string
+	Trust                 Trust
+	AllowInsecureLoopback bool
+	// AuthorityKeys verifies every event; nil skips the check (see
+	// Config.AuthorityKeys).
+	AuthorityKeys protocol.KeyResolver
+
+	// Groups to subscribe at start besides those the store knows.
+	Groups   []string
+	Handlers []slots.Handler
+
+	// Enroll registers the agent out of band when the authority does not
+	// know it (HELLO refused as unregistered): the wss binding has no way
+	// for an unknown agent to authenticate. It receives the signed
+	// agent_card_register command. The embedded authority passes
+	// EmbeddedAuthority.Enroll; nil makes Run fail with ErrNotRegistered.
+	Enroll func(ctx context.Context, signedRegister []byte) error
+	// Artifacts stores a published artifact's bytes and returns its URI.
+	// nil keeps them under Dir/artifacts (a file:// URI) and does not send
+	// artifact.publish, since the binding cannot upload the content and
+	// the authority refuses a manifest whose content it lacks.
+	Artifacts func(data []byte) (uri string, publish bool, err error)
+
+	Clock  Clock // nil: RealClock
+	Logger *slog.Logger
+
+	// GroupWeights and GroupQuotas set the scheduler's share per Group;
+	// absent Groups get weight 1, the Mission's priority class and no quota.
+	GroupWeights map[string]int64
+	GroupQuotas  map[string]int
+	Scheduler    scheduler.Config // Slots is set from the card
+
+	// QueueDepth bounds the committed (accepted, unfinished) items per slot
+	// admission control takes (default 4).
+	QueueDepth int
+	// Estimate is the expected run time of an item for admission and
+	// disclosure when the scheduler has none (default 1 minute).
+	Estimate time.Duration
+
+	// OfflineGrace and OfflineLimits bound offline execution (package
+	// offline); zero values take its defaults.
+	OfflineGrace  time.Duration
+	OfflineLimits offline.Limits
+
+	// Tick paces preemption, aging and grace checks (default 1s of Clock).
+	Tick time.Duration
+	// DrainTimeout bounds a shutdown: slots reaching their safe points and
+	// their checkpoints being sent (default 30s, real time).
+	DrainTimeout time.Duration
+	// PreemptTimeout: see slots.Config (default slots.DefaultPreemptTimeout).
+	PreemptTimeout time.Duration
+
+	// Client tunes the connection; its URL, identity, store, clock and
+	// callbacks are set by the Worker.
+	Client Config
+}
+
+// ErrNotRegistered is returned by Run when the authority does not know the
+// agent and WorkerConfig.Enroll is nil.
+var ErrNotRegistered = errors.New("runtime: the authority does not know this agent; enroll its Agent Card first")
+
+func (c *WorkerConfig) check() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("runtime: WorkerConfig.Dir is required")
+	case c.AgentID == "":
+		return errors.New("runtime: WorkerConfig.AgentID is required")
+	case c.URL == "":
+		return errors.New("runtime: WorkerConfig.URL is required")
+	case len(c.Handlers) == 0:
+		return errors.New("runtime: at least one handler is required")
+	case !protocol.KeyBelongsTo(c.Key.KeyID, protocol.ActorAgent, c.AgentID):
+		return errors.New("runtime: WorkerConfig.Key is not a key of agent " + c.AgentID)
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Card.MaxConcurrency == 0 {
+		c.Card.MaxConcurrency = uint64(max(1, len(c.Handlers)))
+	}
+	if len(c.Card.Capabilities) == 0 {
+		for _, h := range c.Handlers {
+			c.Card.Capabilities = append(c.Card.Capabilities, h.Capability())
+		}
+	}
+	if len(c.Card.Roles) == 0 {
+		c.Card.Roles = protocol.List[protocol.Role]{protocol.RoleWorker}
+	}
+	if c.Card.AgentVersion == "" {
+		c.Card.AgentVersion = "0.1.0"
+	}
+	if c.Card.OrganizationID == "" {
+		c.Card.OrganizationID = "org-1"
+	}
+	if c.Card.DisplayName == "" {
+		c.Card.DisplayName = c.AgentID
+	}
+	if c.QueueDepth <= 0 {
+		c.QueueDepth = 4
+	}
+	if c.Estimate <= 0 {
+		c.Estimate = time.Minute
+	}
+	if c.Tick <= 0 {
+		c.Tick = time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// WorkerStatus is a snapshot of a running Worker, for tests, `inspect`-like
+// tools and the PoC report.
+type WorkerStatus struct {
+	AgentID      string          `json:"agentId"`
+	SessionEpoch uint64          `json:"sessionEpoch"`
+	Connection   string          `json:"connection"` // the Client's State
+	Offline      string          `json:"offline"`    // offline.Monitor state
+	Slots        int             `json:"slots"`      // maxConcurrency
+	FreeSlots    int             `json:"freeSlots"`  //
+	Queued       int             `json:"queued"`     // in the scheduler, waiting
+	Running      []RunStatus     `json:"running"`
+	Buffered     int             `json:"buffered"` // offline buffer entries
+	Groups       []GroupStatus   `json:"groups"`
+	Admissions   []AdmissionLog  `json:"admissions"`
+	Selections   []SelectionLog  `json:"selections"`
+	Preemptions  []PreemptionLog `json:"preemptions"`
+	Outcomes     []OutcomeLog    `json:"outcomes"`
+	Reconciled   []ReconcileLog  `json:"reconciled,omitempty"`
+	LastError    string          `json:"lastError,omitempty"`
+}
+
+// RunStatus is one occupied slot.
+type RunStatus struct {
+	GroupID        string    `json:"groupId"`
+	WorkItemID     string    `json:"workItemId"`
+	Slot           int       `json:"slot"`
+	LeaseID        string    `json:"leaseId"`
+	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
+	Renewals       int       `json:"renewals"`
+}
+
+// GroupStatus is one Group's queue as the worker sees it.
+type GroupStatus struct {
+	GroupID string `json:"groupId"`
+	Cursor  uint64 `json:"cursor"`
+	Items   int    `json:"items"` // WorkItems offered to or owned by this worker
+}
+
+// AdmissionLog records one admission decision with its selection basis.
+type AdmissionLog struct {
+	GroupID    string                       `json:"groupId"`
+	WorkItemID string                       `json:"workItemId"`
+	OfferID    string                       `json:"offerId"`
+	Accepted   bool                         `json:"accepted"`
+	Rejection  *protocol.AdmissionRejection `json:"rejection,omitempty"`
+	Basis      protocol.SelectionBasis      `json:"basis"`
+	// Err is the authority's answer when the acceptance was refused
+	// (another candidate won, the offer expired).
+	Err string    `json:"error,omitempty"`
+	At  time.Time `json:"at"`
+}
+
+// SelectionLog records one scheduler pick.
+type SelectionLog struct {
+	GroupID    string                   `json:"groupId"`
+	WorkItemID string                   `json:"workItemId"`
+	Basis      scheduler.SelectionBasis `json:"basis"`
+	At         time.Time                `json:"at"`
+}
+
+// PreemptionLog records one cooperative preemption request.
+type PreemptionLog struct {
+	GroupID    string                   `json:"groupId"`
+	WorkItemID string                   `json:"workItemId"` // the victim
+	For        string                   `json:"for"`        // the item that could not start
+	Reason     string                   `json:"reason"`     // scheduler, offline-buffer-full, grace, shutdown
+	Basis      scheduler.SelectionBasis `json:"basis"`
+	At         time.Time                `json:"at"`
+}
+
+// OutcomeLog records how a run ended and what was sent for it.
+type OutcomeLog struct {
+	GroupID    string    `json:"groupId"`
+	WorkItemID string    `json:"workItemId"`
+	LeaseID    string    `json:"leaseId"`
+	Kind       string    `json:"kind"`
+	Sent       string    `json:"sent,omitempty"` // the command type
+	Err        string    `json:"error,omitempty"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// ReconcileLog records one buffered command settled after a reconnect.
+type ReconcileLog struct {
+	ActionID string `json:"actionId"`
+	Type     string `json:"type"`
+	Outcome  string `json:"outcome"`
+	Err      string `json:"error,omitempty"`
+}

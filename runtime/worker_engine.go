@@ -1,0 +1,344 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/missionweave/mwp-worker/checkpoint"
+	"github.com/missionweave/mwp-worker/offline"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/scheduler"
+	"github.com/missionweave/mwp-worker/slots"
+	"github.com/missionweave/mwp-worker/toolkeys"
+)
+
+// engine is one Run of a Worker. One goroutine (run) owns every field
+// below shared; everything else (client callbacks, slot goroutines, command
+// senders) posts messages to mb.
+type engine struct {
+	w      *Worker
+	cfg    WorkerConfig
+	log    *slog.Logger
+	store  *queue.Store
+	cps    *checkpoint.Store
+	buf    *offline.Buffer
+	client *Client
+	pool   *slots.Pool
+	sched  *scheduler.Scheduler
+	mon    *offline.Monitor
+	sess   agentSession
+	secret []byte
+	mb     mailbox
+	shared shared
+	// sendCtx ends the command senders when Run returns.
+	sendCtx context.Context
+
+	items       map[itemKey]*item
+	refused     map[itemKey]string   // offer id refused by admission control
+	rejected    map[string]time.Time // Groups refused by SUBSCRIBE, since
+	members     map[string]uint64    // membership epoch per Group
+	groups      map[string]scheduler.GroupConfig
+	reliability map[string]protocol.ReliabilityRecord
+	held        []heldOutcome // outcomes waiting for the authority
+
+	inflight    int // command sends outstanding
+	draining    bool
+	poolDone    bool
+	reconciling bool
+	connState   State
+	fatal       error
+	log_        statusLogs
+}
+
+// shared is what slot goroutines (the Host) read: the session, the
+// memberships and whether the worker is online.
+type shared struct {
+	mu      sync.Mutex
+	members map[string]uint64
+	online  bool
+}
+
+func (s *shared) membership(group string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.members[group]
+}
+
+func (s *shared) isOnline() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.online
+}
+
+// mailbox is an unbounded queue with a wake-up channel: posting never
+// blocks, so client callbacks and slots cannot stall on the loop.
+type mailbox struct {
+	mu   sync.Mutex
+	msgs []any
+	kick chan struct{}
+}
+
+func (m *mailbox) post(v any) {
+	m.mu.Lock()
+	m.msgs = append(m.msgs, v)
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take() []any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.msgs
+	m.msgs = nil
+	return out
+}
+
+// Messages to the loop.
+type (
+	msgApplied    struct{ res queue.Result }
+	msgState      struct{ sc StateChange }
+	msgClientDone struct{ err error }
+	msgOutcome    struct{ o slots.Outcome }
+	msgProgress   struct {
+		key     itemKey
+		leaseID string
+		p       protocol.Progress
+	}
+	msgPublish struct {
+		key     itemKey
+		leaseID string
+		m       protocol.ArtifactManifest
+	}
+	msgPoolDone   struct{}
+	msgReconciled struct {
+		logs []ReconcileLog
+		err  error
+	}
+)
+
+func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *toolkeys.Ledger, buf *offline.Buffer, sess agentSession, secret []byte) (*engine, error) {
+	cfg := w.cfg
+	scfg := cfg.Scheduler
+	scfg.Slots = int(cfg.Card.MaxConcurrency)
+	sched, err := scheduler.New(scfg)
+	if err != nil {
+		return nil, err
+	}
+	members, err := memberships(store.DB(), cfg.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{
+		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
+		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
+		mb:    mailbox{kick: make(chan struct{}, 1)},
+		items: map[itemKey]*item{}, refused: map[itemKey]string{}, rejected: map[string]time.Time{}, members: members, groups: map[string]scheduler.GroupConfig{},
+		reliability: map[string]protocol.ReliabilityRecord{},
+	}
+	e.shared.members = cloneMap(members)
+	sched.SetOffline(true)
+	ledgerFn := slots.LedgerFunc(func(ctx context.Context, op toolkeys.Op, call func(context.Context, string, uint64) ([]byte, error)) ([]byte, error) {
+		r, err := ledger.Do(ctx, op, toolkeys.Call(call))
+		return r.Value, err
+	})
+	e.pool, err = slots.New(slots.Config{
+		AgentID: cfg.AgentID, Slots: scfg.Slots, Handlers: cfg.Handlers, Host: &host{e: e},
+		Checkpoints: cps, Ledger: ledgerFn, Clock: cfg.Clock, WorkRoot: filepath.Join(cfg.Dir, "work"),
+		PreemptTimeout: cfg.PreemptTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ccfg := cfg.Client
+	ccfg.URL, ccfg.Trust, ccfg.AllowInsecureLoopback = cfg.URL, cfg.Trust, cfg.AllowInsecureLoopback
+	ccfg.AgentID, ccfg.Key, ccfg.SessionEpoch, ccfg.Store = cfg.AgentID, cfg.Key, sess.epoch, store
+	ccfg.AuthorityKeys, ccfg.Clock, ccfg.Logger = cfg.AuthorityKeys, cfg.Clock, cfg.Logger
+	w.mu.Lock()
+	ccfg.Groups = append(append([]string(nil), cfg.Groups...), w.added...)
+	w.mu.Unlock()
+	ccfg.OnApplied = func(r queue.Result) { e.mb.post(msgApplied{r}) }
+	ccfg.OnState = func(sc StateChange) { e.mb.post(msgState{sc}) }
+	if e.client, err = New(ccfg); err != nil {
+		e.pool.Shutdown(context.Background())
+		return nil, err
+	}
+	return e, nil
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// run is the loop: it returns after a drain (ctx ended or a fatal error).
+func (e *engine) run(ctx context.Context) error {
+	cctx, cancelClient := context.WithCancel(context.Background())
+	var cancelSends context.CancelFunc
+	e.sendCtx, cancelSends = context.WithCancel(context.Background())
+	clientDone := make(chan struct{})
+	go func() {
+		defer close(clientDone)
+		e.mb.post(msgClientDone{e.client.Run(cctx)})
+	}()
+	defer func() {
+		cancelSends()
+		cancelClient()
+		<-clientDone
+	}()
+	e.syncAll()
+	done := ctx.Done()
+	var drainBy <-chan time.Time
+	for {
+		now := e.cfg.Clock.Now()
+		if !e.draining && (ctx.Err() != nil || e.fatal != nil) {
+			e.startDrain(e.fatal)
+			done = nil
+			dt := time.NewTimer(e.cfg.DrainTimeout)
+			defer dt.Stop()
+			drainBy = dt.C
+		}
+		if e.draining && e.poolDone && e.drained() {
+			break
+		}
+		if !e.draining {
+			e.step(now)
+		}
+		e.publishStatus()
+		t := e.cfg.Clock.NewTimer(e.nextWake(now))
+		select {
+		case <-done:
+		case <-e.mb.kick:
+		case <-t.C():
+		case <-drainBy:
+			t.Stop()
+			e.log.Warn("drain timed out", "inflight", e.inflight)
+			e.publishStatus()
+			return e.exitErr()
+		}
+		t.Stop()
+		for _, m := range e.mb.take() {
+			e.handle(m)
+		}
+	}
+	e.publishStatus()
+	return e.exitErr()
+}
+
+func (e *engine) exitErr() error {
+	if e.fatal != nil {
+		return e.fatal
+	}
+	return nil
+}
+
+// startDrain stops taking work and asks every slot for a safe point; the
+// Preempted outcomes send their checkpoints as usual.
+func (e *engine) startDrain(cause error) {
+	e.draining = true
+	e.log.Info("draining: stopping slots at a safe point", "cause", cause)
+	for _, it := range e.items {
+		if it.phase == phRunning && !it.preempting {
+			it.preempting = true
+			e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, e.cfg.Clock.Now())
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DrainTimeout)
+		defer cancel()
+		_ = e.pool.Shutdown(ctx)
+		e.mb.post(msgPoolDone{})
+	}()
+}
+
+func (e *engine) handle(m any) {
+	now := e.cfg.Clock.Now()
+	switch m := m.(type) {
+	case msgApplied:
+		e.onApplied(m.res)
+	case msgState:
+		e.onState(m.sc, now)
+	case msgClientDone:
+		if m.err != nil && e.fatal == nil {
+			if errors.Is(m.err, ErrSessionReplaced) {
+				e.fatal = fmt.Errorf("runtime: worker stopped: %w", m.err)
+			} else {
+				e.fatal = m.err
+			}
+		}
+		e.connState = StateStopped
+	case msgSent:
+		e.inflight--
+		e.onSent(m, now)
+	case msgOutcome:
+		e.onOutcome(m.o, now)
+	case msgProgress:
+		if it := e.items[m.key]; it != nil && it.leaseID == m.leaseID {
+			p := m.p
+			it.progress = &p
+		}
+	case msgPublish:
+		e.onPublish(m)
+	case msgPoolDone:
+		e.poolDone = true
+	case msgReconciled:
+		e.onReconciled(m, now)
+	}
+}
+
+// nextWake is how long the loop may sleep: until the next renewal due, at
+// most one Tick (preemption, aging and grace checks).
+func (e *engine) nextWake(now time.Time) time.Duration {
+	d := e.cfg.Tick
+	for _, it := range e.items {
+		if it.phase == phRunning && !it.renewing {
+			if w := it.renewDue().Sub(now); w < d {
+				d = w
+			}
+		}
+	}
+	return max(d, time.Millisecond)
+}
+
+// step does what the time and state allow: renewals, offline pauses,
+// starts and preemption.
+func (e *engine) step(now time.Time) {
+	for g, at := range e.rejected {
+		if !now.Before(at.Add(2 * e.cfg.Tick)) {
+			delete(e.rejected, g)
+			e.client.AddGroup(g)
+		}
+	}
+	e.renewals(now)
+	e.offlinePauses(now)
+	e.schedule(now)
+}
+
+// drained reports that nothing more can go out: every command answered,
+// or no way to send (offline: checkpoints are in the durable buffer and the
+// rest would only wait for a reconnect; or the connection is gone).
+func (e *engine) drained() bool {
+	if e.connState == StateStopped || e.mon.State() != stateOnline {
+		return true
+	}
+	return e.inflight == 0 && e.queuedCommands() == 0
+}
+
+func (e *engine) queuedCommands() int {
+	n := 0
+	for _, it := range e.items {
+		n += len(it.cmds)
+	}
+	return n
+}

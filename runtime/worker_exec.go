@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/missionweave/mwp-worker/checkpoint"
+	"github.com/missionweave/mwp-worker/offline"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/scheduler"
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+const stateOnline = offline.StateOnline
+
+var signBuffered = offline.SignBuffered
+
+func offlineItem(k itemKey) offline.Item { return offline.Item{GroupID: k.group, WorkItemID: k.id} }
+
+func errSessionReplacedBy(err error) error {
+	return fmt.Errorf("runtime: worker stopped: %w: %w", ErrSessionReplaced, err)
+}
+
+// schedule starts what the scheduler picks for free slots, then asks for a
+// preemption when a pressing item cannot start (spec 11.3).
+func (e *engine) schedule(now time.Time) {
+	if !e.mon.MayStart() || e.fatal != nil {
+		return
+	}
+	for {
+		d, ok := e.sched.Next(now)
+		if !ok {
+			break
+		}
+		k := keyOf(d.Item)
+		it := e.items[k]
+		if it == nil || it.phase != phQueued {
+			_ = e.sched.Finish(d.Item, now)
+			if it != nil {
+				it.inSched = false
+			}
+			continue
+		}
+		it.phase = phStarting
+		e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
+		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch}
+		if en, ok := e.store.Item(k.group, k.id); ok && en.Checkpoint != nil {
+			if _, err := e.cps.Get(en.Checkpoint.CheckpointID); err == nil {
+				p.ResumeFromCheckpointID = en.Checkpoint.CheckpointID
+			}
+		}
+		e.queueCmd(it, protocol.CmdWorkStart, p)
+	}
+	if req, ok := e.sched.Preempt(now); ok {
+		v := e.items[keyOf(req.Item)]
+		e.log_.preempt(keyOf(req.Item), req.For, "scheduler", req.Basis, now)
+		if v != nil && v.phase == phRunning {
+			e.preempt(v)
+		}
+	}
+}
+
+func (e *engine) preempt(it *item) {
+	if it.preempting || it.phase != phRunning {
+		return
+	}
+	it.preempting = true
+	if err := e.pool.Preempt(it.slot, it.leaseID); err != nil {
+		e.log.Warn("preempt", "item", it.key.sched(), "err", err)
+	}
+}
+
+// launch runs an item whose execution lease the store now shows.
+func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
+	l := en.Lease
+	contract, err := e.store.Contract(it.key.group, it.key.id)
+	mission := en.MissionID
+	if mission == "" {
+		m, _ := e.store.Mission(it.key.group)
+		mission = m.MissionID
+	}
+	it.missionID, it.epoch, it.leaseID, it.expires = mission, en.OwnershipEpoch, l.LeaseID, l.ExpiresAt.Time
+	it.renewedAt, it.reportedAt, it.retryAt, it.lost, it.preempting = now, now, time.Time{}, false, false
+	idx := -1
+	if err == nil {
+		idx, err = e.pool.Start(slots.Assignment{
+			GroupID: it.key.group, MissionID: mission, WorkItemID: it.key.id, OwnershipEpoch: en.OwnershipEpoch,
+			LeaseID: l.LeaseID, LeaseExpiresAt: l.ExpiresAt.Time, Contract: contract,
+			Credentials:   slots.Credentials{Token: leaseToken(e.secret, l.LeaseID, l.ExpiresAt.Time), ExpiresAt: l.ExpiresAt.Time},
+			PriorAttempts: en.Attempts,
+		})
+	}
+	if err != nil {
+		// Nothing ran: report the failure under the new lease.
+		e.log.Error("cannot run", "item", it.key.sched(), "err", err)
+		e.endRun(it, false, now)
+		it.phase = phFinishing
+		e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: it.key.id, Reason: err.Error(),
+			Evidence: failureEvidence(it.key.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch), LeaseID: l.LeaseID})
+		return
+	}
+	it.phase, it.slot = phRunning, idx
+	e.mon.SetLease(offline.Lease{Item: offlineItem(it.key), AgentID: e.cfg.AgentID, SessionEpoch: l.SessionEpoch,
+		OwnershipEpoch: en.OwnershipEpoch, LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt.Time,
+		Reversible: contract.Risk.Class.Known() && contract.Risk.Class.Rank() < protocol.RiskHigh.Rank()})
+	if st, ok := e.sched.Status(it.key.sched()); ok && st.State == scheduler.StatePreempting {
+		e.preempt(it) // picked as a victim while starting
+	}
+}
+
+// renewed records an acknowledged renewal (the projection's new expiry).
+func (e *engine) renewed(it *item, expires, now time.Time) {
+	it.expires, it.renewedAt = expires, now
+	_ = e.pool.RenewLease(it.slot, it.leaseID, expires)
+	_ = e.pool.SetCredentials(it.slot, it.leaseID, slots.Credentials{Token: leaseToken(e.secret, it.leaseID, expires), ExpiresAt: expires})
+	if l, ok := e.mon.LeaseOf(offlineItem(it.key)); ok {
+		l.ExpiresAt = expires
+		e.mon.SetLease(l)
+	}
+}
+
+func (e *engine) leaseLost(it *item, why string, now time.Time) {
+	if it.lost || it.phase != phRunning {
+		return
+	}
+	it.lost = true
+	e.log.Warn("execution lease lost; the slot stops at its next safe point", "item", it.key.sched(), "lease", it.leaseID, "why", why)
+	_ = e.pool.LeaseLost(it.slot, it.leaseID)
+}
+
+// renewals renews leases at half their remaining time; offline, the
+// progress is signed with the binding and buffered instead (spec 11.5).
+func (e *engine) renewals(now time.Time) {
+	for _, it := range e.items {
+		if it.phase != phRunning || it.renewing || it.lost || now.Before(it.renewDue()) {
+			continue
+		}
+		p := &protocol.RenewLeasePayload{WorkItemID: it.key.id, OwnershipEpoch: it.epoch, LeaseID: it.leaseID, Progress: e.progressOf(it, now)}
+		switch e.mon.State() {
+		case stateOnline:
+			it.renewing = true
+			e.queueCmd(it, protocol.CmdLeaseRenew, p)
+		case offline.StateOffline:
+			e.bufferProgress(it, protocol.CmdLeaseRenew, p, now)
+			it.retryAt = now.Add(10 * e.cfg.Tick)
+		}
+	}
+}
+
+// bufferProgress buffers a progress or checkpoint command with the usage
+// since the last report; a full buffer pauses the slot at a safe point.
+func (e *engine) bufferProgress(it *item, typ protocol.CommandType, p any, now time.Time) error {
+	usage := protocol.Usage{WallClockSeconds: roundMs(now.Sub(it.reportedAt))}
+	err := e.bufferCmd(it, typ, p, usage, now)
+	switch {
+	case err == nil:
+		it.reportedAt = now
+	case errors.Is(err, offline.ErrFull) || errors.Is(err, offline.ErrTooLarge):
+		e.log_.preempt(it.key, "", "offline-buffer-full", scheduler.SelectionBasis{}, now)
+		e.preempt(it)
+	default:
+		e.log.Warn("cannot buffer", "item", it.key.sched(), "type", typ, "err", err)
+	}
+	return err
+}
+
+func roundMs(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
+
+// offlinePauses asks running work to pause at a safe point before its grace
+// deadline while the authority is unreachable.
+func (e *engine) offlinePauses(now time.Time) {
+	if e.mon.State() == stateOnline {
+		return
+	}
+	for _, it := range e.items {
+		if it.phase != phRunning || it.preempting {
+			continue
+		}
+		dl, ok := e.mon.GraceDeadline(offlineItem(it.key))
+		if ok && !now.Before(dl.Add(-2*e.cfg.Tick)) {
+			e.log_.preempt(it.key, "", "offline-grace", scheduler.SelectionBasis{}, now)
+			e.preempt(it)
+		}
+	}
+}
+
+// progressOf is the handler's latest structured report, or a minimal one.
+func (e *engine) progressOf(it *item, now time.Time) protocol.Progress {
+	if it.progress != nil {
+		return *it.progress
+	}
+	return protocol.Progress{Phase: "running", MilestonesCompleted: protocol.List[string]{}, NextCheckpoint: "unknown",
+		Blockers: protocol.List[string]{}, EvidenceRefs: protocol.List[string]{},
+		RevisedEstimate: protocol.RevisedEstimate{CompletionAt: protocol.NewTime(now.Add(e.cfg.Estimate)), Confidence: 0.5}}
+}
+
+func failureEvidence(subject, agentID string, now time.Time) protocol.List[protocol.Evidence] {
+	return protocol.List[protocol.Evidence]{{Subject: subject, Criteria: protocol.List[string]{protocol.CriterionFailure},
+		Method: "worker-runtime", Result: protocol.EvidenceFail, Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: agentID},
+		Timestamp: protocol.NewTime(now), Artifacts: protocol.List[string]{}}}
+}
+
+// checkpointOf is the checkpoint an outcome names, or a new empty one when
+// the handler yielded without any: work.checkpoint and work.block need one.
+func (e *engine) checkpointOf(it *item, o slots.Outcome, now time.Time) (checkpoint.Checkpoint, error) {
+	if o.Checkpoint != nil {
+		return *o.Checkpoint, nil
+	}
+	return e.cps.Save(checkpoint.Key{GroupID: it.key.group, WorkItemID: it.key.id, OwnershipEpoch: it.epoch}, now,
+		checkpoint.Meta{Phase: "yielded", Note: "no handler checkpoint"}, nil)
+}

@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/missionweave/mwp-worker/checkpoint"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+// host is the slots.Host of a Worker. Slot goroutines call it; it only
+// posts to the loop, reads shared state, or stores artifact bytes.
+type host struct{ e *engine }
+
+var _ slots.Host = (*host)(nil)
+
+// errOfflineRisk refuses a risky tool operation while the authority is
+// unreachable (spec 11.5).
+var errOfflineRisk = errors.New("runtime: offline: high-risk, irreversible or externally visible operations wait for the authority")
+
+func (h *host) Progress(_ context.Context, s slots.Slot, p protocol.Progress) error {
+	h.e.mb.post(msgProgress{key: itemKey{s.GroupID, s.WorkItemID}, leaseID: s.LeaseID, p: p})
+	return nil
+}
+
+// Checkpointed needs nothing sent: work.checkpoint releases the lease, so it
+// goes only with a Preempted outcome; the checkpoint is durable already.
+func (h *host) Checkpointed(context.Context, slots.Slot, checkpoint.Checkpoint) error { return nil }
+
+// PublishArtifact stores the bytes (the authority's store when embedded,
+// else this worker's directory) and has the loop send the signed manifest
+// in the item's command order.
+func (h *host) PublishArtifact(_ context.Context, s slots.Slot, mediaType string, data []byte) (string, error) {
+	e := h.e
+	digest := protocol.Digest(data)
+	var uri string
+	publish := false
+	if e.cfg.Artifacts != nil {
+		var err error
+		if uri, publish, err = e.cfg.Artifacts(data); err != nil {
+			return "", err
+		}
+	} else {
+		var err error
+		if digest, uri, err = storeArtifact(e.cfg.Dir, data); err != nil {
+			return "", err
+		}
+	}
+	if !publish {
+		return digest, nil
+	}
+	now := e.cfg.Clock.Now()
+	m := protocol.ArtifactManifest{
+		ContentHash: digest, MediaType: mediaType,
+		Producer:  protocol.ArtifactProducer{AgentID: e.cfg.AgentID, AgentVersion: e.sess.card.AgentVersion, AgentCardHash: e.sess.cardHash},
+		MissionID: s.MissionID, GroupID: s.GroupID, WorkItemID: s.WorkItemID,
+		SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},
+		CreatedAt: protocol.NewTime(now), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: uri,
+	}
+	m.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: e.cfg.Key.KeyID, CreatedAt: m.CreatedAt}
+	raw, err := protocol.SignedValue(m, e.cfg.Key)
+	if err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", err
+	}
+	e.mb.post(msgPublish{key: itemKey{s.GroupID, s.WorkItemID}, leaseID: s.LeaseID, m: m})
+	return digest, nil
+}
+
+func (h *host) Allow(_ context.Context, _ slots.Slot, r slots.Risk) error {
+	if h.e.shared.isOnline() || r.AllowedOffline() {
+		return nil
+	}
+	return errOfflineRisk
+}
+
+// Remaining leaves the contract's own budgets to the slot; the authority
+// charges the Mission's.
+func (h *host) Remaining(context.Context, slots.Slot) (protocol.Budgets, error) {
+	return protocol.Budgets{}, nil
+}
+
+func (h *host) Finish(o slots.Outcome) { h.e.mb.post(msgOutcome{o}) }

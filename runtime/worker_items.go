@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/scheduler"
+)
+
+// itemKey names a WorkItem; ids are unique only inside a Group.
+type itemKey struct{ group, id string }
+
+// sched is the scheduler's item id: Group and WorkItem ids cannot contain
+// '/', so it is unambiguous.
+func (k itemKey) sched() string { return k.group + "/" + k.id }
+
+func keyOf(schedID string) itemKey {
+	for i := 0; i < len(schedID); i++ {
+		if schedID[i] == '/' {
+			return itemKey{schedID[:i], schedID[i+1:]}
+		}
+	}
+	return itemKey{id: schedID}
+}
+
+// phase is where an item is in this worker.
+type phase int
+
+const (
+	phAccepting phase = iota + 1 // accept_offer sent; in the scheduler, gated
+	phQueued                     // owned; in the scheduler
+	phStarting                   // picked; work.start sent, waiting for the lease
+	phRunning                    // in a slot under a lease
+	phFinishing                  // the run ended; its command is being sent
+)
+
+func (p phase) String() string {
+	return [...]string{"", "accepting", "queued", "starting", "running", "finishing"}[p]
+}
+
+// item is the worker's record of one WorkItem it accepted or owns.
+type item struct {
+	key   itemKey
+	phase phase
+	// offerID is the offer this worker accepted or refused; a new offer
+	// of the same item is judged again.
+	offerID string
+	inSched bool
+	// hold keeps a queued item from starting until the projection changes
+	// (a refused start, a checkpoint not yet applied).
+	hold bool
+
+	missionID string
+	epoch     uint64 // ownership epoch
+	slot      int
+	leaseID   string
+	expires   time.Time // lease expiry as last acknowledged
+	renewedAt time.Time // lease start or last acknowledged renewal
+	retryAt   time.Time // a failed renewal is retried from then
+	renewing  bool
+	renewals  int
+
+	preempting bool
+	lost       bool // Pool.LeaseLost called
+	progress   *protocol.Progress
+	reportedAt time.Time // last progress sent or buffered (usage deltas)
+
+	// cmds are this item's commands in order; only the head is in flight,
+	// so a publish lands before the submit that releases the lease.
+	cmds    []*itemCmd
+	sending bool
+}
+
+// renewDue is when the lease should be renewed next.
+func (it *item) renewDue() time.Time {
+	at := RenewAt(it.renewedAt, it.expires)
+	if it.retryAt.After(at) {
+		return it.retryAt
+	}
+	return at
+}
+
+// schedItem is the scheduler's view of a projected entry (spec 11.1 inputs).
+func (e *engine) schedItem(k itemKey, en queue.Entry, hold bool) scheduler.Item {
+	u, err := scheduler.ParseUrgency(string(en.Urgency))
+	if err != nil {
+		u = scheduler.UrgencyNormal
+	}
+	imp, err := scheduler.ParseImpact(string(en.BusinessImpact))
+	if err != nil {
+		imp = scheduler.ImpactMedium
+	}
+	it := scheduler.Item{
+		ID: k.sched(), Group: k.group, Urgency: u, Impact: imp, Deadline: en.Deadline.Time,
+		Estimate: e.cfg.Estimate, Preemptible: true,
+		Gates: scheduler.Gates{
+			DependenciesPending: !en.DependenciesSatisfied(),
+			ApprovalRequired:    en.ApprovalRequired,
+			ApprovalGranted:     en.RiskGatePassed(),
+			OwnershipLost:       hold,
+		},
+	}
+	for _, c := range en.Capabilities {
+		it.Capabilities = append(it.Capabilities, c.ID+"@"+c.Version)
+	}
+	return it
+}
+
+// ensureGroup gives the scheduler a Group's share: its configured weight
+// and quota and the Mission's priority class.
+func (e *engine) ensureGroup(group string) {
+	gc := scheduler.GroupConfig{Weight: 1, Quota: e.cfg.GroupQuotas[group]}
+	if w := e.cfg.GroupWeights[group]; w > 0 {
+		gc.Weight = w
+	}
+	if m, ok := e.store.Mission(group); ok {
+		switch m.PriorityClass {
+		case protocol.PriorityLow:
+			gc.Class = scheduler.ClassLow
+		case protocol.PriorityHigh:
+			gc.Class = scheduler.ClassHigh
+		case protocol.PriorityCritical:
+			gc.Class = scheduler.ClassCritical
+		}
+	}
+	if old, ok := e.groups[group]; ok && old == gc {
+		return
+	}
+	if err := e.sched.SetGroup(group, gc); err != nil {
+		e.log.Error("scheduler group", "group", group, "err", err)
+		return
+	}
+	e.groups[group] = gc
+}
+
+// enqueue puts an item in the scheduler, or updates its inputs there.
+func (e *engine) enqueue(it *item, en queue.Entry, now time.Time) {
+	e.ensureGroup(it.key.group)
+	si := e.schedItem(it.key, en, it.hold)
+	if it.inSched {
+		g := si.Gates
+		if err := e.sched.Update(si.ID, scheduler.Change{Urgency: &si.Urgency, Impact: &si.Impact, Deadline: &si.Deadline, Gates: &g}, now); err != nil {
+			e.log.Error("scheduler update", "item", si.ID, "err", err)
+		}
+		return
+	}
+	at := now
+	if t := en.EnqueuedAt.Time; !t.IsZero() && t.Before(now) {
+		at = t
+	}
+	if err := e.sched.Enqueue(si, at); err != nil {
+		e.log.Error("scheduler enqueue", "item", si.ID, "err", err)
+		return
+	}
+	it.inSched = true
+}
+
+// unschedule takes a waiting item out of the scheduler.
+func (e *engine) unschedule(it *item) {
+	if !it.inSched {
+		return
+	}
+	if st, ok := e.sched.Status(it.key.sched()); ok && (st.State == scheduler.StateQueued || st.State == scheduler.StateBlocked) {
+		_ = e.sched.Remove(it.key.sched())
+	}
+	it.inSched = false
+}
+
+// endRun tells the scheduler a run is over: finished (Finish) or back to
+// its queue (Release).
+func (e *engine) endRun(it *item, requeue bool, now time.Time) {
+	id := it.key.sched()
+	st, ok := e.sched.Status(id)
+	if !ok || (st.State != scheduler.StateRunning && st.State != scheduler.StatePreempting) {
+		return
+	}
+	if requeue {
+		_ = e.sched.Release(id, now)
+		return
+	}
+	_ = e.sched.Finish(id, now)
+	it.inSched = false
+}

@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"slices"
+	"time"
+
+	"github.com/missionweave/mwp-worker/scheduler"
+)
+
+// maxLog bounds each decision log kept for Status.
+const maxLog = 512
+
+// statusLogs are the decisions kept for Status: admissions with their
+// selection basis, scheduler picks, preemptions, outcomes, reconciliation.
+type statusLogs struct {
+	admissions  []AdmissionLog
+	selections  []SelectionLog
+	preemptions []PreemptionLog
+	outcomes    []OutcomeLog
+	reconciled  []ReconcileLog
+}
+
+func appendBounded[T any](s []T, v ...T) []T {
+	s = append(s, v...)
+	if len(s) > maxLog {
+		s = slices.Clone(s[len(s)-maxLog:])
+	}
+	return s
+}
+
+func (l *statusLogs) admission(a AdmissionLog) { l.admissions = appendBounded(l.admissions, a) }
+
+// admissionErr records the authority's refusal of an acceptance.
+func (l *statusLogs) admissionErr(k itemKey, offerID string, err error) {
+	for i := len(l.admissions) - 1; i >= 0; i-- {
+		a := &l.admissions[i]
+		if a.GroupID == k.group && a.WorkItemID == k.id && a.OfferID == offerID {
+			a.Err = err.Error()
+			return
+		}
+	}
+}
+
+func (l *statusLogs) selection(s SelectionLog) { l.selections = appendBounded(l.selections, s) }
+
+func (l *statusLogs) preempt(k itemKey, forID, reason string, b scheduler.SelectionBasis, now time.Time) {
+	l.preemptions = appendBounded(l.preemptions, PreemptionLog{GroupID: k.group, WorkItemID: k.id, For: forID, Reason: reason, Basis: b, At: now})
+}
+
+func (l *statusLogs) outcome(o OutcomeLog) { l.outcomes = appendBounded(l.outcomes, o) }
+
+// sent records the authority's answer to an outcome's command.
+func (l *statusLogs) sent(k itemKey, typ string, err error) {
+	for i := len(l.outcomes) - 1; i >= 0; i-- {
+		o := &l.outcomes[i]
+		if o.GroupID == k.group && o.WorkItemID == k.id && (o.Sent == typ || o.Sent == "held until reconciled") {
+			o.Sent = typ
+			if err != nil {
+				o.Err = err.Error()
+			}
+			return
+		}
+	}
+}
+
+func (l *statusLogs) addReconciled(r []ReconcileLog) {
+	l.reconciled = appendBounded(l.reconciled, r...)
+}
+
+// publishStatus copies the loop's state into the Worker's status.
+func (e *engine) publishStatus() {
+	st := WorkerStatus{
+		AgentID: e.cfg.AgentID, SessionEpoch: e.sess.epoch, Connection: e.connState.String(), Offline: e.mon.State().String(),
+		Slots: int(e.cfg.Card.MaxConcurrency), FreeSlots: e.pool.Free(),
+		Admissions: slices.Clone(e.log_.admissions), Selections: slices.Clone(e.log_.selections),
+		Preemptions: slices.Clone(e.log_.preemptions), Outcomes: slices.Clone(e.log_.outcomes),
+		Reconciled: slices.Clone(e.log_.reconciled),
+	}
+	st.Queued, _ = e.sched.Len()
+	counts := map[string]int{}
+	for _, it := range e.items {
+		counts[it.key.group]++
+		if it.phase == phRunning {
+			st.Running = append(st.Running, RunStatus{GroupID: it.key.group, WorkItemID: it.key.id, Slot: it.slot,
+				LeaseID: it.leaseID, LeaseExpiresAt: it.expires, Renewals: it.renewals})
+		}
+	}
+	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Slot - b.Slot })
+	for _, c := range e.store.Cursors() {
+		st.Groups = append(st.Groups, GroupStatus{GroupID: c.GroupID, Cursor: c.Sequence, Items: counts[c.GroupID]})
+	}
+	if n, _, err := e.buf.Len(); err == nil {
+		st.Buffered = n
+	}
+	if e.fatal != nil {
+		st.LastError = e.fatal.Error()
+	}
+	e.w.mu.Lock()
+	e.w.status = st
+	e.w.mu.Unlock()
+}
+
+func cloneStatus(s WorkerStatus) WorkerStatus {
+	s.Running = slices.Clone(s.Running)
+	s.Groups = slices.Clone(s.Groups)
+	s.Admissions = slices.Clone(s.Admissions)
+	s.Selections = slices.Clone(s.Selections)
+	s.Preemptions = slices.Clone(s.Preemptions)
+	s.Outcomes = slices.Clone(s.Outcomes)
+	s.Reconciled = slices.Clone(s.Reconciled)
+	return s
+}

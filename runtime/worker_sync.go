@@ -1,0 +1,224 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/scheduler"
+)
+
+// onApplied feeds what a store transaction changed to the scheduler:
+// memberships first (commands need them), then every changed WorkItem.
+func (e *engine) onApplied(res queue.Result) {
+	for _, r := range res.Applied {
+		raw, err := e.store.Event(r.GroupID, r.Sequence)
+		if err != nil {
+			continue
+		}
+		if epoch, ended, ok := membershipOf(raw, e.cfg.AgentID); ok {
+			if ended {
+				delete(e.members, r.GroupID)
+			} else {
+				e.members[r.GroupID] = epoch
+			}
+			e.shared.mu.Lock()
+			e.shared.members = cloneMap(e.members)
+			e.shared.mu.Unlock()
+		}
+	}
+	seen := map[itemKey]bool{}
+	for _, c := range res.Changed {
+		k := itemKey{c.GroupID, c.WorkItemID}
+		if !seen[k] {
+			seen[k] = true
+			e.sync(k)
+		}
+	}
+	if len(res.Changed) == 0 && len(res.Cursors) > 0 {
+		// A restored snapshot changes items without listing them.
+		for _, c := range res.Cursors {
+			if _, ok := e.groups[c.GroupID]; !ok {
+				e.syncGroup(c.GroupID)
+			}
+		}
+	}
+}
+
+// syncAll rebuilds the scheduler from the store: at start, the queue is
+// the projection of the durable inbox (spec 11.1).
+func (e *engine) syncAll() {
+	for _, g := range e.store.GroupIDs() {
+		e.syncGroup(g)
+	}
+}
+
+func (e *engine) syncGroup(g string) {
+	for _, en := range e.store.Items(g) {
+		if en.Concerns(e.cfg.AgentID) || e.items[itemKey{g, en.WorkItemID}] != nil {
+			e.sync(itemKey{g, en.WorkItemID})
+		}
+	}
+}
+
+// sync reconciles the worker's record of one item with the authority's
+// view in the store.
+func (e *engine) sync(k itemKey) {
+	now := e.cfg.Clock.Now()
+	en, ok := e.store.Item(k.group, k.id)
+	it := e.items[k]
+	me := e.cfg.AgentID
+	mine := ok && en.Owner == me
+	if it != nil && it.phase == phRunning && !it.preempting {
+		// Any view but "active under our lease" means the lease is gone:
+		// revoked by a replacement session, fenced, cancelled.
+		if !(mine && en.State == protocol.WorkActive && en.Lease != nil && en.Lease.LeaseID == it.leaseID) {
+			e.leaseLost(it, "the authority no longer shows this lease", now)
+			return
+		}
+	}
+	switch {
+	case !ok:
+		if it != nil && it.phase != phRunning && it.phase != phFinishing {
+			e.drop(it)
+		}
+	case en.State == protocol.WorkOffered && en.OfferedTo(me) && en.Offer != nil:
+		if e.refused[k] == en.Offer.OfferID {
+			return // judged already
+		}
+		if it == nil || (it.offerID != en.Offer.OfferID && it.phase != phRunning && it.phase != phFinishing) {
+			if it != nil {
+				e.drop(it)
+			}
+			e.admit(k, en, now)
+		}
+	case mine && en.State == protocol.WorkQueued:
+		if it == nil {
+			it = &item{key: k, phase: phQueued, missionID: en.MissionID}
+			e.items[k] = it
+		}
+		it.epoch = en.OwnershipEpoch
+		switch it.phase {
+		case phAccepting, phQueued:
+			// Owned now, or its view changed: a hold ends here.
+			it.phase, it.hold = phQueued, false
+			e.enqueue(it, en, now)
+		}
+	case mine && en.State == protocol.WorkActive:
+		if it == nil {
+			return // a lease of an older session; the revocation follows
+		}
+		l := en.Lease
+		switch it.phase {
+		case phStarting:
+			if l != nil && l.AgentID == me && l.SessionEpoch == e.sess.epoch {
+				e.launch(it, en, now)
+			}
+		case phRunning:
+			if l != nil && l.LeaseID == it.leaseID && !l.ExpiresAt.Time.Equal(it.expires) {
+				e.renewed(it, l.ExpiresAt.Time, now)
+			}
+		}
+	case mine && (en.State == protocol.WorkBlocked || en.State == protocol.WorkSubmitted):
+		if it != nil && it.phase != phFinishing && it.phase != phRunning {
+			e.drop(it)
+		}
+	default:
+		// Not ours (any more), or terminal, or open again.
+		if it == nil {
+			return
+		}
+		switch it.phase {
+		case phAccepting:
+			if en.State != protocol.WorkOffered {
+				e.drop(it)
+			}
+		case phQueued:
+			e.drop(it)
+		case phStarting:
+			e.endRun(it, false, now)
+			e.drop(it)
+		}
+	}
+}
+
+// forget removes an item's record and any scheduler entry left.
+func (e *engine) forget(it *item) {
+	e.unschedule(it)
+	delete(e.items, it.key)
+}
+
+// drop forgets a waiting item.
+func (e *engine) drop(it *item) {
+	e.unschedule(it)
+	if len(it.cmds) == 0 && !it.sending {
+		e.forget(it)
+		return
+	}
+	it.phase = phFinishing // its commands still go out; then it is forgotten
+}
+
+// admit runs admission control on an offer and accepts or refuses it.
+func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
+	contract, err := e.store.Contract(k.group, k.id)
+	if err != nil {
+		e.log.Warn("offer without a readable contract", "item", k.sched(), "err", err)
+		return
+	}
+	e.ensureGroup(k.group)
+	m, _ := e.store.Mission(k.group)
+	committed := 0
+	for _, x := range e.items {
+		if x.phase != phFinishing {
+			committed++
+		}
+	}
+	in := AdmissionInput{
+		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
+		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
+		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
+		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability,
+	}
+	it := &item{key: k, phase: phAccepting, offerID: en.Offer.OfferID, missionID: en.MissionID, hold: true}
+	// The disclosure comes from the scheduler: enqueue as if accepted,
+	// disclose, then hold it until the ownership is granted.
+	var disclosure scheduler.Disclosure
+	if in.Committed < in.Capacity {
+		it.hold = false
+		e.enqueue(it, en, now)
+		if d, err := e.sched.Disclose(k.sched(), now); err == nil {
+			disclosure = d
+			in.EarliestStart, in.Estimate = d.EstimatedStartWindow.From, d.EstimatedCompletion.Sub(d.EstimatedStartWindow.From)
+			in.Confidence = d.Confidence
+		}
+	}
+	dec := Admit(in)
+	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: en.Offer.OfferID, Accepted: dec.Accepted(),
+		Rejection: dec.Rejection, Basis: dec.Basis, At: now})
+	if !dec.Accepted() {
+		// Spec 10.3 wants a structured refusal; 0.1 has no command for
+		// it, so it is logged and kept in Status.
+		e.log.Info("offer refused", "item", k.sched(), "reason", dec.Rejection.Reason, "detail", dec.Rejection.Detail)
+		e.unschedule(it)
+		e.refused[k] = en.Offer.OfferID
+		return
+	}
+	it.hold = true
+	e.enqueue(it, en, now)
+	e.items[k] = it
+	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
+		ScheduleDisclosure: wireDisclosure(disclosure, now)}
+	e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
+}
+
+func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {
+	if d.ComputedAt.IsZero() {
+		return protocol.ScheduleDisclosure{EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now)},
+			EstimatedCompletion: protocol.NewTime(now), CapacityState: protocol.CapacityConstrained, ComputedAt: protocol.NewTime(now)}
+	}
+	return protocol.ScheduleDisclosure{
+		EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(d.EstimatedStartWindow.From), To: protocol.NewTime(d.EstimatedStartWindow.To)},
+		EstimatedCompletion:  protocol.NewTime(d.EstimatedCompletion), Confidence: d.Confidence,
+		CapacityState: protocol.CapacityState(d.CapacityState), ComputedAt: protocol.NewTime(d.ComputedAt),
+	}
+}
