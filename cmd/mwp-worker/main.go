@@ -32,6 +32,7 @@ func newApp() *cli.Command {
 			toolkeyCommand(),
 			authorityCommand(),
 			runCommand(),
+			pocCommand(),
 		},
 	}
 }

@@ -1,0 +1,356 @@
+package poc
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime"
+)
+
+// Options configure one proof-of-concept run (`mwp-worker poc`).
+type Options struct {
+	// Dir keeps every store of the run (authority log, worker stores,
+	// artifacts, effect log, fault journal, timeline); "" runs in a
+	// temporary directory removed afterwards.
+	Dir string
+	// AutoApprove approves as the human owner as soon as a Mission awaits
+	// approval; otherwise the run waits for the human on the approval page.
+	AutoApprove bool
+	Faults      []FaultName
+	// Out receives progress lines for the operator (the URL of the approval
+	// page first); nil discards them.
+	Out    io.Writer
+	Logger *slog.Logger
+	// Timeout bounds the whole run (default 3 minutes, 30 minutes when a
+	// human approves).
+	Timeout time.Duration
+	// OnApprovalPage is called with the approval page URL once it listens.
+	OnApprovalPage func(url string)
+}
+
+// The run's cast.
+const (
+	humanID    = "alice"
+	worker1    = "worker-1" // shared by both Missions, two slots
+	worker2    = "worker-2" // Mission A only; runs when a fault needs a second worker
+	slotsPerWk = 2
+)
+
+// run holds everything one proof-of-concept run owns.
+type run struct {
+	opts    Options
+	dir     string
+	ctx     context.Context
+	log     *slog.Logger
+	out     io.Writer
+	auth    *runtime.EmbeddedAuthority
+	svc     *authoritylite.Service
+	owner   *authoritylite.Principal
+	effects *EffectLog
+	journal *Journal
+	specs   []MissionSpec
+	keys    map[string]protocol.PrivateKey
+
+	mu      sync.Mutex
+	workers map[string]*workerRun
+	coords  map[string]*Coordinator // by mission id
+	errs    []error
+	wg      sync.WaitGroup
+}
+
+type workerRun struct {
+	id     string
+	groups []string
+	w      *runtime.Worker
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Run executes the proof of concept: two concurrent Missions on the
+// embedded authority-lite sharing a worker, coordinator review, human
+// approval, and the chosen faults; then it checks the invariants from the
+// durable stores and returns the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 3 * time.Minute
+		if !o.AutoApprove {
+			o.Timeout = 30 * time.Minute
+		}
+	}
+	dir := o.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "mwp-poc-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	r := &run{opts: o, dir: dir, ctx: ctx, log: o.Logger, out: o.Out, keys: map[string]protocol.PrivateKey{},
+		workers: map[string]*workerRun{}, coords: map[string]*Coordinator{}}
+	start := time.Now()
+	if err := r.setup(); err != nil {
+		r.shutdown()
+		return nil, err
+	}
+	runErr := r.drive()
+	end := time.Now()
+	r.shutdown()
+	rep, err := r.report(start, end)
+	if err != nil {
+		return nil, err
+	}
+	if runErr != nil {
+		return rep, runErr
+	}
+	return rep, nil
+}
+
+func (r *run) path(elem ...string) string { return filepath.Join(append([]string{r.dir}, elem...)...) }
+
+func (r *run) key(kind protocol.ActorKind, id string) (protocol.PrivateKey, error) {
+	if k, ok := r.keys[id]; ok {
+		return k, nil
+	}
+	k, err := protocol.GenerateKey(protocol.KeyIDFor(kind, id, "k1"), rand.Reader)
+	if err != nil {
+		return protocol.PrivateKey{}, err
+	}
+	if _, _, err := protocol.WriteKeyFiles(r.path("keys"), id, k); err != nil && !errors.Is(err, os.ErrExist) {
+		return protocol.PrivateKey{}, err
+	}
+	r.keys[id] = k
+	return k, nil
+}
+
+// setup starts the authority, the human, the workers and the coordinators.
+func (r *run) setup() error {
+	auth, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
+		Limits: authoritylite.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
+	if err != nil {
+		return err
+	}
+	r.auth, r.svc = auth, auth.Service
+	fmt.Fprintf(r.out, "authority-lite listening on %s\n", auth.URL)
+	hk, err := r.key(protocol.ActorHuman, humanID)
+	if err != nil {
+		return err
+	}
+	if err := r.svc.AddPrincipal(protocol.ActorHuman, humanID, hk.Public()); err != nil {
+		return err
+	}
+	r.owner = r.svc.Principal(protocol.Actor{Kind: protocol.ActorHuman, ID: humanID}, hk)
+	if r.effects, err = OpenEffectLog(r.path(EffectsFile), clock.Real{}, TinyProject()); err != nil {
+		return err
+	}
+	if r.journal, err = OpenJournal(r.path(JournalFile)); err != nil {
+		return err
+	}
+	base := time.Now()
+	r.specs = []MissionSpec{MissionA(base), MissionB(base)}
+	// Workers first: coordinators add registered agents as members.
+	if err := r.startWorker(worker1, []string{r.specs[0].GroupID, r.specs[1].GroupID}); err != nil {
+		return err
+	}
+	if err := r.waitRegistered(worker1); err != nil {
+		return err
+	}
+	// worker-2 is registered but only started when a fault needs a second
+	// worker (a reassignment): until then worker-1 wins every offer, so
+	// both Missions share it and both of its slots.
+	k2, err := r.key(protocol.ActorAgent, worker2)
+	if err != nil {
+		return err
+	}
+	if err := r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: worker2}, k2).Join(r.ctx, AgentCard(worker2, WorkerCapabilities(), slotsPerWk)); err != nil {
+		return fmt.Errorf("join %s: %w", worker2, err)
+	}
+	for i, spec := range r.specs {
+		workers := []string{worker1, worker2}
+		if i == 1 {
+			workers = []string{worker1}
+		}
+		if err := r.joinAgent("coord-"+spec.GroupID, protocol.RoleCoordinator); err != nil {
+			return err
+		}
+		if err := StartMission(r.ctx, r.owner, spec, "coord-"+spec.GroupID, 10*time.Minute); err != nil {
+			return fmt.Errorf("start %s: %w", spec.MissionID, err)
+		}
+		if err := r.startCoordinator(spec, "coord-"+spec.GroupID, workers); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.out, "mission %s (%s, priority %s) started in %s\n", spec.MissionID, spec.Title, spec.PriorityClass, spec.GroupID)
+	}
+	return nil
+}
+
+// startWorker runs a worker agent on its own store, connected over wss.
+func (r *run) startWorker(id string, groups []string) error {
+	k, err := r.key(protocol.ActorAgent, id)
+	if err != nil {
+		return err
+	}
+	cfg := runtime.WorkerConfig{
+		Dir: r.path("workers", id), Key: k, AgentID: id,
+		Card:     AgentCard(id, WorkerCapabilities(), slotsPerWk),
+		Groups:   groups,
+		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects}),
+		Logger:   r.log.With("component", "worker", "agent", id),
+		Tick:     200 * time.Millisecond,
+	}
+	r.auth.Configure(&cfg)
+	w, err := runtime.NewWorker(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	wr := &workerRun{id: id, groups: groups, w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { wr.done <- w.Run(ctx) }()
+	r.mu.Lock()
+	r.workers[id] = wr
+	r.mu.Unlock()
+	return nil
+}
+
+// stopWorker stops a worker at its safe points and waits for it.
+func (r *run) stopWorker(id string) error {
+	r.mu.Lock()
+	wr := r.workers[id]
+	r.mu.Unlock()
+	if wr == nil {
+		return fmt.Errorf("no worker %s", id)
+	}
+	wr.cancel()
+	select {
+	case err := <-wr.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	case <-time.After(45 * time.Second):
+		return fmt.Errorf("worker %s did not stop", id)
+	}
+}
+
+func (r *run) waitRegistered(id string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := r.svc.AgentCard(id); ok && r.svc.SessionEpoch(id) > 0 {
+			return nil
+		}
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("worker %s did not register", id)
+}
+
+// joinAgent registers an in-process agent (a coordinator) once.
+func (r *run) joinAgent(id string, role protocol.Role) error {
+	k, err := r.key(protocol.ActorAgent, id)
+	if err != nil {
+		return err
+	}
+	if _, ok := r.svc.AgentCard(id); ok {
+		return nil
+	}
+	if err := r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: id}, k).Join(r.ctx, AgentCard(id, nil, 1, role)); err != nil {
+		return fmt.Errorf("join %s: %w", id, err)
+	}
+	return nil
+}
+
+func (r *run) coordinatorConfig(spec MissionSpec, id string, workers []string) CoordinatorConfig {
+	return CoordinatorConfig{Service: r.svc, AgentID: id, Key: r.keys[id], Mission: spec, Workers: workers,
+		LeaseDuration: 10 * time.Minute, OfferTTL: time.Minute, Logger: r.log.With("component", "coordinator", "agent", id)}
+}
+
+// startCoordinator runs a coordinator agent for spec (already joined and
+// assigned).
+func (r *run) startCoordinator(spec MissionSpec, id string, workers []string) error {
+	c, err := NewCoordinator(r.coordinatorConfig(spec, id, workers))
+	if err != nil {
+		return err
+	}
+	r.runCoordinator(spec, c)
+	return nil
+}
+
+// runCoordinator runs c for spec in the background.
+func (r *run) runCoordinator(spec MissionSpec, c *Coordinator) {
+	id := c.cfg.AgentID
+	r.mu.Lock()
+	r.coords[spec.MissionID] = c
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := c.Run(r.ctx); err != nil && !errors.Is(err, ErrStopped) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+			protocol.CodeOf(err) != protocol.CodeAuthStaleCoordinator {
+			r.fail(fmt.Errorf("coordinator %s: %w", id, err))
+		}
+	}()
+}
+
+func (r *run) fail(err error) {
+	r.mu.Lock()
+	r.errs = append(r.errs, err)
+	r.mu.Unlock()
+	r.log.Error("poc", "err", err)
+}
+
+// shutdown stops coordinators and workers and closes the stores.
+func (r *run) shutdown() {
+	r.mu.Lock()
+	coords := make([]*Coordinator, 0, len(r.coords))
+	for _, c := range r.coords {
+		coords = append(coords, c)
+	}
+	ids := make([]string, 0, len(r.workers))
+	for id := range r.workers {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, c := range coords {
+		c.Stop()
+	}
+	for _, id := range ids {
+		if err := r.stopWorker(id); err != nil {
+			r.log.Warn("worker stop", "agent", id, "err", err)
+		}
+	}
+	r.wg.Wait()
+	if r.journal != nil {
+		r.journal.Close()
+	}
+	if r.effects != nil {
+		r.effects.Close()
+	}
+	if r.auth != nil {
+		r.auth.Close()
+	}
+}

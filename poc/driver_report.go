@@ -1,0 +1,221 @@
+package poc
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// classWeight mirrors the worker scheduler's organization priority classes
+// (scheduler.classMultiplier) for a Group of weight 1.
+func classWeight(c protocol.PriorityClass) int64 {
+	switch c {
+	case protocol.PriorityLow:
+		return 1
+	case protocol.PriorityHigh:
+		return 4
+	case protocol.PriorityCritical:
+		return 8
+	}
+	return 2
+}
+
+// report reopens the authority's log after the run and derives the whole
+// report from durable stores: missions and stages, slot occupancy, Group
+// shares, approvals, invariants and faults; then writes the timeline.
+func (r *run) report(start, end time.Time) (*Report, error) {
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: r.path("authority")})
+	if err != nil {
+		return nil, fmt.Errorf("poc: reopen the authority log: %w", err)
+	}
+	defer svc.Close()
+	workers := map[string]string{}
+	for _, id := range r.workerIDs() {
+		workers[id] = r.path("workers", id)
+	}
+	st := RunStores{Log: svc, Missions: r.specs, Workers: workers, Effects: r.path(EffectsFile), Journal: r.path(JournalFile)}
+	rep := &Report{Missions: []MissionReport{}, Faults: []FaultResult{}, Invariants: []InvariantResult{}, Slots: []SlotUsage{}, Groups: []GroupShare{}, Approvals: []ApprovalMoment{}}
+	rep.Invariants = CheckInvariants(st)
+	if len(r.opts.Faults) > 0 {
+		rep.Faults = CheckFaults(r.opts.Faults, st)
+	}
+	runs := map[string][]*Interval{} // worker -> runs
+	var arrivals []Arrival
+	weights := map[string]int64{}
+	for _, spec := range r.specs {
+		weights[spec.GroupID] = classWeight(spec.PriorityClass)
+		mr, err := r.missionReport(svc, spec, runs, &arrivals, rep, end)
+		if err != nil {
+			return nil, err
+		}
+		rep.Missions = append(rep.Missions, mr)
+	}
+	rep.Slots = assignSlots(runs)
+	// Each stage names the worker and slot of its last run.
+	where := map[string]struct {
+		worker string
+		slot   int
+	}{}
+	for _, su := range rep.Slots {
+		for _, iv := range su.Intervals {
+			where[iv.Group+"/"+iv.Item] = struct {
+				worker string
+				slot   int
+			}{su.Worker, su.Slot}
+		}
+	}
+	for i := range rep.Missions {
+		for j := range rep.Missions[i].Stages {
+			st := &rep.Missions[i].Stages[j]
+			if w, ok := where[rep.Missions[i].Group+"/"+st.WorkItemID]; ok {
+				slot := w.slot
+				st.Worker, st.Slot = w.worker, &slot
+			}
+		}
+	}
+	rep.Groups = ComputeGroups(rep.Slots, arrivals, weights, end)
+	if err := WriteTimeline(r.path("timeline.svg"), rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// missionReport reads one Mission's log: stage timeline, runs (from each
+// execution lease to what ended it), arrivals and approvals.
+func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs map[string][]*Interval, arrivals *[]Arrival, rep *Report, end time.Time) (MissionReport, error) {
+	mr := MissionReport{ID: spec.MissionID, Group: spec.GroupID, Stages: []StageReport{}}
+	if m, ok := svc.Mission(spec.GroupID); ok {
+		mr.FinalState = string(m.State)
+	}
+	evs, err := svc.Events(spec.GroupID, 0, 0)
+	if err != nil {
+		return mr, err
+	}
+	open := map[string]*Interval{} // workItemId -> running interval
+	owner := map[string]string{}
+	firstStart, verified := map[string]protocol.Time{}, map[string]protocol.Time{}
+	closeRun := func(item string, at protocol.Time, o Outcome) {
+		if iv := open[item]; iv != nil {
+			iv.To, iv.Outcome = at, o
+			delete(open, item)
+		}
+	}
+	for _, se := range evs {
+		var ev protocol.Event
+		if err := json.Unmarshal(se.Raw, &ev); err != nil {
+			return mr, err
+		}
+		switch ev.Type {
+		case protocol.EvtMissionApproved, protocol.EvtMissionChangesRequested:
+			d := "approved"
+			if ev.Type == protocol.EvtMissionChangesRequested {
+				d = "changes_requested"
+			}
+			rep.Approvals = append(rep.Approvals, ApprovalMoment{Mission: spec.MissionID, Group: spec.GroupID, At: ev.OccurredAt, Decision: d})
+			continue
+		}
+		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem {
+			continue
+		}
+		var p authoritylite.WorkItemEvent
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			continue
+		}
+		item := ev.Aggregate.ID
+		switch ev.Type {
+		case protocol.EvtWorkOfferAccepted:
+			if p.Ownership != nil {
+				owner[item] = p.Ownership.OwnerAgentID
+			}
+			*arrivals = append(*arrivals, Arrival{Item: item, Group: spec.GroupID, At: ev.OccurredAt.Time})
+		case protocol.EvtWorkStarted:
+			if p.Lease == nil {
+				continue
+			}
+			closeRun(item, ev.OccurredAt, OutcomeInterrupted)
+			iv := &Interval{Item: item, Group: spec.GroupID, From: ev.OccurredAt, Outcome: OutcomeRunning}
+			open[item] = iv
+			runs[p.Lease.AgentID] = append(runs[p.Lease.AgentID], iv)
+			if _, ok := firstStart[item]; !ok {
+				firstStart[item] = ev.OccurredAt
+			}
+		case protocol.EvtWorkCheckpointed:
+			if p.Reason != "offline_reconciled" {
+				closeRun(item, ev.OccurredAt, OutcomePreempted)
+			}
+		case protocol.EvtWorkSubmitted, protocol.EvtWorkBlocked:
+			closeRun(item, ev.OccurredAt, OutcomeSubmitted)
+		case protocol.EvtWorkFailed, protocol.EvtWorkCancelled:
+			closeRun(item, ev.OccurredAt, OutcomeFailed)
+		case protocol.EvtWorkProgressed:
+			if p.Reason == "session_replaced" {
+				closeRun(item, ev.OccurredAt, OutcomeInterrupted)
+			}
+		case protocol.EvtWorkOfferCreated:
+			if p.FencedOwnershipEpoch != nil {
+				closeRun(item, ev.OccurredAt, OutcomeExpired)
+			}
+		case protocol.EvtWorkResultAccepted:
+			verified[item] = ev.OccurredAt
+		}
+	}
+	for item, iv := range open {
+		iv.To = protocol.NewTime(end)
+		delete(open, item)
+	}
+	for _, s := range spec.WorkStages() {
+		sr := StageReport{WorkItemID: s.WorkItemID, Name: s.Name, Worker: owner[s.WorkItemID]}
+		if w, ok := svc.WorkItem(spec.GroupID, s.WorkItemID); ok {
+			sr.State = string(w.State)
+		} else {
+			sr.State = "not created"
+		}
+		if t, ok := firstStart[s.WorkItemID]; ok {
+			sr.StartedAt = &t
+		}
+		if t, ok := verified[s.WorkItemID]; ok {
+			sr.FinishedAt = &t
+		}
+		mr.Stages = append(mr.Stages, sr)
+	}
+	return mr, nil
+}
+
+// assignSlots places each worker's runs on its slots: runs never overlap
+// on one slot (first free slot in start order), which is how the worker's
+// slots were used since it runs at most maxConcurrency items at once.
+func assignSlots(runs map[string][]*Interval) []SlotUsage {
+	var out []SlotUsage
+	ids := make([]string, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		list := runs[id]
+		sort.SliceStable(list, func(i, j int) bool { return list[i].From.Before(list[j].From.Time) })
+		var slots []*SlotUsage
+		for _, iv := range list {
+			placed := false
+			for _, s := range slots {
+				last := s.Intervals[len(s.Intervals)-1]
+				if !last.To.After(iv.From.Time) {
+					s.Intervals = append(s.Intervals, *iv)
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				slots = append(slots, &SlotUsage{Worker: id, Slot: len(slots), Intervals: []Interval{*iv}})
+			}
+		}
+		for _, s := range slots {
+			out = append(out, *s)
+		}
+	}
+	return out
+}

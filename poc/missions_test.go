@@ -1,0 +1,140 @@
+package poc
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+var base = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+// validContract checks a contract against the work-contract schema and the
+// authority's completeness check.
+func validContract(t *testing.T, c protocol.WorkContract) {
+	t.Helper()
+	raw, err := protocol.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := protocol.Parse(raw, protocol.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.Validate("work-contract", doc); err != nil {
+		t.Errorf("%s: schema: %v", c.ContractID, err)
+	}
+	if err := authoritylite.CheckContract(&c); err != nil {
+		t.Errorf("%s: CheckContract: %v", c.ContractID, err)
+	}
+}
+
+func TestMissionContractsValid(t *testing.T) {
+	a, b := MissionA(base), MissionB(base)
+	for _, m := range []MissionSpec{a, b} {
+		ids := map[string]bool{}
+		for i, s := range m.WorkStages() {
+			validContract(t, s.Contract)
+			c := s.Contract
+			// Every WIRE.md member is really filled, not just present.
+			if len(c.AllowedTools) == 0 || len(c.AllowedData) == 0 || len(c.AllowedOperations) == 0 || c.ResourceLimits.CPU == nil ||
+				c.RetryPolicy.AttemptTimeoutMs == 0 || c.RetryPolicy.CostLimit == 0 || !c.Deadline.After(base) {
+				t.Errorf("%s: a member is empty: %+v", s.WorkItemID, c)
+			}
+			bud := c.Budgets
+			if bud.Money == nil || bud.Tokens == nil || bud.ToolCalls == nil || bud.ComputeSeconds == nil || bud.WallClockSeconds == nil || bud.SideEffects == nil {
+				t.Errorf("%s: budgets lack a dimension: %+v", s.WorkItemID, bud)
+			}
+			for _, ac := range c.AcceptanceCriteria {
+				if len(ac.EvidenceRequired) == 0 {
+					t.Errorf("%s/%s: no evidenceRequired", s.WorkItemID, ac.ID)
+				}
+			}
+			for _, d := range c.Dependencies {
+				if d.Policy != protocol.DependencyVerified || !ids[d.WorkItemID] {
+					t.Errorf("%s: dependency %+v is not a verified edge to an earlier stage", s.WorkItemID, d)
+				}
+			}
+			if (i == 0) != (len(c.Inputs) == 1 && c.Inputs[0].Name == OutFeatureRequest) {
+				t.Errorf("%s: inputs %+v", s.WorkItemID, c.Inputs)
+			}
+			ids[s.WorkItemID] = true
+		}
+		last := m.Stages[len(m.Stages)-1]
+		if last.Kind != StageApproval || last.WorkItemID != "" {
+			t.Errorf("%s: the graph does not end with the human approval: %+v", m.MissionID, last)
+		}
+	}
+	var kinds []StageKind
+	for _, s := range a.Stages {
+		kinds = append(kinds, s.Kind)
+	}
+	if want := []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageApproval}; !slices.Equal(kinds, want) {
+		t.Errorf("mission A stages %v", kinds)
+	}
+	if a.GroupID == b.GroupID || a.PriorityClass == b.PriorityClass {
+		t.Errorf("missions share a Group or a priority class")
+	}
+	// At least three of B's stages need capabilities A needs too.
+	shared := 0
+	for _, sb := range b.WorkStages() {
+		for _, sa := range a.WorkStages() {
+			if sa.Contract.RequiredCapabilities[0] == sb.Contract.RequiredCapabilities[0] {
+				shared++
+				break
+			}
+		}
+	}
+	if shared < 3 {
+		t.Errorf("mission B shares %d capabilities with A", shared)
+	}
+	// Rework stages stay valid and depend on each other, not on the
+	// superseded items.
+	rw := ReworkStages(a, 1, protocol.Digest([]byte("cr")), protocol.Digest([]byte("patch")))
+	if len(rw) != 4 || rw[0].WorkItemID != "wi-a-impl-r1" {
+		t.Fatalf("rework stages %+v", rw)
+	}
+	for _, s := range rw {
+		validContract(t, s.Contract)
+		for _, d := range s.Contract.Dependencies {
+			if d.WorkItemID != "wi-a-req" && !slices.ContainsFunc(rw, func(o Stage) bool { return o.WorkItemID == d.WorkItemID }) {
+				t.Errorf("%s depends on %s", s.WorkItemID, d.WorkItemID)
+			}
+		}
+	}
+	// An incomplete contract is caught by both checks.
+	bad := a.Stages[0].Contract
+	bad.AcceptanceCriteria = nil
+	if err := authoritylite.CheckContract(&bad); protocol.CodeOf(err) != protocol.CodeWorkContractIncomplete {
+		t.Errorf("incomplete contract: %v", err)
+	}
+	raw, _ := protocol.Marshal(bad)
+	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{})
+	if protocol.Validate("work-contract", doc) == nil {
+		t.Error("schema accepted a contract without acceptance criteria")
+	}
+}
+
+// The embedded project is byte for byte the buildable testdata project.
+func TestTinyProjectMatchesTestdata(t *testing.T) {
+	disk, err := ReadTree(filepath.Join("testdata", "tinyproj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := TinyProject()
+	if len(disk) != len(mem) {
+		t.Fatalf("testdata has %v, TinyProject %v", disk.paths(), mem.paths())
+	}
+	for p, c := range mem {
+		if disk[p] != c {
+			t.Errorf("%s differs from testdata", p)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("testdata", "tinyproj", "go.mod")); err != nil {
+		t.Fatal(err)
+	}
+}

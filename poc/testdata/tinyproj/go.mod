@@ -1,0 +1,3 @@
+module example.com/tinyproj
+
+go 1.26
