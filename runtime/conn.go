@@ -40,7 +40,8 @@ type Client struct {
 	mu       sync.Mutex
 	groups   map[string]bool // configured and added
 	rejected map[string]bool
-	runDone  chan struct{} // closed when the active Run returns
+	replays  map[string]uint64 // Group -> position to replay after (Redeliver)
+	runDone  chan struct{}     // closed when the active Run returns
 	running  bool
 }
 
@@ -95,7 +96,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, url: u, tls: tc, ids: newIDs(), log: cfg.Logger.With("component", "runtime.conn"),
 		cmds: make(chan *pendingCmd), kick: make(chan struct{}, 1),
-		groups: map[string]bool{}, rejected: map[string]bool{},
+		groups: map[string]bool{}, rejected: map[string]bool{}, replays: map[string]uint64{},
 	}
 	for _, g := range cfg.Groups {
 		c.groups[g] = true
@@ -132,6 +133,30 @@ func (c *Client) AddGroup(groupID string) {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Redeliver asks the authority to send a Group's events after `after`
+// again, although the store already holds them: a SUBSCRIBE from an older
+// position (the server restarts the Group's stream). The store drops what
+// it already applied. Operators use it to re-check a store against the
+// log; the PoC uses it to inject duplicate delivery for real.
+func (c *Client) Redeliver(groupID string, after uint64) {
+	c.mu.Lock()
+	c.replays[groupID] = after
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// takeReplays returns and clears the pending Redeliver requests.
+func (c *Client) takeReplays() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.replays
+	c.replays = map[string]uint64{}
+	return r
 }
 
 // wantedGroups is every Group to subscribe: configured, added and known to

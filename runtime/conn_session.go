@@ -219,8 +219,13 @@ func sessionError(e *protocol.Error) error {
 }
 
 func (s *session) subscribe(group string) error {
+	return s.subscribeFrom(group, s.c.cfg.Store.Cursor(group))
+}
+
+// subscribeFrom (re)subscribes a Group after a position.
+func (s *session) subscribeFrom(group string, after uint64) error {
 	fid := s.c.ids.frame()
-	b, err := subscribeFrame(fid, group, s.c.cfg.Store.Cursor(group))
+	b, err := subscribeFrame(fid, group, after)
 	if err != nil {
 		return err
 	}
@@ -270,6 +275,11 @@ func (s *session) loop(ctx context.Context) error {
 					if err := s.subscribe(g); err != nil {
 						return err
 					}
+				}
+			}
+			for g, after := range s.c.takeReplays() {
+				if err := s.subscribeFrom(g, min(after, s.c.cfg.Store.Cursor(g))); err != nil {
+					return err
 				}
 			}
 		case r := <-s.snaps:

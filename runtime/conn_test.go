@@ -336,3 +336,32 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRedeliverReplaysAndTheStoreDropsDuplicates asks the authority for a
+// Group's events again: a SUBSCRIBE from the older position goes out, the
+// events arrive again and the store applies nothing twice.
+func TestRedeliverReplaysAndTheStoreDropsDuplicates(t *testing.T) {
+	noLeaks(t)
+	fs := newFakeServer(t, nil)
+	store := openStore(t, t.TempDir())
+	defer store.Close()
+	r := startClient(t, fs, Config{Store: store, Groups: []string{"grp-a"}})
+	logs := map[string][][]byte{"grp-a": groupLog(t, "grp-a", 10)}
+	waitFor(t, r.sig, "subscribed", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return len(fs.subs) == 1
+	})
+	fs.appendLive("grp-a", logs["grp-a"]...)
+	waitFor(t, r.sig, "applied", func() bool { return store.Cursor("grp-a") == 10 })
+	r.c.Redeliver("grp-a", 3)
+	waitFor(t, r.sig, "replay subscription", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return len(fs.subs) == 2 && fs.subs[1].AfterSequence == 3
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	sameStore(t, store, referenceStore(t, logs), "grp-a")
+}

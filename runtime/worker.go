@@ -55,6 +55,17 @@ func (w *Worker) AddGroup(groupID string) {
 	}
 }
 
+// Redeliver has the authority send a Group's events after `after` again
+// (see Client.Redeliver); a no-op while the worker is not running.
+func (w *Worker) Redeliver(groupID string, after uint64) {
+	w.mu.Lock()
+	eng := w.eng
+	w.mu.Unlock()
+	if eng != nil {
+		eng.client.Redeliver(groupID, after)
+	}
+}
+
 // Status returns a snapshot of the worker's state, also after Run returned.
 func (w *Worker) Status() WorkerStatus {
 	w.mu.Lock()
