@@ -124,7 +124,12 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 			return err
 		}
 	}
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: 1, Actor: c.cmd.Actor, Payload: struct {
+	// The same content may be published again (another lease of the item,
+	// another item): each manifest is a new revision of the artifact.
+	rev := gs.artifacts[m.ContentHash] + 1
+	gs.artifacts[m.ContentHash] = rev
+	p.artifacts = true
+	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: struct {
 		Manifest protocol.ArtifactManifest `json:"manifest"`
 	}{m}})
 	return nil

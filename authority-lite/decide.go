@@ -25,10 +25,11 @@ type call struct {
 // pending is what a decision writes: events in order, plus the state they
 // leave behind, committed together.
 type pending struct {
-	now      protocol.Time
-	grants   bool // the Group's grant records changed
-	leases   bool // the Group's lease records changed
-	archived bool // the Group was archived
+	now       protocol.Time
+	grants    bool // the Group's grant records changed
+	leases    bool // the Group's lease records changed
+	archived  bool // the Group was archived
+	artifacts bool // the Group's artifact revisions changed
 	// ancestors are charges to ancestor Groups, locked until written.
 	ancestors []*ancestorCharge
 	drafts    []EventDraft
@@ -370,6 +371,11 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 	}
 	if p.grants {
 		if err := putJSON(&gb.meta, keyGrants, gs.grants); err != nil {
+			return err
+		}
+	}
+	if p.artifacts {
+		if err := putJSON(&gb.meta, keyArtifacts, gs.artifacts); err != nil {
 			return err
 		}
 	}

@@ -57,7 +57,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 }
 
 func newGroupState(id string, lim Limits) *groupState {
-	return &groupState{id: id, g: NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, grants: map[string]*grantRecord{}, leases: map[string]*leaseRecord{}, first: 1, changed: make(chan struct{})}
+	return &groupState{id: id, g: NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, grants: map[string]*grantRecord{}, leases: map[string]*leaseRecord{}, artifacts: map[string]uint64{}, first: 1, changed: make(chan struct{})}
 }
 
 // missionByID finds a Mission by id across Groups.

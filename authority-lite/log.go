@@ -44,6 +44,7 @@ var (
 	keyLeases      = []byte("leases")
 	keyArchived    = []byte("archived")
 	keyDescendants = []byte("descendants")
+	keyArtifacts   = []byte("artifacts")
 )
 
 func seqKey(seq uint64) []byte {

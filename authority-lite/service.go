@@ -98,6 +98,8 @@ type groupState struct {
 	missionID string
 	// descendants is what descendant Missions' Groups have charged.
 	descendants protocol.Usage
+	// artifacts is each published content hash's revision.
+	artifacts map[string]uint64
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -225,6 +227,12 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	}
 	if _, err := getJSON(gb.meta, keyDescendants, &gs.descendants); err != nil {
 		return nil, err
+	}
+	if _, err := getJSON(gb.meta, keyArtifacts, &gs.artifacts); err != nil {
+		return nil, err
+	}
+	if gs.artifacts == nil {
+		gs.artifacts = map[string]uint64{}
 	}
 	if _, err := getJSON(gb.meta, keyMembers, &gs.members); err != nil {
 		return nil, err

@@ -240,3 +240,24 @@ func TestCapabilityTokenBoundToLease(t *testing.T) {
 		t.Fatal("widened token verified")
 	}
 }
+
+// TestArtifactRepublishIsANewRevision: the same content published again
+// (another lease of the item) is the artifact's next revision.
+func TestArtifactRepublishIsANewRevision(t *testing.T) {
+	k := newSvc(t)
+	w := k.toActive("wi-1")
+	d1 := k.publish("w1", w, []byte("same bytes"))
+	d2 := k.publish("w1", w, []byte("same bytes"))
+	if d1 != d2 {
+		t.Fatal("content hashes differ")
+	}
+	var revs []uint64
+	for _, ev := range checkLog(t, k.s, "grp-a") {
+		if ev.Type == protocol.EvtArtifactPublished {
+			revs = append(revs, ev.Rev())
+		}
+	}
+	if len(revs) != 2 || revs[0] != 1 || revs[1] != 2 {
+		t.Fatalf("artifact revisions %v, want [1 2]", revs)
+	}
+}

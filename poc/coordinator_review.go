@@ -250,7 +250,7 @@ func semantic(in reviewInput, data map[string][]byte) []string {
 		if err != nil {
 			return []string{err.Error()}
 		}
-		changes, _, err := ParsePatch(string(patch))
+		changes, err := ParsePatch(string(patch))
 		if err != nil {
 			return []string{err.Error()}
 		}

@@ -48,7 +48,11 @@ func TestMissionsOnTheRealRuntime(t *testing.T) {
 		groups []string
 	}{{"worker-1", []string{a.GroupID, b.GroupID}}, {"worker-2", []string{a.GroupID}}} {
 		k := mustKey(t, protocol.ActorAgent, w.id)
-		card := AgentCard(w.id, WorkerCapabilities(), 2)
+		caps := WorkerCapabilities()
+		if w.id == "worker-2" {
+			caps = testAndIntegrate // so worker-1 must run work of both Groups
+		}
+		card := AgentCard(w.id, caps, 2)
 		// Registered up front so the coordinators can read the card; the
 		// runtime registers it again and opens its own session.
 		if err := svc.Principal(agent(w.id), k).Join(ctx, card); err != nil {

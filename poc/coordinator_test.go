@@ -62,10 +62,19 @@ func newRig(t testing.TB, clk clock.Clock) *rig {
 
 // worker joins a worker agent with every mission capability.
 func (r *rig) worker(id string, nslots int) *testWorker {
-	w := newTestWorker(r.t, r.svc, id, WorkerCapabilities(), nslots, HandlerConfig{Integration: r.effects})
+	return r.workerWith(id, WorkerCapabilities(), nslots)
+}
+
+// workerWith joins a worker agent advertising caps only.
+func (r *rig) workerWith(id string, caps []protocol.Capability, nslots int) *testWorker {
+	w := newTestWorker(r.t, r.svc, id, caps, nslots, HandlerConfig{Integration: r.effects})
 	r.workers[id] = w
 	return w
 }
+
+// testAndIntegrate are the capabilities of the second worker: Mission A's
+// requirements, implementation and review can only run on w1.
+var testAndIntegrate = []protocol.Capability{capability(CapTest), capability(CapIntegrate)}
 
 // coordinator joins a coordinator agent for spec.
 func (r *rig) coordinator(id string, spec MissionSpec, workers ...string) *Coordinator {
@@ -256,11 +265,12 @@ func mustErrCode(t testing.TB, err error, code protocol.Code) {
 }
 
 // runBoth runs Mission A and Mission B at once; w1 is the only worker
-// Mission B may use and one of Mission A's two, so both land on it.
+// Mission B may use, and the only one of Mission A's two that can do its
+// requirements, implementation and review, so both land on it.
 func runBoth(t *testing.T) (*rig, MissionSpec, MissionSpec) {
 	r := newRig(t, nil)
 	a, b := MissionA(time.Now()), MissionB(time.Now())
-	w1, w2 := r.worker("w1", 3), r.worker("w2", 1)
+	w1, w2 := r.worker("w1", 3), r.workerWith("w2", testAndIntegrate, 1)
 	ca := r.coordinator("coord-a", a, "w1", "w2")
 	cb := r.coordinator("coord-b", b, "w1")
 	for _, m := range []struct {

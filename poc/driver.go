@@ -65,6 +65,7 @@ type run struct {
 	mu      sync.Mutex
 	workers map[string]*workerRun
 	coords  map[string]*Coordinator // by mission id
+	links   map[string]*link        // by worker: its cuttable path to the authority
 	errs    []error
 	wg      sync.WaitGroup
 }
@@ -109,7 +110,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	r := &run{opts: o, dir: dir, ctx: ctx, log: o.Logger, out: o.Out, keys: map[string]protocol.PrivateKey{},
-		workers: map[string]*workerRun{}, coords: map[string]*Coordinator{}}
+		workers: map[string]*workerRun{}, coords: map[string]*Coordinator{}, links: map[string]*link{}}
 	start := time.Now()
 	if err := r.setup(); err != nil {
 		r.shutdown()
@@ -221,6 +222,14 @@ func (r *run) startWorker(id string, groups []string) error {
 		Tick:     200 * time.Millisecond,
 	}
 	r.auth.Configure(&cfg)
+	l := r.links[id]
+	if l == nil {
+		if l, err = newLink(r.auth.Addr.String()); err != nil {
+			return err
+		}
+		r.links[id] = l
+	}
+	cfg.URL = "wss://" + l.Addr() + "/mwp"
 	w, err := runtime.NewWorker(cfg)
 	if err != nil {
 		return err
@@ -232,6 +241,13 @@ func (r *run) startWorker(id string, groups []string) error {
 	r.workers[id] = wr
 	r.mu.Unlock()
 	return nil
+}
+
+// worker returns a running worker, nil when none.
+func (r *run) worker(id string) *workerRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.workers[id]
 }
 
 // stopWorker stops a worker at its safe points and waits for it.
@@ -344,6 +360,9 @@ func (r *run) shutdown() {
 		}
 	}
 	r.wg.Wait()
+	for _, l := range r.links {
+		l.Close()
+	}
 	if r.journal != nil {
 		r.journal.Close()
 	}

@@ -35,7 +35,15 @@ func (r *run) drive() error {
 		if err := f.step(); err != nil {
 			r.fail(err)
 		}
-		done := true
+		done, workDone := true, true
+		for _, spec := range r.specs {
+			if m, _ := r.svc.Mission(spec.GroupID); m.State == protocol.MissionActive {
+				workDone = false
+			}
+		}
+		if workDone && !f.finished() {
+			f.giveUp()
+		}
 		for _, spec := range r.specs {
 			m, _ := r.svc.Mission(spec.GroupID)
 			if announced[spec.MissionID] != m.State {

@@ -1,29 +1,226 @@
 package poc
 
-// faultPlan injects the chosen faults at the moments the run offers them.
-// (Each injection goes through the Harness methods of the driver and is
-// journaled; CheckFaults judges them afterwards from the stores.)
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// faultPlan injects the chosen faults, for real, at the moments the run
+// offers them, and journals each injection (CheckFaults judges them
+// afterwards from the durable stores). It is stepped by the drive loop
+// after every change of the Missions' logs.
 type faultPlan struct {
-	r      *run
-	want   map[FaultName]bool
-	done   map[FaultName]bool
-	errors int
+	r    *run
+	want map[FaultName]bool
+	done map[FaultName]bool
+	// pending actions that finish later (a cut link coming back up).
+	disconnectBackAt time.Time
+	stallBackAt      time.Time
+	stall            Injection
+	seen             map[string]uint64 // group -> events already scanned
+	started          map[string]string // group/item -> agent that last started it
 }
 
 func newFaultPlan(r *run, names []FaultName) *faultPlan {
-	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}}
+	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{}, started: map[string]string{}}
 	for _, n := range names {
 		f.want[n] = true
 	}
 	return f
 }
 
+func (f *faultPlan) pending(n FaultName) bool { return f.want[n] && !f.done[n] }
+
+func (f *faultPlan) record(in Injection) error {
+	f.done[in.Fault] = true
+	in.At = protocol.NewTime(time.Now())
+	fmt.Fprintf(f.r.out, "fault %s injected %s\n", in.Fault, in.Detail)
+	return f.r.journal.Record(in)
+}
+
+// scan notes which agent started which WorkItem, from the new events.
+func (f *faultPlan) scan() {
+	for _, spec := range f.r.specs {
+		g := spec.GroupID
+		evs, err := f.r.svc.Events(g, f.seen[g], 0)
+		if err != nil {
+			continue
+		}
+		for _, se := range evs {
+			f.seen[g] = se.Sequence
+			if se.Type != protocol.EvtWorkStarted {
+				continue
+			}
+			var ev protocol.Event
+			var p authoritylite.WorkItemEvent
+			if json.Unmarshal(se.Raw, &ev) == nil && json.Unmarshal(ev.Payload, &p) == nil && p.Lease != nil {
+				f.started[g+"/"+se.WorkItemID] = p.Lease.AgentID
+			}
+		}
+	}
+}
+
 // step injects whatever fault is due now.
-func (f *faultPlan) step() error { return nil }
+func (f *faultPlan) step() error {
+	r := f.r
+	if len(f.want) == 0 {
+		return nil
+	}
+	f.scan()
+	a, b := r.specs[0], r.specs[1]
+	now := time.Now()
+	// coordinator-failover: right away on Mission B.
+	if f.pending(FaultCoordinatorFailover) {
+		next := "coord-" + b.GroupID + "-2"
+		if err := r.joinAgent(next, protocol.RoleCoordinator); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		old := r.coords[b.MissionID]
+		r.mu.Unlock()
+		c, err := FailoverCoordinator(r.ctx, r.journal, r.owner, old, r.coordinatorConfig(b, next, []string{worker1}))
+		f.done[FaultCoordinatorFailover] = true
+		if err != nil {
+			return fmt.Errorf("coordinator-failover: %w", err)
+		}
+		r.runCoordinator(b, c)
+		fmt.Fprintf(r.out, "fault %s injected: %s replaced by %s\n", FaultCoordinatorFailover, old.cfg.AgentID, next)
+	}
+	// duplicate-delivery: once worker-1 holds part of grp-a, have the
+	// authority send it all again.
+	if f.pending(FaultDuplicateDelivery) && r.svc.LastSequence(a.GroupID) >= 10 {
+		r.worker(worker1).w.Redeliver(a.GroupID, 0)
+		if err := f.record(Injection{Fault: FaultDuplicateDelivery, Worker: worker1, Group: a.GroupID, Sequence: 0,
+			Detail: fmt.Sprintf("%s asked for %s's events after 0 again, at %d", worker1, a.GroupID, r.svc.LastSequence(a.GroupID))}); err != nil {
+			return err
+		}
+	}
+	// group-disconnect: cut worker-1's connection for a second once grp-b
+	// is under way; journal when it is back.
+	if f.pending(FaultGroupDisconnect) {
+		switch {
+		case f.disconnectBackAt.IsZero() && r.svc.LastSequence(b.GroupID) >= 8:
+			r.links[worker1].Cut(time.Second)
+			f.disconnectBackAt = now.Add(time.Second)
+			fmt.Fprintf(r.out, "fault %s: %s's connection cut for 1s\n", FaultGroupDisconnect, worker1)
+		case !f.disconnectBackAt.IsZero() && now.After(f.disconnectBackAt) && r.links[worker1].Up():
+			if err := f.record(Injection{Fault: FaultGroupDisconnect, Worker: worker1, Group: b.GroupID, Sequence: r.svc.LastSequence(b.GroupID),
+				Detail: "connection cut for 1s and restored"}); err != nil {
+				return err
+			}
+		}
+	}
+	// worker-restart: stop worker-1 once grp-b work has started on it, and
+	// start it again on the same store.
+	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.started[b.GroupID+"/"+b.WorkStages()[0].WorkItemID] == worker1 {
+		if err := r.stopWorker(worker1); err != nil {
+			return fmt.Errorf("worker-restart: %w", err)
+		}
+		if err := r.startWorker(worker1, []string{a.GroupID, b.GroupID}); err != nil {
+			return fmt.Errorf("worker-restart: %w", err)
+		}
+		if err := f.record(Injection{Fault: FaultWorkerRestart, Worker: worker1, Detail: worker1 + " stopped at its safe points and started on the same store"}); err != nil {
+			return err
+		}
+	}
+	// lease-expiry: when worker-1 starts Mission A's testing stage, cut it
+	// off past the lease; worker-2 (started now) takes the re-offer.
+	if f.pending(FaultLeaseExpiry) {
+		if err := f.leaseExpiry(a, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-// holdApproval keeps auto-approve off a Mission whose change-request fault
-// is still to be injected.
-func (f *faultPlan) holdApproval(spec MissionSpec) bool { return false }
+func (f *faultPlan) disconnectDone() bool { return !f.pending(FaultGroupDisconnect) }
 
-// finished reports whether every chosen fault was injected (or given up).
-func (f *faultPlan) finished() bool { return true }
+// leaseExpiry stalls worker-1 on a running grp-a item: its link is cut for
+// longer than the lease, the coordinator re-offers with a higher epoch to
+// worker-2, and worker-1's late result never completes the item.
+func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
+	r := f.r
+	if !f.stallBackAt.IsZero() {
+		if now.After(f.stallBackAt) && r.links[worker1].Up() {
+			return f.record(f.stall)
+		}
+		return nil
+	}
+	for _, st := range a.WorkStages() {
+		if st.Kind != StageTesting && st.Kind != StageImplementation {
+			continue
+		}
+		w, ok := r.svc.WorkItem(a.GroupID, st.WorkItemID)
+		if !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 {
+			continue
+		}
+		stall := 20*time.Second + 15*time.Second // lease plus time for the re-offer
+		r.links[worker1].Cut(stall)
+		// The second worker comes up now, in time to win the re-offer.
+		if r.worker(worker2) == nil {
+			if err := r.startWorker(worker2, []string{a.GroupID}); err != nil {
+				return fmt.Errorf("lease-expiry: %w", err)
+			}
+		}
+		f.stallBackAt = now.Add(stall)
+		f.stall = Injection{Fault: FaultLeaseExpiry, Worker: worker1, Group: a.GroupID, WorkItem: st.WorkItemID, Epoch: w.Lease.OwnershipEpoch,
+			Detail: fmt.Sprintf("%s cut off for %s while holding %s's lease %s", worker1, stall, st.WorkItemID, w.Lease.LeaseID)}
+		fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s) for %s\n", FaultLeaseExpiry, worker1, st.WorkItemID, w.Lease.LeaseID, stall)
+		break
+	}
+	return nil
+}
+
+// giveUp ends the faults whose moment has passed (every Mission's work is
+// done) and that are not in progress; they are reported not injected.
+func (f *faultPlan) giveUp() {
+	for n := range f.want {
+		if f.done[n] || n == FaultChangeRequest {
+			continue
+		}
+		if n == FaultLeaseExpiry && !f.stallBackAt.IsZero() {
+			continue
+		}
+		if n == FaultGroupDisconnect && !f.disconnectBackAt.IsZero() {
+			continue
+		}
+		f.done[n] = true
+		fmt.Fprintf(f.r.out, "fault %s: no opportunity left, not injected\n", n)
+	}
+}
+
+// holdApproval keeps auto-approve off a Mission until the faults that
+// need it unfinished are injected: change-request is injected on Mission
+// A's first submission.
+func (f *faultPlan) holdApproval(spec MissionSpec) bool {
+	r := f.r
+	if spec.MissionID != r.specs[0].MissionID {
+		return false
+	}
+	if f.pending(FaultChangeRequest) {
+		err := RequestChanges(r.ctx, r.journal, r.owner, spec, []string{"document the new function in the README"},
+			"please also document it", time.Now())
+		f.done[FaultChangeRequest] = true
+		if err != nil {
+			r.fail(fmt.Errorf("change-request: %w", err))
+			return false
+		}
+		fmt.Fprintf(r.out, "fault %s injected on %s\n", FaultChangeRequest, spec.MissionID)
+		return true
+	}
+	return !f.finished()
+}
+
+// finished reports whether every chosen fault was injected.
+func (f *faultPlan) finished() bool {
+	for n := range f.want {
+		if !f.done[n] {
+			return false
+		}
+	}
+	return true
+}

@@ -145,7 +145,7 @@ func TestChangeRequestFault(t *testing.T) {
 			}
 		}
 	}
-	if changes, _, err := ParsePatch(string(patch)); err != nil || len(changes) != 1 || changes[0].Path != "CHANGELOG.md" ||
+	if changes, err := ParsePatch(string(patch)); err != nil || len(changes) != 1 || changes[0].Path != "CHANGELOG.md" ||
 		!strings.Contains(strings.Join(changes[0].Added, "\n"), "math.MinInt") {
 		t.Fatalf("rework patch %v:\n%s", err, patch)
 	}

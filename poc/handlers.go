@@ -100,6 +100,9 @@ type jobState struct {
 	Vals     map[string]string `json:"vals"`
 	Evidence map[string]piece  `json:"evidence"`
 	Outputs  []string          `json:"outputs"`
+	// Media is each output's media type, so a later run (another lease
+	// after a restart or reassignment) can publish it again.
+	Media map[string]string `json:"media,omitempty"`
 }
 
 // job is one run of a handler.
@@ -111,6 +114,8 @@ type job struct {
 	dir   string // the project copy in the workdir, when a step made one
 	scr   map[string]any
 	start time.Time
+	// published are the outputs this run published under its own lease.
+	published map[string]bool
 }
 
 // step is one unit of a handler between safe points. A setup step
@@ -170,6 +175,21 @@ func (cfg *HandlerConfig) runSteps(ctx context.Context, w *slots.Work, steps []s
 			return slots.Result{}, slots.ErrPreempted
 		}
 	}
+	// Outputs published by an earlier run went out under that run's lease,
+	// which may have been lost before the authority saw them: publish them
+	// again under this one before they are submitted.
+	for _, d := range j.st.Outputs {
+		if j.published[d] || j.cfg.Artifacts == nil {
+			continue
+		}
+		data, err := FetchVerified(j.cfg.Artifacts, d)
+		if err != nil {
+			return slots.Result{}, fmt.Errorf("republish %s: %w", d, err)
+		}
+		if _, err := j.w.PublishArtifact(ctx, j.st.Media[d], data); err != nil {
+			return slots.Result{}, err
+		}
+	}
 	p := j.report(steps, len(steps), "submit")
 	return slots.Result{Artifacts: append([]string(nil), j.st.Outputs...), Evidence: j.evidence(), Progress: &p}, nil
 }
@@ -220,6 +240,14 @@ func (j *job) publish(ctx context.Context, name, mediaType string, data []byte) 
 	}
 	j.st.Vals[name] = d
 	j.st.Outputs = append(j.st.Outputs, d)
+	if j.st.Media == nil {
+		j.st.Media = map[string]string{}
+	}
+	j.st.Media[d] = mediaType
+	if j.published == nil {
+		j.published = map[string]bool{}
+	}
+	j.published[d] = true
 	return d, nil
 }
 

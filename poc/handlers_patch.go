@@ -173,8 +173,13 @@ type FileChange struct {
 	Removed []string
 }
 
-// ParsePatch parses a unified diff into its file changes and hunks.
-func ParsePatch(patch string) ([]FileChange, []filePatch, error) {
+// ParsePatch parses a unified diff into the file changes it makes.
+func ParsePatch(patch string) ([]FileChange, error) {
+	changes, _, err := parsePatch(patch)
+	return changes, err
+}
+
+func parsePatch(patch string) ([]FileChange, []filePatch, error) {
 	lines := strings.SplitAfter(patch, "\n")
 	var files []filePatch
 	for i := 0; i < len(lines); i++ {
@@ -308,7 +313,7 @@ func parseHunk(lines []string, i int) (patchHunk, int, error) {
 // ApplyPatch returns t with patch applied, or an error naming the first
 // file and line that does not match; t itself is never changed.
 func ApplyPatch(t Tree, patch string) (Tree, []FileChange, error) {
-	changes, files, err := ParsePatch(patch)
+	changes, files, err := parsePatch(patch)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -182,7 +182,7 @@ func ReviewDiff(base Tree, patch string, report *TestReport) Review {
 	patched, changes, err := ApplyPatch(base, patch)
 	if err != nil {
 		r.Findings = append(r.Findings, Finding{Rule: "patch-applies", Blocking: true, Detail: err.Error()})
-		if changes, _, perr := ParsePatch(patch); perr == nil {
+		if changes, perr := ParsePatch(patch); perr == nil {
 			r.Files = changes
 		}
 		return r

@@ -326,6 +326,12 @@ func (s *stepper) apply(f *fact, p *payload) *protocol.Error {
 			}
 			e.Lease = l
 		}
+		// A replacement session revokes the lease and returns the item to
+		// queued, ownership kept (spec 11.3): the event says so in its state.
+		if p.State == protocol.WorkQueued && e.State == protocol.WorkActive {
+			e.State, e.Lease = protocol.WorkQueued, nil
+			e.EnqueuedAt = f.OccurredAt
+		}
 		touch(e, f, true)
 	case protocol.EvtWorkCheckpointed:
 		e, err := s.target(f, p)

@@ -554,3 +554,21 @@ func TestDependencySatisfied(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionReplacementReturnsItemToQueue: authority-lite answers a
+// replacement session with work.progressed in state queued (lease
+// revoked, ownership kept); the projection must requeue the item so the
+// new session starts it again.
+func TestSessionReplacementReturnsItemToQueue(t *testing.T) {
+	st := newStream("g")
+	st.missionCreated()
+	st.authorized("wi-1", testContract(1, protocol.UrgencyNormal, false))
+	st.offered("wi-1", nil, self)
+	st.accepted("wi-1", self, 1, 1)
+	st.started("wi-1", self, 1, "lease-1")
+	st.simple(protocol.EvtWorkProgressed, "wi-1", "group-authority", obj{"state": "queued", "leaseId": "lease-1", "reason": "session_replaced"})
+	e := viewOf(t, "g", st.evs).items["wi-1"]
+	if e.State != protocol.WorkQueued || e.Lease != nil || e.Owner == "" {
+		t.Fatalf("after replacement: state %s lease %v owner %q", e.State, e.Lease, e.Owner)
+	}
+}
