@@ -101,7 +101,10 @@ func (f *faultPlan) step() error {
 	}
 	// group-disconnect: cut worker-1's connection for a second once grp-b
 	// is under way; journal when it is back.
-	if f.pending(FaultGroupDisconnect) {
+	// The connection and restart faults wait for priority-arrival, which
+	// needs both long runs undisturbed on worker-1.
+	first := f.priorityDone()
+	if f.pending(FaultGroupDisconnect) && (first || !f.disconnectBackAt.IsZero()) {
 		switch {
 		case f.disconnectBackAt.IsZero() && r.svc.LastSequence(b.GroupID) >= 8:
 			r.links[worker1].Cut(time.Second)
@@ -116,7 +119,7 @@ func (f *faultPlan) step() error {
 	}
 	// worker-restart: stop worker-1 once grp-b work has started on it, and
 	// start it again on the same store.
-	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.started[b.GroupID+"/"+b.WorkStages()[0].WorkItemID] == worker1 {
+	if f.pending(FaultWorkerRestart) && first && f.disconnectDone() && f.started[b.GroupID+"/"+b.WorkStages()[0].WorkItemID] == worker1 {
 		if err := r.stopWorker(worker1); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
 		}
@@ -127,9 +130,16 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// lease-expiry: when worker-1 starts Mission A's testing stage, cut it
-	// off past the lease; worker-2 (started now) takes the re-offer.
-	if f.pending(FaultLeaseExpiry) {
+	// priority-arrival: a critical item while worker-1's slots are full.
+	if f.want[FaultPriorityArrival] {
+		if err := f.priorityArrival(a, now); err != nil {
+			return err
+		}
+	}
+	// lease-expiry: once worker-1 runs a Mission A item (after the
+	// priority arrival, which needs worker-1 connected), cut it off past
+	// the lease; worker-2 (started now) takes the re-offer.
+	if f.pending(FaultLeaseExpiry) && f.priorityDone() {
 		if err := f.leaseExpiry(a, now); err != nil {
 			return err
 		}
@@ -145,20 +155,29 @@ func (f *faultPlan) disconnectDone() bool { return !f.pending(FaultGroupDisconne
 func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 	r := f.r
 	if !f.stallBackAt.IsZero() {
-		if now.After(f.stallBackAt) && r.links[worker1].Up() {
+		// Keep worker-1 cut off until the item was taken over under a
+		// higher ownership epoch (or the bound passed), then let it back.
+		w, _ := r.svc.WorkItem(a.GroupID, f.stall.WorkItem)
+		if w.Ownership != nil && w.Ownership.OwnershipEpoch > f.stall.Epoch || now.After(f.stallBackAt) {
+			r.links[worker1].Restore()
 			return f.record(f.stall)
 		}
 		return nil
 	}
-	for _, st := range a.WorkStages() {
-		if st.Kind != StageTesting && st.Kind != StageImplementation {
+	for _, id := range r.svc.WorkItemIDs(a.GroupID) {
+		if id == hotfixID {
 			continue
 		}
-		w, ok := r.svc.WorkItem(a.GroupID, st.WorkItemID)
-		if !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 {
+		w, ok := r.svc.WorkItem(a.GroupID, id)
+		// An item that never checkpointed: after a checkpoint the owner
+		// keeps a bounded ownership hold, which would delay the re-offer.
+		if !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 || w.Checkpoint != nil {
 			continue
 		}
-		stall := 20*time.Second + 15*time.Second // lease plus time for the re-offer
+		st := struct{ WorkItemID string }{id}
+		// Long enough for the lease and any ownership hold to lapse and the
+		// re-offer to be taken; restored as soon as that happened.
+		stall := 2 * time.Minute
 		r.links[worker1].Cut(stall)
 		// The second worker comes up now, in time to win the re-offer.
 		if r.worker(worker2) == nil {
@@ -223,4 +242,94 @@ func (f *faultPlan) finished() bool {
 		}
 	}
 	return true
+}
+
+// hotfixID is the critical WorkItem priority-arrival injects into Mission A.
+const hotfixID = "wi-a-hotfix"
+
+// priorityArrival: while both of worker-1's slots are busy, Mission A's
+// coordinator authority authorizes and offers a critical-urgency item to
+// worker-1 (a second requirements analysis on the same feature request);
+// the worker's scheduler must preempt a running item at its next safe
+// point. The driver reviews the hotfix itself, since it is not part of the
+// coordinator's graph.
+func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
+	r := f.r
+	if f.done[FaultPriorityArrival] {
+		return f.acceptHotfix(a)
+	}
+	// Both slots must hold long runs (the testing stages run `go test`),
+	// so the critical item cannot simply wait for a slot to free itself.
+	busy := 0
+	for _, spec := range r.specs {
+		for _, st := range spec.WorkStages() {
+			if st.Kind != StageTesting {
+				continue
+			}
+			if w, ok := r.svc.WorkItem(spec.GroupID, st.WorkItemID); ok && w.State == protocol.WorkActive && w.Lease != nil && w.Lease.AgentID == worker1 {
+				busy++
+			}
+		}
+	}
+	if busy < slotsPerWk {
+		return nil
+	}
+	src, ok := r.svc.WorkItem(a.GroupID, a.WorkStages()[0].WorkItemID)
+	m, ok2 := r.svc.Mission(a.GroupID)
+	if !ok || !ok2 || m.Coordinator == nil || len(src.Contract.Inputs) == 0 {
+		return nil
+	}
+	coord := r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: m.Coordinator.AgentID}, r.keys[m.Coordinator.AgentID])
+	c := src.Contract
+	c.ContractID, c.Revision, c.Urgency, c.BusinessImpact = "wc-"+hotfixID, 1, protocol.UrgencyCritical, protocol.ImpactCritical
+	c.Dependencies = protocol.List[protocol.Dependency]{}
+	c.Deadline = protocol.NewTime(now.Add(time.Hour))
+	c.Goal = "Hotfix: " + c.Goal
+	if _, err := coord.Do(r.ctx, protocol.CmdWorkAuthorize, a.GroupID, &protocol.AuthorizeWorkPayload{WorkItemID: hotfixID, MissionID: a.MissionID, Contract: c}); err != nil {
+		return fmt.Errorf("priority-arrival: authorize: %w", err)
+	}
+	basis := protocol.SelectionBasis{
+		CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: c.RequiredCapabilities[0].ID, Required: c.RequiredCapabilities[0].Version, Offered: "1.0.0"}},
+		AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
+		ExpectedCost: protocol.Budgets{WallClockSeconds: protocol.Float64(5)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
+		PolicyRulesApplied: protocol.List[string]{"critical-arrival"},
+	}
+	if _, err := coord.Do(r.ctx, protocol.CmdWorkOffer, a.GroupID, &protocol.OfferWorkPayload{WorkItemID: hotfixID, OfferID: "off-" + hotfixID, Contract: c,
+		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: worker1, SelectionBasis: basis}}, ExpiresAt: protocol.NewTime(now.Add(time.Minute))}); err != nil {
+		return fmt.Errorf("priority-arrival: offer: %w", err)
+	}
+	return f.record(Injection{Fault: FaultPriorityArrival, Group: a.GroupID, WorkItem: hotfixID,
+		Detail: fmt.Sprintf("critical %s offered to %s while its %d slots were busy", hotfixID, worker1, busy)})
+}
+
+// acceptHotfix reviews the injected item like the coordinator would: its
+// submission is accepted under the current coordinator epoch.
+func (f *faultPlan) acceptHotfix(a MissionSpec) error {
+	r := f.r
+	w, ok := r.svc.WorkItem(a.GroupID, hotfixID)
+	if !ok || w.State != protocol.WorkSubmitted {
+		return nil
+	}
+	m, _ := r.svc.Mission(a.GroupID)
+	if m.Coordinator == nil {
+		return nil
+	}
+	coord := r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: m.Coordinator.AgentID}, r.keys[m.Coordinator.AgentID])
+	_, err := coord.Do(r.ctx, protocol.CmdWorkAcceptResult, a.GroupID, &protocol.AcceptResultPayload{WorkItemID: hotfixID, ContractRevision: w.Contract.Revision,
+		Comment: "hotfix reviewed by the PoC driver"})
+	return err
+}
+
+// priorityDone reports whether priority-arrival is over: not chosen, or
+// injected and its critical item settled (the preemption and the resume
+// happen while worker-1 is left undisturbed).
+func (f *faultPlan) priorityDone() bool {
+	if !f.want[FaultPriorityArrival] {
+		return true
+	}
+	if !f.done[FaultPriorityArrival] {
+		return false
+	}
+	w, ok := f.r.svc.WorkItem(f.r.specs[0].GroupID, hotfixID)
+	return !ok || w.State == protocol.WorkVerified || w.State == protocol.WorkFailed || w.State == protocol.WorkCancelled
 }

@@ -88,6 +88,13 @@ func (l *link) Cut(d time.Duration) {
 	}
 }
 
+// Restore accepts connections again at once.
+func (l *link) Restore() {
+	l.mu.Lock()
+	l.downUntil = time.Time{}
+	l.mu.Unlock()
+}
+
 // Up reports whether the link accepts connections now.
 func (l *link) Up() bool {
 	l.mu.Lock()

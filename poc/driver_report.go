@@ -54,7 +54,7 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 		}
 		rep.Missions = append(rep.Missions, mr)
 	}
-	rep.Slots = assignSlots(runs)
+	rep.Slots = assignSlots(runs, slotsPerWk)
 	// Each stage names the worker and slot of its last run.
 	where := map[string]struct {
 		worker string
@@ -185,10 +185,14 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 	return mr, nil
 }
 
-// assignSlots places each worker's runs on its slots: runs never overlap
-// on one slot (first free slot in start order), which is how the worker's
-// slots were used since it runs at most maxConcurrency items at once.
-func assignSlots(runs map[string][]*Interval) []SlotUsage {
+// assignSlots places each worker's runs on its slots, from the
+// authority's leases: first free slot in start order. A lease outlives the
+// worker's slot by the round trip of the command that ends it (the slot is
+// free as soon as the handler returns), so a run may start a few
+// milliseconds before the lease it replaces ends; such a run takes the
+// slot that frees first and the earlier run is cut at its start, never
+// inventing more slots than the worker has.
+func assignSlots(runs map[string][]*Interval, slotsPer int) []SlotUsage {
 	var out []SlotUsage
 	ids := make([]string, 0, len(runs))
 	for id := range runs {
@@ -200,17 +204,24 @@ func assignSlots(runs map[string][]*Interval) []SlotUsage {
 		sort.SliceStable(list, func(i, j int) bool { return list[i].From.Before(list[j].From.Time) })
 		var slots []*SlotUsage
 		for _, iv := range list {
-			placed := false
+			var free, earliest *SlotUsage
 			for _, s := range slots {
 				last := s.Intervals[len(s.Intervals)-1]
-				if !last.To.After(iv.From.Time) {
-					s.Intervals = append(s.Intervals, *iv)
-					placed = true
-					break
+				if free == nil && !last.To.After(iv.From.Time) {
+					free = s
+				}
+				if earliest == nil || last.To.Before(earliest.Intervals[len(earliest.Intervals)-1].To.Time) {
+					earliest = s
 				}
 			}
-			if !placed {
+			switch {
+			case free != nil:
+				free.Intervals = append(free.Intervals, *iv)
+			case len(slots) < slotsPer || earliest == nil:
 				slots = append(slots, &SlotUsage{Worker: id, Slot: len(slots), Intervals: []Interval{*iv}})
+			default:
+				earliest.Intervals[len(earliest.Intervals)-1].To = iv.From
+				earliest.Intervals = append(earliest.Intervals, *iv)
 			}
 		}
 		for _, s := range slots {
