@@ -60,6 +60,7 @@ func (r *run) drive() error {
 			}
 		}
 		if done && f.finished() {
+			r.catchUp(15 * time.Second)
 			return nil
 		}
 		if err := r.ctx.Err(); err != nil {
@@ -109,4 +110,31 @@ func (r *run) workerIDs() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// catchUp waits (bounded) until every running worker's store has applied
+// its Groups' logs to the end, so the durable stores checked afterwards
+// show the run's final state rather than a worker that was still
+// replaying when the run ended.
+func (r *run) catchUp(bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		behind := false
+		for _, id := range r.workerIDs() {
+			wr := r.worker(id)
+			if wr == nil {
+				continue
+			}
+			for _, g := range wr.w.Status().Groups {
+				if g.Cursor < r.svc.LastSequence(g.GroupID) {
+					behind = true
+				}
+			}
+		}
+		if !behind {
+			return
+		}
+		r.waitChange(100 * time.Millisecond)
+	}
+	fmt.Fprintf(r.out, "workers still behind the authority after %s; checking the stores as they are\n", bound)
 }
