@@ -1,28 +1,41 @@
 // Package poc is the proof of concept of spec 22: two concurrent
 // software-development missions sharing a worker, a human approval page and
-// the fault-injection suite.
+// the fault-injection suite. `mwp-worker poc` runs it (Run).
 //
-// Status (issue 7, in part). Built and tested, against small interfaces with
-// fakes in the tests:
+// The run (driver*.go): authority-lite embedded and served over real wss on
+// 127.0.0.1; worker-1 (runtime.Worker, two slots) serves Mission A (grp-a,
+// priority high: requirements → implementation → testing → code review →
+// integration → human approval) and Mission B (grp-b, normal:
+// implementation → testing → review) at the same time; worker-2 is
+// registered and started only when a fault needs a second worker. Each
+// Mission has an in-process coordinator agent (coordinator*.go) that adds
+// workers, authorizes and offers stages with structured selection bases,
+// reviews submissions in the order of spec 13.2 (artifact integrity, then
+// deterministic checks, then a rule-based semantic review of the diff),
+// re-offers after a lease lapses and submits the Mission for approval. The
+// handlers (handlers*.go) do real work in the slot's directory on a tiny Go
+// project: a requirements note, a unified-diff patch, `go test` on the
+// patched project, a review, and the integration into a repository behind
+// an idempotency-keyed effect log (effects.go). Each worker reaches the
+// authority through a relay the driver can cut (driver_proxy.go).
 //
-//   - The human approval page (ApprovalServer, ListenLocal on 127.0.0.1):
-//     Missions awaiting approval with their evidence and artifact manifests,
-//     and Approve / Request changes forms that send mission.approve and
-//     mission.request_changes signed by the human MissionOwner, carrying the
-//     revision the page showed (a stale page gets REVISION_CONFLICT). The page
-//     runs no script; untrusted text is escaped; posts need a per-server CSRF
-//     token and pass Go's cross-origin check; only loopback Host names are
-//     served; artifacts are hash-checked against their manifest on every
-//     download. A headless-Chromium test clicks both buttons.
-//   - The terminal fallback (ApproveFromTerminal).
-//   - The run report (Report: JSON and terminal tables, documented in
-//     REPORT.md), the pure per-Group share/wait/preemption computation
-//     (ComputeGroups) and the SVG timeline (RenderTimeline, WriteTimeline).
+// The human: the approval page (web*.go) lists Missions awaiting approval
+// with their evidence and artifacts and sends signed mission.approve /
+// mission.request_changes as the MissionOwner; --auto-approve approves
+// instead (AutoApprove). ApproveFromTerminal is the terminal form of the
+// same decision.
 //
-// AutoApprove is what --auto-approve will call.
+// Faults (faults*.go, driver_faults.go) are injected for real and journaled;
+// afterwards CheckFaults and CheckInvariants judge the run from the durable
+// stores only (the authority's log, the worker stores, the effect log, the
+// journal), and the report (report*.go, REPORT.md) and an SVG timeline are
+// written.
 //
-// Not yet built: the driver that runs the two missions on the authority,
-// runtime and slots, the coordinator agents and mission graphs, the fault
-// suite, the ApprovalSource backed by the authority, and the CLI wiring
-// (`mwp-worker poc`, `poc approve MISSION`, `--auto-approve`, `--json`).
+// Status (issue 7): the two-Mission run, the approval page (tested in
+// headless Chromium), the report and timeline, and all seven faults are
+// implemented. Known gaps: `mwp-worker poc approve MISSION` (a terminal
+// approval from another process) is not wired; without --auto-approve the
+// run waits for the page only. With --faults all, lease-expiry and
+// worker-restart on the same worker sometimes leave worker-1's projection
+// of a reassigned item stale (the worker-restart check then reports it).
 package poc

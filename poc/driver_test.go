@@ -50,3 +50,32 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("approval page not announced:\n%s", out.String())
 	}
 }
+
+// TestRunFaultSuite injects, for real, every fault that does not need the
+// 20-second lease to lapse (lease-expiry is exercised by `mwp-worker poc
+// --faults all` and by the runtime's own lease tests) and checks that each
+// was injected and held, and every invariant held, from the stores.
+func TestRunFaultSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault suite takes several seconds")
+	}
+	faults := []FaultName{FaultDuplicateDelivery, FaultWorkerRestart, FaultCoordinatorFailover, FaultGroupDisconnect, FaultPriorityArrival, FaultChangeRequest}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Faults: faults, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	var b bytes.Buffer
+	_ = rep.WriteText(&b)
+	if len(rep.Faults) != len(faults) {
+		t.Fatalf("%d fault results, want %d\n%s", len(rep.Faults), len(faults), b.String())
+	}
+	for _, f := range rep.Faults {
+		if !f.Injected || !f.Held {
+			t.Errorf("fault %s: injected %v held %v: %s", f.Name, f.Injected, f.Held, f.Detail)
+		}
+	}
+	if !rep.OK() {
+		t.Fatalf("report not ok:\n%s", b.String())
+	}
+}
