@@ -22,8 +22,10 @@
 // The human: the approval page (web*.go) lists Missions awaiting approval
 // with their evidence and artifacts and sends signed mission.approve /
 // mission.request_changes as the MissionOwner; --auto-approve approves
-// instead (AutoApprove). ApproveFromTerminal is the terminal form of the
-// same decision.
+// instead (AutoApprove). From another terminal, `mwp-worker poc approve
+// MISSION --data DIR` reads DIR/approval.json (the page's URL and a bearer
+// token, mode 0600), shows the evidence, signs the decision with the run's
+// MissionOwner key and sends it through the page's API (web_api.go).
 //
 // Faults (faults*.go, driver_faults.go) are injected for real and journaled;
 // afterwards CheckFaults and CheckInvariants judge the run from the durable
@@ -33,9 +35,8 @@
 //
 // Status (issue 7): the two-Mission run, the approval page (tested in
 // headless Chromium), the report and timeline, and all seven faults are
-// implemented. Known gaps: `mwp-worker poc approve MISSION` (a terminal
-// approval from another process) is not wired; without --auto-approve the
-// run waits for the page only. With --faults all, lease-expiry and
-// worker-restart on the same worker sometimes leave worker-1's projection
-// of a reassigned item stale (the worker-restart check then reports it).
+// implemented, with the terminal fallback. Known gap: with --faults all,
+// lease-expiry and worker-restart on the same worker sometimes leave
+// worker-1's projection of an item reassigned away stale (the
+// worker-restart check then reports it, honestly failing the run).
 package poc

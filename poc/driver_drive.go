@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/missionweave/mwp-worker/internal/clock"
@@ -22,12 +23,18 @@ func (r *run) drive() error {
 	if err != nil {
 		return err
 	}
+	if !strings.HasSuffix(url, "/") {
+		url += "/"
+	}
+	if err := WriteAPIInfo(r.dir, APIInfo{URL: url, Token: page.APIToken(), Human: humanID, KeyFile: r.path("keys", humanID+".key")}); err != nil {
+		return err
+	}
 	fmt.Fprintf(r.out, "approval page: %s\n", url)
 	if r.opts.OnApprovalPage != nil {
 		r.opts.OnApprovalPage(url)
 	}
 	if !r.opts.AutoApprove {
-		fmt.Fprintf(r.out, "waiting for the MissionOwner (%s) to approve on the page\n", humanID)
+		fmt.Fprintf(r.out, "waiting for the MissionOwner (%s) to approve on the page, or from a terminal: mwp-worker poc approve MISSION --data %s\n", humanID, r.dir)
 	}
 	f := newFaultPlan(r, r.opts.Faults)
 	announced := map[string]protocol.MissionState{}

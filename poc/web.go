@@ -43,6 +43,7 @@ type ApprovalServer struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	csrf     string
+	apiToken string // bearer token of the terminal fallback's API (web_api.go)
 	handler  http.Handler
 	wg       sync.WaitGroup
 }
@@ -60,6 +61,7 @@ func NewApprovalServer(src ApprovalSource, approver Approver, clk clock.Clock, l
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("POST /decide", s.decide)
 	mux.HandleFunc("GET /artifacts/{digest}", s.artifact)
+	s.apiRoutes(mux)
 	// The CSRF token is the check the brief names; Go's Fetch-metadata check
 	// is a second, independent one.
 	s.handler = http.NewCrossOriginProtection().Handler(mux)

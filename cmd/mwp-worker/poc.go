@@ -10,7 +10,9 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/poc"
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 func pocCommand() *cli.Command {
@@ -36,7 +38,49 @@ func pocCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Usage: "bound on the whole run (default 3m, 30m when a human approves)"},
 			&cli.BoolFlag{Name: "verbose", Usage: "log every component to stderr"},
 		},
-		Action: runPoc,
+		Action:   runPoc,
+		Commands: []*cli.Command{pocApproveCommand()},
+	}
+}
+
+func pocApproveCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "approve",
+		Usage:     "decide, from a terminal, on a Mission awaiting approval in a running `poc --data DIR`",
+		ArgsUsage: "MISSION",
+		Description: "Reads DIR/approval.json (written by the running proof of concept, readable by its user only),\n" +
+			"shows the Mission's evidence and artifacts, asks approve or request changes (with a comment), signs\n" +
+			"the decision with the MissionOwner's key of the run and sends it through the approval page.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data", Usage: "the --data directory of the running poc", Required: true, Sources: cli.EnvVars("MWP_POC_DATA")},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			stderr := cmd.Root().ErrWriter
+			if cmd.Args().Len() != 1 {
+				fmt.Fprintln(stderr, "poc approve: exactly one MISSION id is required")
+				return exitError{1}
+			}
+			client, err := poc.ReadAPIClient(cmd.String("data"))
+			if err != nil {
+				fmt.Fprintln(stderr, "poc approve:", err)
+				return exitError{1}
+			}
+			key, err := protocol.LoadPrivateKey(client.Info.KeyFile)
+			if err != nil {
+				fmt.Fprintln(stderr, "poc approve:", err)
+				return exitError{1}
+			}
+			in := cmd.Root().Reader
+			if in == nil {
+				in = os.Stdin
+			}
+			approver := poc.Approver{Human: protocol.Actor{Kind: protocol.ActorHuman, ID: client.Info.Human}, Key: key, Submit: client.Submit}
+			if err := poc.ApproveFromTerminal(ctx, in, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First()); err != nil {
+				fmt.Fprintln(stderr, "poc approve:", err)
+				return exitError{1}
+			}
+			return nil
+		},
 	}
 }
 
