@@ -220,6 +220,9 @@ func (r *run) startWorker(id string, groups []string) error {
 		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects}),
 		Logger:   r.log.With("component", "worker", "agent", id),
 		Tick:     200 * time.Millisecond,
+		// A short reconnect cap: the injected outages end at known times
+		// and the run should not wait out a 30 s backoff after them.
+		Client: runtime.Config{Backoff: runtime.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: runtime.JitterFull}},
 	}
 	r.auth.Configure(&cfg)
 	l := r.links[id]

@@ -67,7 +67,7 @@ func (r *run) drive() error {
 			}
 		}
 		if done && f.finished() {
-			r.catchUp(15 * time.Second)
+			r.catchUp(30 * time.Second)
 			return nil
 		}
 		if err := r.ctx.Err(); err != nil {
