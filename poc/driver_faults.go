@@ -286,6 +286,18 @@ func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
 		}
 	}
 	if busy < slotsPerWk {
+		// Once a testing stage is past, the moment cannot come again:
+		// give up so the faults waiting for this one can go ahead.
+		for _, spec := range r.specs {
+			for _, st := range spec.WorkStages() {
+				if w, ok := r.svc.WorkItem(spec.GroupID, st.WorkItemID); ok && st.Kind == StageTesting &&
+					(w.State == protocol.WorkSubmitted || w.State == protocol.WorkVerified) {
+					f.done[FaultPriorityArrival] = true
+					fmt.Fprintf(r.out, "fault %s: both slots never held long runs at once, not injected\n", FaultPriorityArrival)
+					return nil
+				}
+			}
+		}
 		return nil
 	}
 	src, ok := r.svc.WorkItem(a.GroupID, a.WorkStages()[0].WorkItemID)

@@ -1,4 +1,4 @@
-package scheduler
+package runtime
 
 import (
 	"encoding/json"
@@ -6,27 +6,28 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/scheduler"
 )
 
 // TestWireBasisIsValidOnTheWire puts a real decision's basis, converted,
 // into a work.offer command and validates it with the protocol's schemas.
 func TestWireBasisIsValidOnTheWire(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	s, err := New(Config{Slots: 1})
+	s, err := scheduler.New(scheduler.Config{Slots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetGroup("g1", GroupConfig{Weight: 1}); err != nil {
+	if err := s.SetGroup("g1", scheduler.GroupConfig{Weight: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Enqueue(Item{ID: "a", Group: "g1", Urgency: UrgencyHigh, Estimate: 1500 * time.Millisecond, Capabilities: []string{"code.implement"}}, now); err != nil {
+	if err := s.Enqueue(scheduler.Item{ID: "a", Group: "g1", Urgency: scheduler.UrgencyHigh, Estimate: 1500 * time.Millisecond, Capabilities: []string{"code.implement"}}, now); err != nil {
 		t.Fatal(err)
 	}
 	d, ok := s.Next(now)
 	if !ok {
 		t.Fatal("no decision")
 	}
-	wire := d.Basis.Wire([]protocol.CapabilityMatch{{ID: "code.implement", Required: "1.x", Offered: "1.2.0"}},
+	wire := WireBasis(d.Basis, []protocol.CapabilityMatch{{ID: "code.implement", Required: "1.x", Offered: "1.2.0"}},
 		[]protocol.ReliabilityRecord{{CapabilityID: "code.implement", Attempts: 4, Successes: 4}}, now)
 	if *wire.ExpectedCost.WallClockSeconds != 1.5 || !wire.AuthorizationEligible || len(wire.PolicyRulesApplied) == 0 {
 		t.Fatalf("converted basis: %+v", wire)
