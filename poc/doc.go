@@ -12,7 +12,8 @@
 // workers, authorizes and offers stages with structured selection bases,
 // reviews submissions in the order of spec 13.2 (artifact integrity, then
 // deterministic checks, then a rule-based semantic review of the diff),
-// re-offers after a lease lapses and submits the Mission for approval. The
+// re-offers after a lease lapses and submits the Mission for approval; it
+// requires provenance (every output's manifest lists the item's inputs). The
 // handlers (handlers*.go) do real work in the slot's directory on a tiny Go
 // project: a requirements note, a unified-diff patch, `go test` on the
 // patched project, a review, and the integration into a repository behind

@@ -305,7 +305,7 @@ func (r *run) joinAgent(id string, role protocol.Role) error {
 
 func (r *run) coordinatorConfig(spec MissionSpec, id string, workers []string) CoordinatorConfig {
 	return CoordinatorConfig{Service: r.svc, AgentID: id, Key: r.keys[id], Mission: spec, Workers: workers,
-		LeaseDuration: 10 * time.Minute, OfferTTL: time.Minute, Logger: r.log.With("component", "coordinator", "agent", id)}
+		LeaseDuration: 10 * time.Minute, OfferTTL: time.Minute, RequireProvenance: true, Logger: r.log.With("component", "coordinator", "agent", id)}
 }
 
 // startCoordinator runs a coordinator agent for spec (already joined and

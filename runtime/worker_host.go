@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -52,11 +53,20 @@ func (h *host) PublishArtifact(_ context.Context, s slots.Slot, mediaType string
 		return digest, nil
 	}
 	now := e.cfg.Clock.Now()
+	// Provenance (spec 13.1): an output derives from the item's inputs.
+	sources := protocol.List[string]{}
+	if c, err := e.store.Contract(s.GroupID, s.WorkItemID); err == nil {
+		for _, in := range c.Inputs {
+			if in.Artifact != "" && !slices.Contains(sources, in.Artifact) {
+				sources = append(sources, in.Artifact)
+			}
+		}
+	}
 	m := protocol.ArtifactManifest{
 		ContentHash: digest, MediaType: mediaType,
 		Producer:  protocol.ArtifactProducer{AgentID: e.cfg.AgentID, AgentVersion: e.sess.card.AgentVersion, AgentCardHash: e.sess.cardHash},
 		MissionID: s.MissionID, GroupID: s.GroupID, WorkItemID: s.WorkItemID,
-		SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},
+		SourceArtifacts: sources, ToolVersions: protocol.StringMap{},
 		CreatedAt: protocol.NewTime(now), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: uri,
 	}
 	m.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: e.cfg.Key.KeyID, CreatedAt: m.CreatedAt}
