@@ -36,9 +36,5 @@
 //
 // Status (issue 7): the two-Mission run, the approval page (tested in
 // headless Chromium), the report and timeline, and all seven faults are
-// implemented, with the terminal fallback. Known runtime gap the driver
-// steers around: a worker cut off while running an item of a Group whose
-// only candidate it is gets that item re-offered to itself and, after
-// reconnecting, accepts but does not start it; lease-expiry therefore
-// stalls worker-1 only while it runs a single item.
+// implemented, with the terminal fallback.
 package poc

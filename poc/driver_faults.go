@@ -164,20 +164,6 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 		}
 		return nil
 	}
-	// Stall worker-1 while it runs only this one item: its other runs
-	// would be reassigned to itself after the stall, a path the runtime
-	// does not yet resume from (see the issue notes).
-	active := 0
-	for _, spec := range r.specs {
-		for _, id := range r.svc.WorkItemIDs(spec.GroupID) {
-			if w, ok := r.svc.WorkItem(spec.GroupID, id); ok && w.State == protocol.WorkActive && w.Lease != nil && w.Lease.AgentID == worker1 {
-				active++
-			}
-		}
-	}
-	if active != 1 {
-		return nil
-	}
 	for _, id := range r.svc.WorkItemIDs(a.GroupID) {
 		if id == hotfixID {
 			continue

@@ -93,6 +93,19 @@ func (e *engine) sync(k itemKey) {
 			e.admit(k, en, now)
 		}
 	case mine && en.State == protocol.WorkQueued:
+		if it != nil && it.phase == phFinishing && it.epoch != 0 && it.epoch < en.OwnershipEpoch {
+			// Ours again under a newer ownership epoch (the item was
+			// re-offered to us after our lease lapsed) while the old run's
+			// commands still wait: they carry the fenced epoch and could
+			// only be refused, and they would keep the new run from
+			// starting. Drop them; the late result is never current.
+			it.cmds = nil
+			if it.sending {
+				return // forgotten when the answer comes; sync runs then
+			}
+			e.forget(it)
+			it = nil
+		}
 		if it == nil {
 			it = &item{key: k, phase: phQueued, missionID: en.MissionID}
 			e.items[k] = it
@@ -142,9 +155,15 @@ func (e *engine) sync(k itemKey) {
 	}
 }
 
-// forget removes an item's record and any scheduler entry left.
+// forget removes an item's record and any scheduler entry left, also the
+// entry of a run that ended while its outcome waited (offline): otherwise
+// the scheduler keeps it running and refuses the item when it is offered to
+// this worker again under a newer epoch ("duplicate item id").
 func (e *engine) forget(it *item) {
 	e.unschedule(it)
+	if it.phase != phRunning {
+		e.endRun(it, false, e.cfg.Clock.Now())
+	}
 	delete(e.items, it.key)
 }
 
