@@ -39,7 +39,7 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 	}
 	st := RunStores{Log: svc, Missions: r.specs, Workers: workers, Effects: r.path(EffectsFile), Journal: r.path(JournalFile)}
 	rep := &Report{Missions: []MissionReport{}, Faults: []FaultResult{}, Invariants: []InvariantResult{}, Slots: []SlotUsage{}, Groups: []GroupShare{}, Approvals: []ApprovalMoment{}}
-	rep.Invariants = CheckInvariants(st)
+	rep.Invariants = append(CheckInvariants(st), checkCredentialScope(svc, r.missionGroups()))
 	if len(r.opts.Faults) > 0 {
 		rep.Faults = CheckFaults(r.opts.Faults, st)
 	}
