@@ -1,7 +1,6 @@
 package authoritylite
 
 import (
-	"encoding/binary"
 	"encoding/json"
 
 	bolt "go.etcd.io/bbolt"
@@ -126,8 +125,7 @@ func (s *Service) Acked(peer, groupID string, sequence uint64) {
 func (s *Service) OrgEvents() ([][]byte, error) {
 	var out [][]byte
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(func(k, v []byte) error {
-			_ = binary.BigEndian.Uint64(k)
+		return tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(func(_, v []byte) error {
 			out = append(out, append([]byte(nil), v...))
 			return nil
 		})

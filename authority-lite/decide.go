@@ -220,12 +220,16 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 	}
 	var anc []ancWrite
 	for _, a := range p.ancestors {
-		a.gs.descendants = a.descendants
 		raw, err := json.Marshal(a.descendants)
 		if err != nil {
+			s.releaseAncestors(p)
 			s.writer.fail(err)
+			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode ancestor usage: %v", err)
 		}
 		anc = append(anc, ancWrite{a.gs.id, raw})
+	}
+	for _, a := range p.ancestors {
+		a.gs.descendants = a.descendants
 	}
 	done := s.writer.submit(func(tx *bolt.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, true)
@@ -341,7 +345,7 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 				return err
 			}
 		}
-		if e.ev.Type == EvtResourceUsageRecordedType {
+		if e.ev.Type == protocol.EvtResourceUsageRecorded {
 			usage = true
 		}
 	}
@@ -391,9 +395,6 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 	}
 	return nil
 }
-
-// EvtResourceUsageRecordedType is the event that charges a budget.
-const EvtResourceUsageRecordedType = protocol.EvtResourceUsageRecorded
 
 func putAudit(tx *bolt.Tx, raw []byte) error {
 	b := tx.Bucket(bucketAudit)

@@ -174,7 +174,6 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 		if !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 || w.Checkpoint != nil {
 			continue
 		}
-		st := struct{ WorkItemID string }{id}
 		// Long enough for the lease and any ownership hold to lapse and the
 		// re-offer to be taken; restored as soon as that happened.
 		stall := 2 * time.Minute
@@ -186,9 +185,9 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 			}
 		}
 		f.stallBackAt = now.Add(stall)
-		f.stall = Injection{Fault: FaultLeaseExpiry, Worker: worker1, Group: a.GroupID, WorkItem: st.WorkItemID, Epoch: w.Lease.OwnershipEpoch,
-			Detail: fmt.Sprintf("%s cut off for %s while holding %s's lease %s", worker1, stall, st.WorkItemID, w.Lease.LeaseID)}
-		fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s) for %s\n", FaultLeaseExpiry, worker1, st.WorkItemID, w.Lease.LeaseID, stall)
+		f.stall = Injection{Fault: FaultLeaseExpiry, Worker: worker1, Group: a.GroupID, WorkItem: id, Epoch: w.Lease.OwnershipEpoch,
+			Detail: fmt.Sprintf("%s cut off (at most %s, until the item was taken over) while holding %s's lease %s", worker1, stall, id, w.Lease.LeaseID)}
+		fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s) for at most %s\n", FaultLeaseExpiry, worker1, id, w.Lease.LeaseID, stall)
 		break
 	}
 	return nil

@@ -19,11 +19,12 @@ func pocCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "poc",
 		Usage: "run the proof of concept: two concurrent missions sharing a worker, human approval, fault suite",
-		Description: "Starts authority-lite embedded (over real wss on 127.0.0.1), two workers (worker-1 with two slots\n" +
-			"serves both Missions, worker-2 serves Mission A), one coordinator agent per Mission, and the approval\n" +
-			"page for the MissionOwner. Mission A (grp-a, priority high) goes through requirements, implementation,\n" +
+		Description: "Starts authority-lite embedded (over real wss on 127.0.0.1), worker-1 (two slots, serving both\n" +
+			"Missions; worker-2 joins only when a fault needs a second worker), one coordinator agent per Mission,\n" +
+			"and the approval page for the MissionOwner. Mission A (grp-a, priority high) goes through requirements, implementation,\n" +
 			"testing, code review, integration and human approval; Mission B (grp-b, normal) runs at the same time.\n" +
-			"Without --auto-approve the run waits for the human on the page (its URL is printed).\n" +
+			"Without --auto-approve the run waits for the human on the page (its URL is printed) or for\n" +
+			"`mwp-worker poc approve MISSION --data DIR` in another terminal.\n" +
 			"--faults all, or a comma list of duplicate-delivery, worker-restart, coordinator-failover,\n" +
 			"group-disconnect, lease-expiry, priority-arrival, change-request, injects them for real.\n" +
 			"Afterwards the invariants are checked from the durable stores and the report is printed (with --json\n" +
