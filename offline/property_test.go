@@ -61,7 +61,7 @@ func TestPropertyWindowAndBuffer(t *testing.T) {
 			t.Errorf("generator never filled the buffer (%d) or ran in a grace period (%d)", fullSeen, graceRuns)
 		}
 	}()
-	rapid.Check(t, func(rt *rapid.T) {
+	prop := func(rt *rapid.T) {
 		cfg := Config{Grace: time.Duration(rapid.IntRange(-1, 15).Draw(rt, "graceMinutes")) * time.Minute}
 		// One bound or the other binds first; commands are ~1.2 KB.
 		lim := Limits{MaxCommands: rapid.IntRange(1, 6).Draw(rt, "maxCommands"), MaxBytes: 1 << 20}
@@ -195,7 +195,12 @@ func TestPropertyWindowAndBuffer(t *testing.T) {
 				}
 			}
 		}
-	})
+	}
+	// rapid draws a new seed each run: go on (a bounded number of rounds)
+	// until the generator has reached both edges at least once.
+	for round := 0; round < 5 && (round == 0 || fullSeen == 0 || graceRuns == 0); round++ {
+		rapid.Check(t, prop)
+	}
 }
 
 func checkInvariants(rt *rapid.T, m *Monitor, w *windowModel, buf *Buffer, lim Limits, now time.Time, queued []string) {
