@@ -201,45 +201,79 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 // issuedAt/occurredAt/createdAt, or a value that does not match (wrong key,
 // any tampered member). Verify does not judge freshness; see VerifyFresh.
 func Verify(doc map[string]any, keys KeyResolver) error {
+	c, err := checkSignature(doc, keys)
+	if err != nil {
+		return err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	input, err := appendSigningInput((*bp)[:0], doc, c.sig)
+	if err != nil {
+		return err
+	}
+	*bp = input
+	return c.verify(input)
+}
+
+// sigCheck is a signature whose form passed every check; only the
+// cryptographic comparison is left.
+type sigCheck struct {
+	sig   map[string]any
+	keyID string
+	value string
+	raw   []byte
+	pub   ed25519.PublicKey
+}
+
+func (c *sigCheck) verify(input []byte) error {
+	if !ed25519.Verify(c.pub, input, c.raw) {
+		return Errorf(CodeAuthInvalidSignature, "signature does not match the document for key %q (wrong key or a changed member)", c.keyID).At("/signature/value")
+	}
+	return nil
+}
+
+// checkSignature runs Verify's checks of form, in Verify's order, up to
+// the key lookup.
+func checkSignature(doc map[string]any, keys KeyResolver) (*sigCheck, error) {
 	if doc == nil {
-		return Errorf(CodeAuthInvalidSignature, "no document").At("")
+		return nil, Errorf(CodeAuthInvalidSignature, "no document").At("")
 	}
 	sig, err := signatureObject(doc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for name := range sig {
 		switch name {
 		case "alg", "keyId", "createdAt", "value":
 		default:
-			return Errorf(CodeAuthInvalidSignature, "unknown signature member %q", name).At(pointerOf([]string{"signature", name}))
+			return nil, Errorf(CodeAuthInvalidSignature, "unknown signature member %q", name).At(pointerOf([]string{"signature", name}))
 		}
 	}
 	if alg, ok := sig["alg"].(string); !ok || alg != SignatureAlgEd25519 {
-		return Errorf(CodeAuthInvalidSignature, "alg must be %q", SignatureAlgEd25519).At("/signature/alg")
+		return nil, Errorf(CodeAuthInvalidSignature, "alg must be %q", SignatureAlgEd25519).At("/signature/alg")
 	}
 	keyID, ok := sig["keyId"].(string)
 	if !ok || !ValidKeyID(keyID) {
-		return Errorf(CodeAuthInvalidSignature, "keyId must be a string matching %s", keyIDPattern).At("/signature/keyId")
+		return nil, Errorf(CodeAuthInvalidSignature, "keyId must be a string matching %s", keyIDPattern).At("/signature/keyId")
 	}
 	created, ok := sig["createdAt"].(string)
 	if !ok {
-		return Errorf(CodeAuthInvalidSignature, "createdAt must be a time string").At("/signature/createdAt")
+		return nil, Errorf(CodeAuthInvalidSignature, "createdAt must be a time string").At("/signature/createdAt")
 	}
 	at, perr := ParseTime(created)
 	if perr != nil {
-		return Errorf(CodeAuthInvalidSignature, "createdAt %q is not RFC 3339 UTC (YYYY-MM-DDTHH:MM:SS[.fff]Z)", created).At("/signature/createdAt")
+		return nil, Errorf(CodeAuthInvalidSignature, "createdAt %q is not RFC 3339 UTC (YYYY-MM-DDTHH:MM:SS[.fff]Z)", created).At("/signature/createdAt")
 	}
 	if err := checkCreatedAt(doc, at); err != nil {
-		return err
+		return nil, err
 	}
 	value, ok := sig["value"].(string)
 	if !ok {
-		return Errorf(CodeAuthInvalidSignature, "value must be a string").At("/signature/value")
+		return nil, Errorf(CodeAuthInvalidSignature, "value must be a string").At("/signature/value")
 	}
 	raw, derr := decodeB64(value, ed25519.SignatureSize)
 	if derr != nil {
-		return Errorf(CodeAuthInvalidSignature, "value %v", derr).At("/signature/value")
+		return nil, Errorf(CodeAuthInvalidSignature, "value %v", derr).At("/signature/value")
 	}
 	var pub ed25519.PublicKey
 	if keys != nil {
@@ -247,19 +281,9 @@ func Verify(doc map[string]any, keys KeyResolver) error {
 	}
 	// A key of the wrong size would make ed25519.Verify panic.
 	if keys == nil || !ok || len(pub) != ed25519.PublicKeySize {
-		return Errorf(CodeAuthInvalidSignature, "unknown key %q", keyID).At("/signature/keyId")
+		return nil, Errorf(CodeAuthInvalidSignature, "unknown key %q", keyID).At("/signature/keyId")
 	}
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	input, err := appendSigningInput((*bp)[:0], doc, sig)
-	if err != nil {
-		return err
-	}
-	*bp = input
-	if !ed25519.Verify(pub, input, raw) {
-		return Errorf(CodeAuthInvalidSignature, "signature does not match the document for key %q (wrong key or a changed member)", keyID).At("/signature/value")
-	}
-	return nil
+	return &sigCheck{sig: sig, keyID: keyID, value: value, raw: raw, pub: pub}, nil
 }
 
 // CheckFreshness refuses a time more than maxSkew before now (stale) or more

@@ -21,21 +21,21 @@ type Incoming struct {
 	Event *protocol.Event
 }
 
-// Decode builds an Incoming from a received event document: strict I-JSON
-// parsing, canonical bytes and exact decoding into protocol.Event. Callers
-// that already hold these (the runtime after verifying a signature) build
-// Incoming directly.
+// Decode builds an Incoming from an event document: strict I-JSON parsing,
+// exact typed decoding and canonical bytes, the signature not checked. The
+// runtime verifies and decodes in one step (protocol.InboundEventFrame) and
+// builds Incoming directly.
 func Decode(doc []byte) (Incoming, error) {
 	v, err := protocol.Parse(doc, protocol.DecodeOptions{})
 	if err != nil {
 		return Incoming{}, err
 	}
-	raw, err := protocol.Canonical(v)
-	if err != nil {
-		return Incoming{}, err
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Incoming{}, protocol.Errorf(protocol.CodeProtocolViolation, "an event must be a JSON object")
 	}
-	ev := new(protocol.Event)
-	if err := protocol.DecodeExactParsed(raw, v, ev, protocol.CodeSchemaValidationFailed); err != nil {
+	ev, raw, err := protocol.InboundEvent(m, nil)
+	if err != nil {
 		return Incoming{}, err
 	}
 	return Incoming{Raw: raw, Event: ev}, nil

@@ -35,6 +35,14 @@ func decodeInbound(raw []byte, opts protocol.DecodeOptions, keys protocol.KeyRes
 	if err != nil {
 		return inbound{}, err
 	}
+	if top, ok := parsed.(map[string]any); ok && top["type"] == string(protocol.FrameEvent) {
+		// The hot path: one canonical pass, typed decode from the parsed value.
+		f, evRaw, err := protocol.InboundEventFrame(parsed, keys)
+		if err != nil {
+			return inbound{}, err
+		}
+		return inbound{typ: protocol.FrameEvent, event: queue.Incoming{Raw: evRaw, Event: f.Event}}, nil
+	}
 	f, err := protocol.DecodeFrameParsed(raw, parsed)
 	if err != nil {
 		return inbound{}, err
@@ -56,22 +64,6 @@ func decodeInbound(raw []byte, opts protocol.DecodeOptions, keys protocol.KeyRes
 		return inbound{typ: protocol.FrameError, errf: f}, nil
 	case *protocol.Backpressure:
 		return inbound{typ: protocol.FrameBackpressure, bp: f}, nil
-	case *protocol.EventFrame:
-		top, _ := parsed.(map[string]any)
-		doc, _ := top["event"].(map[string]any)
-		if doc == nil {
-			return inbound{}, protocol.Errorf(protocol.CodeProtocolViolation, "EVENT frame's event is not an object").At("/event")
-		}
-		if keys != nil {
-			if err := protocol.Verify(doc, keys); err != nil {
-				return inbound{}, err
-			}
-		}
-		evRaw, err := protocol.Canonical(doc)
-		if err != nil {
-			return inbound{}, err
-		}
-		return inbound{typ: protocol.FrameEvent, event: queue.Incoming{Raw: evRaw, Event: f.Event}}, nil
 	}
 	return inbound{}, protocol.Errorf(protocol.CodeProtocolViolation, "the authority does not send %T frames", f)
 }
