@@ -84,6 +84,7 @@ type Result struct {
 	Org      []Ref             // Organization-scoped events newly stored
 	Answered []string          // outbox actionIds answered by an applied event
 	Changed  []ItemRef         // WorkItems whose view changed
+	Members  []MemberRef       // memberships that changed (Store.Membership)
 	Cursors  []protocol.Cursor // Groups whose durable cursor advanced: ACK these
 	Gaps     []Gap             // Groups waiting on a gap after this batch
 }
@@ -245,6 +246,9 @@ func (s *Store) settle(id string, p *groupPlan, res *Result) {
 		g.buf.dropThrough(g.cursor)
 		for _, wid := range p.ov.changedIDs() {
 			res.Changed = append(res.Changed, ItemRef{GroupID: id, WorkItemID: wid})
+		}
+		for _, m := range p.ov.changedMembers() {
+			res.Members = append(res.Members, MemberRef{GroupID: id, Principal: m.Principal})
 		}
 	} else if p.isNew && len(p.leftover) > 0 {
 		s.groups[id] = g

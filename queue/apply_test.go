@@ -522,3 +522,86 @@ func TestClosedStore(t *testing.T) {
 		t.Errorf("put after close: %v", err)
 	}
 }
+
+func TestApplyTracksMemberships(t *testing.T) {
+	me := protocol.Actor{Kind: protocol.ActorAgent, ID: self}
+	st := newStream("g")
+	st.missionCreated()
+	st.member(protocol.EvtMembershipChanged, self, 1, protocol.MembershipActive)
+	st.member(protocol.EvtMembershipChanged, "worker-2", 1, protocol.MembershipActive)
+	st.member(protocol.EvtMembershipChanged, self, 2, protocol.MembershipActive)
+	st.member(protocol.EvtMembershipEnded, "worker-2", 2, protocol.MembershipEnded)
+	dir := t.TempDir()
+	s := openTest(t, dir, fast)
+	if _, ok := s.Membership("g", me); ok {
+		t.Fatal("membership before any event")
+	}
+	res := mustApply(t, s, st.evs[:3]...)
+	want := []MemberRef{{GroupID: "g", Principal: me}, {GroupID: "g", Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "worker-2"}}}
+	if !reflect.DeepEqual(res.Members, want) {
+		t.Fatalf("Members = %+v, want %+v", res.Members, want)
+	}
+	mustApply(t, s, st.evs[3:]...)
+	if m, ok := s.Membership("g", me); !ok || m.Epoch != 2 || !m.Active() || m.UpdatedSeq != 4 {
+		t.Fatalf("own membership = %+v %v", m, ok)
+	}
+	w2 := protocol.Actor{Kind: protocol.ActorAgent, ID: "worker-2"}
+	if m, ok := s.Membership("g", w2); !ok || m.Active() || m.Epoch != 2 {
+		t.Fatalf("ended membership = %+v %v", m, ok)
+	}
+	// A message event changes no membership; a human principal is kept too.
+	res = mustApply(t, s, st.add(protocol.EvtMessagePosted, protocol.AggregateMessage, "msg-1", "coord-1", obj{"messageId": "msg-1", "text": "x"}))
+	if len(res.Members) != 0 {
+		t.Fatalf("message changed memberships: %+v", res.Members)
+	}
+	members := s.Members("g")
+	closeChecked(t, s)
+	s = openTest(t, dir, fast)
+	if !reflect.DeepEqual(s.Members("g"), members) || len(members) != 2 {
+		t.Fatalf("after reopen %+v, want %+v", s.Members("g"), members)
+	}
+	before := dumpProjection(t, s.db, "g")
+	if err := s.Rebuild(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpProjection(t, s.db, "g"); got != before || !reflect.DeepEqual(s.Members("g"), members) {
+		t.Fatalf("rebuild changed memberships:\n%s\nwant\n%s", got, before)
+	}
+}
+
+// A file whose projection an older build wrote (no memberships, no
+// projection version) is rebuilt by replay on Open.
+func TestOpenUpgradesOldProjection(t *testing.T) {
+	st := newStream("g")
+	st.missionCreated()
+	st.member(protocol.EvtMembershipChanged, self, 4, protocol.MembershipActive)
+	st.authorized("wi-1", testContract(1, protocol.UrgencyHigh, false))
+	dir := t.TempDir()
+	s := openTest(t, dir, fast)
+	mustApply(t, s, st.evs...)
+	want := dumpProjection(t, s.db, "g")
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bktMeta).Delete(keyProjection); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bktGroups).Bucket([]byte("g")).Bucket(bktMeta)
+		if err := meta.Delete(keyMembers); err != nil {
+			return err
+		}
+		return tx.Bucket(bktGroups).Bucket([]byte("g")).Bucket(bktQueue).Delete([]byte("wi-1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeChecked(t, s)
+	s = openTest(t, dir, fast)
+	if got := dumpProjection(t, s.db, "g"); got != want {
+		t.Fatalf("upgraded projection:\n%s\nwant\n%s", got, want)
+	}
+	if m, ok := s.Membership("g", protocol.Actor{Kind: protocol.ActorAgent, ID: self}); !ok || m.Epoch != 4 {
+		t.Fatalf("membership after upgrade = %+v %v", m, ok)
+	}
+	if _, ok := s.Item("g", "wi-1"); !ok {
+		t.Fatal("item lost by the upgrade")
+	}
+}

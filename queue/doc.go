@@ -17,6 +17,7 @@
 //
 //	meta/
 //	|--> schema       -> uint64 BE, SchemaVersion; Open refuses any other
+//	|--> projection   -> uint64 BE, ProjectionVersion; Open rebuilds on any other
 //	groups/
 //	|--> <groupId>/
 //	     |--> meta/
@@ -25,6 +26,7 @@
 //	     |    |--> snapshot     -> JCS bytes of the restored Group Snapshot
 //	     |    |--> snapshotRef  -> JSON protocol.SnapshotRef
 //	     |    |--> mission      -> JSON MissionView        (projection)
+//	     |    |--> members      -> JSON []Member           (projection)
 //	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received
 //	     |--> events/  eventId -> uint64 BE sequence       (dedupe index)
 //	     |--> queue/   workItemId -> JSON Entry            (projection)
@@ -37,7 +39,10 @@
 //
 // The reserved buckets are created here so the layout lives in one place;
 // their owners reach them through Store.DB. Changing this tree means a new
-// SchemaVersion.
+// SchemaVersion. The projection (queue/, mission, members) is derived
+// data: a build that projects differently raises ProjectionVersion, and
+// Open rebuilds every Group by replay when the file's differs (spec 11.1),
+// so an upgraded worker never reads a view an older build wrote.
 //
 // # Applying events
 //

@@ -138,6 +138,15 @@ func (s *stream) simple(typ protocol.EventType, wi, actor string, extra obj) {
 	s.add(typ, protocol.AggregateWorkItem, wi, actor, p)
 }
 
+// member records principal's membership as the authority does: the whole
+// record in the payload.
+func (s *stream) member(typ protocol.EventType, agent string, epoch uint64, state protocol.MembershipState) {
+	p := protocol.Actor{Kind: protocol.ActorAgent, ID: agent}
+	s.add(typ, protocol.AggregateMembership, "mem-"+agent, "human-1", protocol.Membership{
+		GroupID: s.group, Principal: p, Roles: []protocol.Role{"worker"}, MembershipEpoch: epoch, State: state,
+		JoinedAt: protocol.NewTime(t0), Revision: epoch})
+}
+
 func (s *stream) message(text string) {
 	s.add(protocol.EvtMessagePosted, protocol.AggregateMessage, fmt.Sprintf("msg-%d", s.seq+1), "coord-1",
 		obj{"messageId": fmt.Sprintf("msg-%d", s.seq+1), "conversationId": "conv-1", "text": text})
@@ -148,7 +157,12 @@ func (s *stream) message(text string) {
 func randomStream(group string, n int, r *rand.Rand) *stream {
 	s := newStream(group)
 	s.missionCreated()
+	s.member(protocol.EvtMembershipChanged, self, 1, protocol.MembershipActive)
+	s.member(protocol.EvtMembershipChanged, "worker-2", 1, protocol.MembershipActive)
 	for i := 1; i <= n; i++ {
+		if r.IntN(10) == 0 {
+			s.member(protocol.EvtMembershipChanged, self, s.revs["membership/mem-"+self]+1, protocol.MembershipActive)
+		}
 		wi := fmt.Sprintf("wi-%d", i)
 		var deps []string
 		if i > 1 && r.IntN(3) == 0 {
@@ -241,6 +255,7 @@ func dumpProjection(t tb, db *bolt.DB, group string) string {
 			return fmt.Errorf("no group %s", group)
 		}
 		fmt.Fprintf(&b, "mission %s\n", gb.Bucket(bktMeta).Get(keyMission))
+		fmt.Fprintf(&b, "members %s\n", gb.Bucket(bktMeta).Get(keyMembers))
 		fmt.Fprintf(&b, "cursor %d\n", getU64(gb.Bucket(bktMeta).Get(keyCursor)))
 		return gb.Bucket(bktQueue).ForEach(func(k, v []byte) error {
 			fmt.Fprintf(&b, "%s %s\n", k, v)

@@ -36,7 +36,7 @@ func factOf(ev *protocol.Event) fact {
 type payload struct {
 	WorkItemID       string                   `json:"workItemId"`
 	MissionID        string                   `json:"missionId"`
-	Contract         *protocol.WorkContract   `json:"contract"`
+	Contract         *contractInputs          `json:"contract"`
 	OfferID          string                   `json:"offerId"`
 	Candidates       []candidate              `json:"candidates"`
 	ExpiresAt        *protocol.Time           `json:"expiresAt"`
@@ -57,6 +57,10 @@ type payload struct {
 	ParentWorkItemID string                  `json:"parentWorkItemId"`
 	ChildMissionID   string                  `json:"childMissionId"`
 	Checkpoint       *protocol.CheckpointRef `json:"checkpoint"`
+	// Membership events carry the whole record; its state ("active",
+	// "ended") decodes into State above.
+	Principal       *protocol.Actor `json:"principal"`
+	MembershipEpoch *uint64         `json:"membershipEpoch"`
 }
 
 // candidate is an offer candidate: {agentId, selectionBasis} in a
@@ -97,6 +101,8 @@ var projected = map[protocol.EventType]bool{
 	protocol.EvtWorkSubmitted: true, protocol.EvtWorkResultAccepted: true,
 	protocol.EvtWorkFailed: true, protocol.EvtWorkCancelled: true,
 	protocol.EvtWorkContractRevised: true, protocol.EvtApprovalExecutionGranted: true,
+	protocol.EvtMembershipChanged: true, protocol.EvtMembershipEnded: true,
+	protocol.EvtMembershipDelegationGranted: true,
 }
 
 // view is what the pure projection step reads: the Group's current
@@ -113,6 +119,7 @@ type view interface {
 type change struct {
 	items   []*Entry
 	mission *MissionView
+	members []Member
 }
 
 // stepper accumulates one step's changes over a view.
@@ -121,6 +128,7 @@ type stepper struct {
 	out     map[string]*Entry
 	order   []string
 	mission *MissionView
+	members []Member
 }
 
 func (s *stepper) get(id string) *Entry {
@@ -172,7 +180,6 @@ func project(v view, f *fact) (change, *protocol.Error) {
 	if !projected[f.Type] {
 		return change{}, nil
 	}
-	s := &stepper{v: v}
 	var p payload
 	if len(f.Payload) > 0 && !bytes.Equal(f.Payload, []byte("null")) {
 		if err := json.Unmarshal(f.Payload, &p); err != nil {
@@ -180,11 +187,20 @@ func project(v view, f *fact) (change, *protocol.Error) {
 				"%s payload: %v", f.Type, err).At("/payload")
 		}
 	}
-	if err := s.apply(f, &p); err != nil {
+	return projectPayload(v, f, &p)
+}
+
+// projectPayload is project with the payload already decoded.
+func projectPayload(v view, f *fact, p *payload) (change, *protocol.Error) {
+	if !projected[f.Type] {
+		return change{}, nil
+	}
+	s := &stepper{v: v}
+	if err := s.apply(f, p); err != nil {
 		return change{}, err
 	}
 	s.propagate(f)
-	c := change{mission: s.mission}
+	c := change{mission: s.mission, members: s.members}
 	for _, id := range s.order {
 		c.items = append(c.items, s.out[id])
 	}
@@ -193,6 +209,8 @@ func project(v view, f *fact) (change, *protocol.Error) {
 
 func (s *stepper) apply(f *fact, p *payload) *protocol.Error {
 	switch f.Type {
+	case protocol.EvtMembershipChanged, protocol.EvtMembershipEnded, protocol.EvtMembershipDelegationGranted:
+		return s.membership(f, p)
 	case protocol.EvtMissionCreated:
 		m := s.editMission()
 		m.MissionID, m.State, m.PriorityClass = p.MissionID, protocol.MissionActive, p.PriorityClass

@@ -72,7 +72,7 @@ func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify fun
 			}
 		}
 		all := newOverlay(newGroupState(ref.GroupID))
-		all.items, all.mis = ns.items, &ns.mis
+		all.items, all.mis, all.members = ns.items, &ns.mis, ns.members
 		if err := writeProjection(meta, queue, all); err != nil {
 			return err
 		}
@@ -88,6 +88,9 @@ func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify fun
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups[ref.GroupID] = ns
+	for _, m := range sortedMembers(ns.members) {
+		res.Members = append(res.Members, MemberRef{GroupID: ref.GroupID, Principal: m.Principal})
+	}
 	s.settle(ref.GroupID, p, &res)
 	if len(res.Cursors) == 0 {
 		res.Cursors = append(res.Cursors, protocol.Cursor{GroupID: ref.GroupID, Sequence: ns.cursor})
@@ -147,6 +150,9 @@ func snapshotState(snap *protocol.GroupSnapshot) *groupState {
 	g.cursor, g.base = snap.Sequence, snap.Sequence
 	m := snap.Mission
 	g.mis = MissionView{MissionID: m.MissionID, State: m.State, PriorityClass: m.PriorityClass, Revision: m.Revision, UpdatedSeq: snap.Sequence}
+	for _, ms := range snap.Memberships {
+		g.members[memberKey(ms.Principal)] = Member{Principal: ms.Principal, Epoch: ms.MembershipEpoch, State: ms.State, UpdatedSeq: snap.Sequence}
+	}
 	approved := make(map[string]uint64)
 	approvalExp := make(map[string]protocol.Time)
 	for _, a := range snap.Approvals {
@@ -164,7 +170,7 @@ func snapshotState(snap *protocol.GroupSnapshot) *groupState {
 	}
 	for _, wi := range snap.WorkItems {
 		e := &Entry{WorkItemID: wi.WorkItemID, MissionID: wi.MissionID, State: wi.State, Revision: wi.Revision}
-		e.setContract(&wi.Contract, snap.Sequence)
+		e.setContract(inputsOf(&wi.Contract), snap.Sequence)
 		e.ApprovedRevision, e.ApprovalExpiresAt = approved[wi.WorkItemID], approvalExp[wi.WorkItemID]
 		if o := wi.Offer; o != nil {
 			e.Offer = &Offer{OfferID: o.OfferID, Candidates: slices.Clone([]string(o.Candidates)), ExpiresAt: o.ExpiresAt}

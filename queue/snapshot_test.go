@@ -76,8 +76,11 @@ func snapshotFixture(seq uint64) protocol.GroupSnapshot {
 	return protocol.GroupSnapshot{
 		SnapshotID: "snap-1", GroupID: "g", Sequence: seq, LastEventID: "evt-g-x",
 		CreatedAt: at, CreatedBy: "authority-1",
-		Mission:     protocol.Mission{MissionID: "mis-g", GroupID: "g", Title: "t", Objective: "o", State: protocol.MissionActive, Owner: protocol.Actor{Kind: protocol.ActorHuman, ID: "human-1"}, PriorityClass: protocol.PriorityHigh, CreatedAt: at, Revision: 3},
-		Memberships: []protocol.Membership{},
+		Mission: protocol.Mission{MissionID: "mis-g", GroupID: "g", Title: "t", Objective: "o", State: protocol.MissionActive, Owner: protocol.Actor{Kind: protocol.ActorHuman, ID: "human-1"}, PriorityClass: protocol.PriorityHigh, CreatedAt: at, Revision: 3},
+		Memberships: []protocol.Membership{
+			{GroupID: "g", Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: self}, Roles: []protocol.Role{"worker"}, MembershipEpoch: 3, State: protocol.MembershipActive, JoinedAt: at, Revision: 3},
+			{GroupID: "g", Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "worker-2"}, Roles: []protocol.Role{"worker"}, MembershipEpoch: 2, State: protocol.MembershipEnded, JoinedAt: at, Revision: 2},
+		},
 		WorkItems: []protocol.WorkItem{
 			{WorkItemID: "wi-1", MissionID: "mis-g", GroupID: "g", State: protocol.WorkQueued, Contract: gated, Revision: 4,
 				Ownership:  &protocol.OwnershipGrant{WorkItemID: "wi-1", OwnerAgentID: self, OwnershipEpoch: 2, StartDeadline: protocol.NewTime(t0.Add(time.Hour))},
@@ -128,6 +131,18 @@ func TestRestoreSnapshotCursorTooOld(t *testing.T) {
 	if m, _ := s.Mission("g"); m.PriorityClass != protocol.PriorityHigh || m.State != protocol.MissionActive {
 		t.Fatalf("mission = %+v", m)
 	}
+	// Memberships come from the snapshot: the events that set them are
+	// compacted away, and commands must carry the epoch.
+	me := protocol.Actor{Kind: protocol.ActorAgent, ID: self}
+	if m, ok := s.Membership("g", me); !ok || m.Epoch != 3 || !m.Active() {
+		t.Fatalf("own membership after restore = %+v %v", m, ok)
+	}
+	if m, ok := s.Membership("g", protocol.Actor{Kind: protocol.ActorAgent, ID: "worker-2"}); !ok || m.Active() {
+		t.Fatalf("ended membership after restore = %+v %v", m, ok)
+	}
+	if len(res.Members) != 2 {
+		t.Fatalf("restore reported memberships %+v", res.Members)
+	}
 	if c, err := s.Contract("g", "wi-2"); err != nil || c.Urgency != protocol.UrgencyLow || len(c.Dependencies) != 1 {
 		t.Fatalf("contract from the snapshot: %+v %v", c, err)
 	}
@@ -158,6 +173,9 @@ func TestRestoreSnapshotCursorTooOld(t *testing.T) {
 	s = openTest(t, dir, fast)
 	if !reflect.DeepEqual(s.Items("g"), items) || s.Cursor("g") != 43 || dumpProjection(t, s.db, "g") != before {
 		t.Fatalf("restart after restore changed the store")
+	}
+	if m, ok := s.Membership("g", me); !ok || m.Epoch != 3 {
+		t.Fatalf("own membership after restart = %+v %v", m, ok)
 	}
 }
 

@@ -16,13 +16,14 @@ type groupState struct {
 	base    uint64 // the inbox holds sequences above base (0, or the snapshot's)
 	snapRef *protocol.SnapshotRef
 	mis     MissionView
+	members map[string]Member // by memberKey
 	items   map[string]*Entry
 	deps    map[string][]string // prerequisite id → ids of items naming it
 	buf     reorderBuffer
 }
 
 func newGroupState(id string) *groupState {
-	return &groupState{id: id, items: make(map[string]*Entry), deps: make(map[string][]string)}
+	return &groupState{id: id, items: make(map[string]*Entry), deps: make(map[string][]string), members: make(map[string]Member)}
 }
 
 func (g *groupState) item(id string) *Entry         { return g.items[id] }
@@ -49,6 +50,7 @@ type overlay struct {
 	g       *groupState
 	items   map[string]*Entry
 	mis     *MissionView
+	members map[string]Member   // changed memberships, by memberKey
 	deps    map[string][]string // additions to g.deps
 	created []string
 }
@@ -95,6 +97,12 @@ func (o *overlay) record(c change) {
 		m := *c.mission
 		o.mis = &m
 	}
+	for _, m := range c.members {
+		if o.members == nil {
+			o.members = make(map[string]Member)
+		}
+		o.members[memberKey(m.Principal)] = m
+	}
 	for _, e := range c.items {
 		if _, ok := o.items[e.WorkItemID]; !ok && o.g.items[e.WorkItemID] == nil {
 			o.created = append(o.created, e.WorkItemID)
@@ -124,7 +132,23 @@ func (o *overlay) merge() {
 	if o.mis != nil {
 		o.g.mis = *o.mis
 	}
+	for k, m := range o.members {
+		o.g.members[k] = m
+	}
 }
+
+// allMembers is the Group's memberships with the overlay's changes.
+func (o *overlay) allMembers() map[string]Member {
+	all := maps.Clone(o.g.members)
+	if all == nil {
+		all = make(map[string]Member)
+	}
+	maps.Copy(all, o.members)
+	return all
+}
+
+// changedMembers lists the changed memberships in key order.
+func (o *overlay) changedMembers() []Member { return sortedMembers(o.members) }
 
 // changedIDs lists the changed item ids in sorted order.
 func (o *overlay) changedIDs() []string {

@@ -106,7 +106,13 @@ var (
 	keySnapshot    = []byte("snapshot")
 	keySnapshotRef = []byte("snapshotRef")
 	keyMission     = []byte("mission")
+	keyMembers     = []byte("members")
+	keyProjection  = []byte("projection")
 )
+
+// ProjectionVersion names how this build projects events; see doc.go.
+// 2: memberships are projected.
+const ProjectionVersion = 2
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().
@@ -143,6 +149,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if err := db.View(s.load); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.upgradeProjection(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -190,6 +200,28 @@ func checkSchema(tx *bolt.Tx) error {
 	return nil
 }
 
+// upgradeProjection rebuilds every Group when the file's projection was
+// written by a build that projects differently, then records this build's
+// version.
+func (s *Store) upgradeProjection() error {
+	var current bool
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bktMeta).Get(keyProjection)
+		current = len(v) == 8 && getU64(v) == ProjectionVersion
+		return nil
+	}); err != nil || current {
+		return err
+	}
+	if len(s.groups) > 0 {
+		if err := s.Rebuild(); err != nil {
+			return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
+		}
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktMeta).Put(keyProjection, u64(ProjectionVersion))
+	})
+}
+
 // load reads every Group's meta and projection into memory.
 func (s *Store) load(tx *bolt.Tx) error {
 	return tx.Bucket(bktGroups).ForEachBucket(func(name []byte) error {
@@ -220,6 +252,15 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 	if v := meta.Get(keyMission); v != nil {
 		if err := json.Unmarshal(v, &g.mis); err != nil {
 			return nil, fmt.Errorf("queue: group %s mission: %w", id, err)
+		}
+	}
+	if v := meta.Get(keyMembers); v != nil {
+		var ms []Member
+		if err := json.Unmarshal(v, &ms); err != nil {
+			return nil, fmt.Errorf("queue: group %s members: %w", id, err)
+		}
+		for _, m := range ms {
+			g.members[memberKey(m.Principal)] = m
 		}
 	}
 	if q := gb.Bucket(bktQueue); q != nil {
@@ -284,8 +325,18 @@ func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, events, queue *bolt.
 	return
 }
 
-// writeProjection stores the overlay's changed entries and mission view.
+// writeProjection stores the overlay's changed entries, mission view and
+// memberships (all of a Group's memberships as one value: a handful).
 func writeProjection(meta, queue *bolt.Bucket, o *overlay) error {
+	if len(o.members) > 0 {
+		b, err := json.Marshal(sortedMembers(o.allMembers()))
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyMembers, b); err != nil {
+			return err
+		}
+	}
 	for _, id := range o.changedIDs() {
 		b, err := json.Marshal(o.items[id])
 		if err != nil {

@@ -133,10 +133,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	if err != nil {
 		return nil, err
 	}
-	members, err := memberships(store.DB(), cfg.AgentID)
-	if err != nil {
-		return nil, err
-	}
+	members := memberships(store, cfg.AgentID)
 	e := &engine{
 		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,9 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
 )
 
 // The worker's files beside its store.
@@ -96,64 +94,24 @@ func storeArtifact(dir string, data []byte) (digest, uri string, err error) {
 	return "sha256:" + h, "file://" + abs, nil
 }
 
-// memberships reads this agent's membership epoch in every Group from the
-// events in the store's inboxes (queue/doc.go layout: groups/<id>/inbox).
-// The projection does not keep memberships; commands must carry them.
-func memberships(db *bolt.DB, agentID string) (map[string]uint64, error) {
+// memberships reads this agent's active membership epoch in every Group
+// from the store's view (kept from membership events and restored
+// snapshots alike): what commands must carry.
+func memberships(store *queue.Store, agentID string) map[string]uint64 {
 	out := map[string]uint64{}
-	err := db.View(func(tx *bolt.Tx) error {
-		groups := tx.Bucket([]byte("groups"))
-		if groups == nil {
-			return nil
+	for _, g := range store.GroupIDs() {
+		if epoch, ok := membershipIn(store, g, agentID); ok {
+			out[g] = epoch
 		}
-		return groups.ForEachBucket(func(g []byte) error {
-			inbox := groups.Bucket(g).Bucket([]byte("inbox"))
-			if inbox == nil {
-				return nil
-			}
-			return inbox.ForEach(func(_, v []byte) error {
-				if epoch, ended, ok := membershipOf(v, agentID); ok {
-					if ended {
-						delete(out, string(g))
-					} else {
-						out[string(g)] = epoch
-					}
-				}
-				return nil
-			})
-		})
-	})
-	return out, err
+	}
+	return out
 }
 
-var membershipMark = []byte(`"membership.`)
-
-// membershipOf reads a membership.changed or membership.ended event about
-// agentID: the epoch, and whether the membership ended.
-func membershipOf(raw []byte, agentID string) (epoch uint64, ended, ok bool) {
-	if !bytes.Contains(raw, membershipMark) {
-		return 0, false, false
+// membershipIn returns agentID's epoch in group when the membership is active.
+func membershipIn(store *queue.Store, group, agentID string) (uint64, bool) {
+	m, ok := store.Membership(group, protocol.Actor{Kind: protocol.ActorAgent, ID: agentID})
+	if !ok || !m.Active() {
+		return 0, false
 	}
-	var ev struct {
-		Type    protocol.EventType `json:"type"`
-		Payload struct {
-			Principal       protocol.Actor           `json:"principal"`
-			State           protocol.MembershipState `json:"state"`
-			MembershipEpoch uint64                   `json:"membershipEpoch"`
-		} `json:"payload"`
-	}
-	if json.Unmarshal(raw, &ev) != nil {
-		return 0, false, false
-	}
-	p := ev.Payload
-	if p.Principal.Kind != protocol.ActorAgent || p.Principal.ID != agentID {
-		return 0, false, false
-	}
-	switch ev.Type {
-	case protocol.EvtMembershipChanged, protocol.EvtMembershipDelegationGranted:
-		return p.MembershipEpoch, p.State != protocol.MembershipActive, true
-	case protocol.EvtMembershipEnded:
-		return p.MembershipEpoch, true, true
-	}
-	return 0, false, false
+	return m.Epoch, true
 }

@@ -1,11 +1,9 @@
 package runtime
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,56 +99,6 @@ func TestDetailUint(t *testing.T) {
 			t.Errorf("detailUint(%#v) = %d %v", tc.v, n, ok)
 		}
 	}
-}
-
-func TestMembershipOf(t *testing.T) {
-	ev := func(typ, kind, id, state string, epoch int) []byte {
-		return []byte(`{"type":"` + typ + `","payload":{"principal":{"kind":"` + kind + `","id":"` + id + `"},"state":"` + state + `","membershipEpoch":` + itoa(epoch) + `}}`)
-	}
-	for _, tc := range []struct {
-		name  string
-		raw   []byte
-		epoch uint64
-		ended bool
-		ok    bool
-	}{
-		{"changed", ev("membership.changed", "agent", "w1", "active", 3), 3, false, true},
-		{"ended", ev("membership.ended", "agent", "w1", "ended", 4), 4, true, true},
-		{"another agent", ev("membership.changed", "agent", "w2", "active", 1), 0, false, false},
-		{"a human of the same id", ev("membership.changed", "human", "w1", "active", 1), 0, false, false},
-		{"another event", []byte(`{"type":"work.started","payload":{"note":"membership.changed"}}`), 0, false, false},
-		{"garbage", []byte(`"membership.`), 0, false, false},
-	} {
-		e, ended, ok := membershipOf(tc.raw, "w1")
-		if e != tc.epoch || ended != tc.ended || ok != tc.ok {
-			t.Errorf("%s: %d %v %v", tc.name, e, ended, ok)
-		}
-	}
-}
-
-// FuzzMembershipOf: event bytes from the store never panic the reader, and
-// an answer is only ever about agent w1's membership.
-func FuzzMembershipOf(f *testing.F) {
-	f.Add([]byte(`{"type":"membership.changed","payload":{"principal":{"kind":"agent","id":"w1"},"state":"active","membershipEpoch":2}}`))
-	f.Add([]byte(`{"type":"membership.ended","payload":{}}`))
-	f.Add([]byte(`"membership.`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		epoch, _, ok := membershipOf(raw, "w1")
-		if !ok {
-			return
-		}
-		var ev struct {
-			Type    string `json:"type"`
-			Payload struct {
-				Principal       protocol.Actor `json:"principal"`
-				MembershipEpoch uint64         `json:"membershipEpoch"`
-			} `json:"payload"`
-		}
-		if err := json.Unmarshal(raw, &ev); err != nil || ev.Payload.Principal != (protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}) ||
-			!strings.HasPrefix(ev.Type, "membership.") || ev.Payload.MembershipEpoch != epoch {
-			t.Fatalf("answered %d for %q", epoch, raw)
-		}
-	})
 }
 
 // A Group configured before the agent is a member is refused at first

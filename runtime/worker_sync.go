@@ -11,21 +11,19 @@ import (
 // onApplied feeds what a store transaction changed to the scheduler:
 // memberships first (commands need them), then every changed WorkItem.
 func (e *engine) onApplied(res queue.Result) {
-	for _, r := range res.Applied {
-		raw, err := e.store.Event(r.GroupID, r.Sequence)
-		if err != nil {
+	me := protocol.Actor{Kind: protocol.ActorAgent, ID: e.cfg.AgentID}
+	for _, r := range res.Members {
+		if r.Principal != me {
 			continue
 		}
-		if epoch, ended, ok := membershipOf(raw, e.cfg.AgentID); ok {
-			if ended {
-				delete(e.members, r.GroupID)
-			} else {
-				e.members[r.GroupID] = epoch
-			}
-			e.shared.mu.Lock()
-			e.shared.members = cloneMap(e.members)
-			e.shared.mu.Unlock()
+		if epoch, ok := membershipIn(e.store, r.GroupID, e.cfg.AgentID); ok {
+			e.members[r.GroupID] = epoch
+		} else {
+			delete(e.members, r.GroupID)
 		}
+		e.shared.mu.Lock()
+		e.shared.members = cloneMap(e.members)
+		e.shared.mu.Unlock()
 	}
 	seen := map[itemKey]bool{}
 	for _, c := range res.Changed {
