@@ -106,6 +106,7 @@ type groupPlan struct {
 	ov       *overlay
 	cursor   uint64
 	fromBuf  []uint64 // buffered sequences applied or rejected
+	applied  []Ref    // in sequence order, for the id window
 	leftover []candidateEv
 }
 
@@ -236,6 +237,9 @@ func (s *Store) settle(id string, p *groupPlan, res *Result) {
 			s.groups[id] = g
 		}
 		p.ov.merge()
+		for _, r := range p.applied {
+			g.recent.add(r.EventID, r.Sequence)
+		}
 		for _, seq := range p.fromBuf {
 			g.buf.remove(seq)
 		}
@@ -283,13 +287,14 @@ func (p *groupPlan) dupOrConflict(res *Result, heldID string, ref Ref) {
 // applyGroup appends the Group's contiguous run after its cursor, from the
 // batch and the buffer, to the inbox and projection, and moves the cursor.
 func (s *Store) applyGroup(tx *bolt.Tx, p *groupPlan, res *Result) error {
-	_, meta, inbox, events, queue, err := groupBuckets(tx, p.g.id)
+	_, meta, inbox, queue, err := groupBuckets(tx, p.g.id)
 	if err != nil {
 		return err
 	}
 	outIdx := tx.Bucket(bktOutboxIndex)
 	ov := newOverlay(p.g)
-	p.ov, p.fromBuf, p.leftover = ov, nil, nil
+	p.ov, p.fromBuf, p.leftover, p.applied = ov, nil, nil, nil
+	batchIDs := make(map[string]uint64)
 	next := p.g.cursor + 1
 	used := make(map[uint64]bool)
 	for {
@@ -302,19 +307,23 @@ func (s *Store) applyGroup(tx *bolt.Tx, p *groupPlan, res *Result) error {
 		} else {
 			break
 		}
-		if prev := events.Get([]byte(c.ev.EventID)); prev != nil {
-			// The same eventId under another sequence: never apply a fact
-			// that contradicts an accepted one; the Group waits here.
+		prev, seen := batchIDs[c.ev.EventID]
+		if !seen {
+			prev, seen = p.g.recent.get(c.ev.EventID)
+		}
+		if seen {
+			// The same eventId under another sequence (RecentEventIDs):
+			// never apply a fact that contradicts an accepted one; the
+			// Group waits here.
 			res.Rejected = append(res.Rejected, Problem{Ref: c.ref, Err: protocol.Errorf(protocol.CodeProtocolViolation,
-				"event %s at sequence %d was already accepted at sequence %d", c.ev.EventID, next, getU64(prev))})
+				"event %s at sequence %d was already accepted at sequence %d", c.ev.EventID, next, prev)})
 			break
 		}
 		if err := inbox.Put(u64(next), c.in.Raw); err != nil {
 			return err
 		}
-		if err := events.Put([]byte(c.ev.EventID), u64(next)); err != nil {
-			return err
-		}
+		batchIDs[c.ev.EventID] = next
+		p.applied = append(p.applied, c.ref)
 		f := factOf(c.ev)
 		if ch, perr := project(ov, &f); perr != nil {
 			res.Problems = append(res.Problems, Problem{Ref: c.ref, Err: perr})

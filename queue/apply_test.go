@@ -605,3 +605,43 @@ func TestOpenUpgradesOldProjection(t *testing.T) {
 		t.Fatal("item lost by the upgrade")
 	}
 }
+
+// An eventId the authority reuses under another sequence is refused within
+// the window of recent ids, also after a restart (the window is refilled
+// from the inbox tail) and within one batch; the window stays bounded.
+func TestApplyRefusesReusedEventID(t *testing.T) {
+	st := newStream("g")
+	st.missionCreated()
+	for i := 0; i < RecentEventIDs+10; i++ {
+		st.message("m")
+	}
+	reuse := func(of Incoming, seq uint64) Incoming {
+		var ev protocol.Event
+		if err := json.Unmarshal(of.Raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.Sequence = protocol.Uint64(seq)
+		return mustIncoming(&ev)
+	}
+	dir := t.TempDir()
+	s := openTest(t, dir, fast)
+	mustApply(t, s, st.evs...)
+	n := uint64(len(st.evs))
+	last := st.evs[len(st.evs)-1]
+	closeChecked(t, s)
+	s = openTest(t, dir, fast)
+	if w := s.groups["g"].recent; len(w.seq) != RecentEventIDs || len(w.ring) != RecentEventIDs {
+		t.Fatalf("window after reopen holds %d ids (%d in ring), want %d", len(w.seq), len(w.ring), RecentEventIDs)
+	}
+	res := mustApply(t, s, reuse(last, n+1))
+	if len(res.Rejected) != 1 || len(res.Applied) != 0 || s.Cursor("g") != n {
+		t.Fatalf("reused id after restart: %+v", res)
+	}
+	// Within one batch: a fresh event, then its id again at the next sequence.
+	st.message("fresh")
+	fresh := st.evs[len(st.evs)-1]
+	res = mustApply(t, s, fresh, reuse(fresh, n+2))
+	if len(res.Applied) != 1 || len(res.Rejected) != 1 || s.Cursor("g") != n+1 {
+		t.Fatalf("reused id in one batch: %+v", res)
+	}
+}

@@ -28,7 +28,7 @@
 //	     |    |--> mission      -> JSON MissionView        (projection)
 //	     |    |--> members      -> JSON []Member           (projection)
 //	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received
-//	     |--> events/  eventId -> uint64 BE sequence       (dedupe index)
+//	     |--> events/  (files of earlier builds only: a durable eventId index, no longer read)
 //	     |--> queue/   workItemId -> JSON Entry            (projection)
 //	org/          eventId -> JCS bytes of an Organization-scoped event
 //	outbox/       uint64 BE put order -> uvarint(len(hdr)) hdr(JSON) signed bytes
@@ -47,7 +47,9 @@
 // # Applying events
 //
 // Apply routes each verified event by groupId before any sequence logic,
-// drops duplicates (sequence at or below the cursor, or already held), and
+// drops duplicates (sequence at or below the cursor, or already held: an
+// event is signed with its sequence, so a redelivery always carries the
+// same one; see RecentEventIDs for an eventId reused elsewhere), and
 // applies each Group's contiguous run after its cursor; inbox append,
 // dedupe index, projection and cursor advance for every Group of the batch
 // commit in one bbolt Update (group commit: one fsync pair per batch, not
@@ -58,10 +60,11 @@
 // after a crash the authority replays from the cursor. Only cursors in
 // Result.Cursors (or Store.Cursors) may be ACKed.
 //
-// An event whose eventId was already accepted under another sequence, or a
-// second event for a sequence, is rejected (PROTOCOL_VIOLATION) and never
-// applied; the Group then waits at that sequence. An event the projection
-// cannot interpret (a payload of the wrong shape, an unknown WorkItem) is
+// An event whose eventId was accepted under another sequence (among the
+// last RecentEventIDs of its Group), or a second event for a sequence, is
+// rejected (PROTOCOL_VIOLATION) and never applied; the Group then waits at
+// that sequence. An event the projection cannot interpret (a payload of the
+// wrong shape, an unknown WorkItem) is
 // still stored and passes the cursor: the authority's log is the truth and
 // the view must not stall on it; it is reported in Result.Problems.
 //

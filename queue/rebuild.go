@@ -66,7 +66,7 @@ func (s *Store) Rebuild(groupIDs ...string) error {
 	defer s.mu.Unlock()
 	for id, g := range rebuilt {
 		old := s.groups[id]
-		g.buf, g.snapRef = old.buf, old.snapRef
+		g.buf, g.snapRef, g.recent = old.buf, old.snapRef, old.recent
 		s.groups[id] = g
 	}
 	return nil

@@ -55,7 +55,7 @@ func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify fun
 				return err
 			}
 		}
-		_, meta, _, _, queue, err := groupBuckets(tx, ref.GroupID)
+		_, meta, _, queue, err := groupBuckets(tx, ref.GroupID)
 		if err != nil {
 			return err
 		}

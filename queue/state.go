@@ -20,6 +20,7 @@ type groupState struct {
 	items   map[string]*Entry
 	deps    map[string][]string // prerequisite id → ids of items naming it
 	buf     reorderBuffer
+	recent  idWindow // the last applied eventIds
 }
 
 func newGroupState(id string) *groupState {

@@ -91,7 +91,6 @@ var (
 	bktOutbox      = []byte("outbox")
 	bktOutboxIndex = []byte("outboxIndex")
 	bktInbox       = []byte("inbox")
-	bktEvents      = []byte("events")
 	bktQueue       = []byte("queue")
 
 	// Reserved for the packages that own them; created here so the
@@ -263,6 +262,9 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 			g.members[memberKey(m.Principal)] = m
 		}
 	}
+	if err := fillRecent(&g.recent, gb.Bucket(bktInbox)); err != nil {
+		return nil, fmt.Errorf("queue: group %s inbox tail: %w", id, err)
+	}
 	if q := gb.Bucket(bktQueue); q != nil {
 		err := q.ForEach(func(k, v []byte) error {
 			e := new(Entry)
@@ -308,7 +310,7 @@ func (s *Store) DB() *bolt.DB { return s.db }
 func (s *Store) Dir() string { return s.dir }
 
 // groupBuckets returns (creating) the buckets of Group id.
-func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, events, queue *bolt.Bucket, err error) {
+func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, queue *bolt.Bucket, err error) {
 	if gb, err = tx.Bucket(bktGroups).CreateBucketIfNotExists([]byte(id)); err != nil {
 		return
 	}
@@ -316,9 +318,6 @@ func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, events, queue *bolt.
 		return
 	}
 	if inbox, err = gb.CreateBucketIfNotExists(bktInbox); err != nil {
-		return
-	}
-	if events, err = gb.CreateBucketIfNotExists(bktEvents); err != nil {
 		return
 	}
 	queue, err = gb.CreateBucketIfNotExists(bktQueue)
