@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"sync"
@@ -16,8 +18,10 @@ import (
 // over loopback WebSocket (decode, signature check, group commit into the
 // store, ACK) against a baseline measured in the same run: the same decode
 // and verification and the same store batches, called directly with no
-// network. client/direct is the cost of the connection itself. Stores run
-// without fsync, so both sides are CPU-bound.
+// network. client/direct is the cost of the connection itself;
+// client/verify-only compares with Ed25519 verification alone of the same
+// events (the floor of any ingest). Stores run without fsync, so every side
+// is CPU-bound; queue's BenchmarkIngest measures the durable shape.
 func BenchmarkIngest(b *testing.B) {
 	const n = 2000
 	log := groupLog(b, "grp-a", n)
@@ -27,14 +31,47 @@ func BenchmarkIngest(b *testing.B) {
 	}
 	fs := newFakeServer(b, nil)
 	fs.setLog("grp-a", log)
-	var direct, client time.Duration
+	var direct, client, verify time.Duration
 	for b.Loop() {
+		verify += verifyOnly(b, log)
 		direct += ingestDirect(b, frames)
 		client += ingestClient(b, fs, n)
 	}
 	b.ReportMetric(float64(client)/float64(direct), "client/direct")
+	b.ReportMetric(float64(verify)/float64(client), "verify-only/client")
 	b.ReportMetric(float64(client.Nanoseconds())/float64(b.N*n), "ns/event")
 	b.ReportMetric(float64(direct.Nanoseconds())/float64(b.N*n), "direct-ns/event")
+}
+
+// verifyOnly times ed25519.Verify alone over the events' signing inputs,
+// computed beforehand.
+func verifyOnly(b *testing.B, log [][]byte) time.Duration {
+	pub := authorityKey.Public().Key
+	type input struct{ msg, sig []byte }
+	ins := make([]input, len(log))
+	for i, raw := range log {
+		v, err := protocol.Parse(raw, protocol.DecodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		doc := v.(map[string]any)
+		msg, err := protocol.SigningInput(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sig, err := base64.RawURLEncoding.DecodeString(doc["signature"].(map[string]any)["value"].(string))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ins[i] = input{msg, sig}
+	}
+	start := time.Now()
+	for _, in := range ins {
+		if !ed25519.Verify(pub, in.msg, in.sig) {
+			b.Fatal("verify")
+		}
+	}
+	return time.Since(start)
 }
 
 func ingestDirect(b *testing.B, frames [][]byte) time.Duration {
