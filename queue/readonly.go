@@ -87,6 +87,7 @@ type GroupReport struct {
 	InboxLast   uint64                `json:"inboxLast,omitempty"`
 	Snapshot    *protocol.SnapshotRef `json:"snapshot,omitempty"`
 	Mission     MissionView           `json:"mission"`
+	Members     []Member              `json:"members"`
 	Buffer      *BufferStatus         `json:"buffer,omitempty"` // live only
 	Items       []ItemReport          `json:"items"`
 }
@@ -156,7 +157,7 @@ func groupReport(gb *bolt.Bucket, id string) (GroupReport, error) {
 	if err != nil {
 		return GroupReport{}, err
 	}
-	gr := GroupReport{GroupID: id, Cursor: g.cursor, Snapshot: g.snapRef, Mission: g.mis, Items: []ItemReport{}}
+	gr := GroupReport{GroupID: id, Cursor: g.cursor, Snapshot: g.snapRef, Mission: g.mis, Members: sortedMembers(g.members), Items: []ItemReport{}}
 	if in := gb.Bucket(bktInbox); in != nil {
 		c := in.Cursor()
 		if k, _ := c.First(); k != nil {

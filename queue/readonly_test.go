@@ -47,6 +47,9 @@ func TestReaderWhileTheWorkerRuns(t *testing.T) {
 		rep.Groups[0].Buffer == nil || rep.Groups[0].Buffer.FirstHeld != 13 || rep.Outbox.Pending != 1 || rep.Schema != SchemaVersion {
 		t.Fatalf("report = %+v", rep)
 	}
+	if !reflect.DeepEqual(rep.Groups[0].Members, s.Members("g")) || len(rep.Groups[0].Members) != 2 {
+		t.Errorf("report members %+v, worker's %+v", rep.Groups[0].Members, s.Members("g"))
+	}
 	if len(rep.Groups[0].Items) != len(items) {
 		t.Fatalf("report items %d, want %d", len(rep.Groups[0].Items), len(items))
 	}

@@ -85,6 +85,17 @@ func printReport(w io.Writer, rep queue.Report) error {
 			}
 			fmt.Fprintln(w)
 		}
+		if len(g.Members) > 0 {
+			fmt.Fprint(w, "members:")
+			for i, m := range g.Members {
+				sep := ","
+				if i == 0 {
+					sep = ""
+				}
+				fmt.Fprintf(w, "%s %s:%s epoch %d %s", sep, m.Principal.Kind, m.Principal.ID, m.Epoch, m.State)
+			}
+			fmt.Fprintln(w)
+		}
 		if b := g.Buffer; b != nil {
 			fmt.Fprintf(w, "buffered: %d event(s), %d bytes; missing after %d, before %d\n", b.Events, b.Bytes, b.Cursor, b.FirstHeld)
 		}
