@@ -36,6 +36,7 @@
 //	offline/      reserved for package offline
 //	checkpoints/  reserved for package checkpoint
 //	toolkeys/     reserved for package toolkeys
+//	notices/      reserved for runtime (messages the worker posts: refusals, schedule updates)
 //
 // The reserved buckets are created here so the layout lives in one place;
 // their owners reach them through Store.DB. Changing this tree means a new

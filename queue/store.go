@@ -98,6 +98,7 @@ var (
 	bktOffline     = []byte("offline")
 	bktCheckpoints = []byte("checkpoints")
 	bktToolkeys    = []byte("toolkeys")
+	bktNotices     = []byte("notices")
 
 	keySchema      = []byte("schema")
 	keyCursor      = []byte("cursor")
@@ -115,7 +116,7 @@ const ProjectionVersion = 2
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().
-var ReservedBuckets = []string{string(bktOffline), string(bktCheckpoints), string(bktToolkeys)}
+var ReservedBuckets = []string{string(bktOffline), string(bktCheckpoints), string(bktToolkeys), string(bktNotices)}
 
 // Open opens (creating if needed) DIR/worker.db for reading and writing,
 // checks its schema version, loads every Group's cursor and projection, and
@@ -178,7 +179,7 @@ func initLayout(tx *bolt.Tx) error {
 	} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
 		return err
 	}
-	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys} {
+	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

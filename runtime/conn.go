@@ -196,6 +196,19 @@ func (c *Client) reject(groupID string, err error) {
 // first, Send returns ctx.Err() and the Command stays in the outbox, to be
 // sent again on every reconnect until answered.
 func (c *Client) Send(ctx context.Context, signed []byte) (*protocol.Receipt, error) {
+	return c.send(ctx, signed, false)
+}
+
+// SendAdvisory is Send for a Command that is advice, such as a message
+// telling the Group about a refused offer: a RATE_LIMITED or BACKPRESSURE
+// answer is returned as the error instead of being retried, and it pauses
+// none of the Group's other Commands, so a refused message never holds back
+// the work Commands behind it. A BACKPRESSURE frame still holds it back.
+func (c *Client) SendAdvisory(ctx context.Context, signed []byte) (*protocol.Receipt, error) {
+	return c.send(ctx, signed, true)
+}
+
+func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*protocol.Receipt, error) {
 	actionID, groupID, err := commandIDs(signed)
 	if err != nil {
 		return nil, err
@@ -210,7 +223,7 @@ func (c *Client) Send(ctx context.Context, signed []byte) (*protocol.Receipt, er
 		return nil, err
 	}
 	w := make(chan cmdResult, 1)
-	p := &pendingCmd{actionID: actionID, groupID: groupID, signed: slices.Clone(signed), waiters: []chan cmdResult{w}}
+	p := &pendingCmd{actionID: actionID, groupID: groupID, signed: slices.Clone(signed), waiters: []chan cmdResult{w}, advisory: advisory}
 	select {
 	case c.cmds <- p:
 	case <-done:

@@ -134,7 +134,7 @@ func (s *session) onError(f *protocol.ErrorFrame) error {
 		irt = e.InReplyTo
 	}
 	if p := s.q.byFrameID(irt); p != nil {
-		if e.Code == protocol.CodeRateLimited || e.Code == protocol.CodeBackpressure {
+		if (e.Code == protocol.CodeRateLimited || e.Code == protocol.CodeBackpressure) && !p.advisory {
 			d, ok := retryAfter(e)
 			if !ok {
 				d = s.c.cfg.RetryDelay

@@ -41,8 +41,11 @@
 // frame; either removes it from the outbox, and an ERROR is returned as the
 // *protocol.Error. RATE_LIMITED and BACKPRESSURE errors are not returned:
 // the Command is resent unchanged after details.retryAfterMs (or
-// RetryDelay). A BACKPRESSURE frame holds back the Commands of its Group
-// only, for retryAfterMs (at most ten minutes). If the connection drops,
+// RetryDelay), and its Group's Commands wait as long. SendAdvisory is Send
+// for advice (the worker's messages): those two errors are returned and
+// pause nothing, so a refused message never holds back work Commands. A
+// BACKPRESSURE frame holds back the Commands of its Group only, for
+// retryAfterMs (at most ten minutes). If the connection drops,
 // Send keeps waiting and the Command is resent after reconnecting; if ctx
 // ends first it stays in the outbox and is resent on every connection
 // until answered, also after a restart.
@@ -90,8 +93,8 @@
 // capacity, deadline, dependency, budget, in spec 10.3's order) with the
 // disclosure of scheduler.Disclose; accepted, work.accept_offer is sent
 // and the item waits, gated, in the scheduler; refused, the structured
-// reason {reason, detail} is logged and kept in Status (0.1 has no refusal
-// command). Owned queued items are enqueued with their urgency, impact,
+// reason {reason, detail} is logged, kept in Status and posted to the Group
+// (below). Owned queued items are enqueued with their urgency, impact,
 // deadline, dependencies, risk gate and the authority's enqueue time;
 // changes update them; items no longer ours are removed, and a running one
 // whose lease the projection no longer shows gets Pool.LeaseLost.
@@ -111,6 +114,34 @@
 // Failed work.fail, LeaseLost nothing. Each item's commands go out in
 // order, one at a time (a publish lands before the submit that releases
 // the lease), signed when sent with the current epochs.
+//
+// Notices (worker_notice.go): 0.1 has no refusal command (spec 15), so a
+// refusal (spec 10.3) and a material schedule change of an accepted item
+// (spec 11.2) are told to the Group as a message.post in the item's
+// conversation (conversationId = the WorkItem id), text/markdown: one human
+// line, then a fenced json block with the JCS bytes of
+// {kind: "admission.rejection", groupId, workItemId, offerId, reason, detail}
+// or {kind: "schedule.disclosure", groupId, workItemId, ...ScheduleDisclosure};
+// the same object rides as the non-critical command extension
+// NoticeExtensionURI. A refusal is posted once per offer: its messageId
+// and actionId derive from (agent, Group, offer), and a durable record
+// (notices bucket of the store) is written pending before the send, so an
+// offer judged again after a restart posts nothing and a notice cut short
+// by a crash is sent again under the same ids (the authority answers a
+// used actionId, never posting twice). The disclosure sent in
+// work.accept_offer is the item's baseline; after every scheduling
+// decision that can reorder the queue (enqueue or update, removal, a pick,
+// a preemption, a slot freed, back online) each accepted item not yet
+// started is disclosed again, and a MaterialChange against the baseline
+// is posted, at most once per item per DisclosureThreshold (a change
+// within it waits until it has passed). Disclose reads only the item's own
+// Group and aggregate load, and a detail naming another Group the worker
+// serves is withheld, so no notice names another Group. Notices are
+// advice: they use Client.SendAdvisory, stay within the worker's own
+// budget (NoticeBurst, NoticeEvery: a sixth of authority-lite's default
+// rate), wait for the connection, and one the authority refuses
+// (RATE_LIMITED included) is dropped and logged, never retried. Status
+// lists them (Notices: pending, posted, dropped, skipped).
 //
 // Artifacts: with WorkerConfig.Artifacts (the embedded authority's
 // PutArtifact) the bytes go to the authority's store and a signed manifest
@@ -145,7 +176,9 @@
 // within the grace period with usage charged once; pauses at the buffer
 // bound and before the grace deadline; restart resuming from the
 // checkpoint under the next session epoch, also with a checkpoint left in
-// the offline buffer; a replaced session; a Group retried until the
+// the offline buffer; a replaced session; refusal notices once per offer
+// across a restart, schedule updates (material only, one per threshold),
+// and a rate-limited notice that holds nothing back; a Group retried until the
 // membership exists; and as separate processes (cmd/mwp-worker).
 // Commands a previous run left in the outbox are resent while their
 // session is still current (before session_open) and dropped after. Not yet: SUBSCRIBE filters;

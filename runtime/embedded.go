@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
@@ -23,6 +24,10 @@ type EmbeddedConfig struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
 	Limits authoritylite.Limits
+	// RateBurst and RateEvery bound each actor's messages and proposals
+	// (authoritylite.Config; zero: its default of 60 a minute).
+	RateBurst int
+	RateEvery time.Duration
 	// Server tunes the WebSocket server (tests shorten its liveness).
 	Server wss.Options
 }
@@ -48,7 +53,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedAuthority, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits})
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits,
+		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery})
 	if err != nil {
 		return nil, err
 	}

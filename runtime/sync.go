@@ -25,6 +25,9 @@ type pendingCmd struct {
 	signed   []byte
 	frameID  string // COMMAND frame on the current connection; "" = not sent
 	waiters  []chan cmdResult
+	// advisory: a RATE_LIMITED or BACKPRESSURE answer settles it (see
+	// Client.SendAdvisory) instead of pausing its Group.
+	advisory bool
 }
 
 // cmdQueue orders Commands for sending. Commands go out in outbox order;
@@ -44,7 +47,10 @@ func newCmdQueue() *cmdQueue {
 // already queued. It reports whether the Command is new.
 func (q *cmdQueue) add(p *pendingCmd) bool {
 	if old := q.byAction[p.actionID]; old != nil {
+		// Loaded from the outbox first (a connection started between the
+		// put and this add): the caller's flag still counts.
 		old.waiters = append(old.waiters, p.waiters...)
+		old.advisory = old.advisory || p.advisory
 		return false
 	}
 	q.list = append(q.list, p)
@@ -66,7 +72,7 @@ func (q *cmdQueue) sync(outbox []*pendingCmd) {
 		}
 		seen[e.actionID] = true
 		if old := q.byAction[e.actionID]; old != nil {
-			e.waiters = old.waiters
+			e.waiters, e.advisory = old.waiters, old.advisory
 		}
 		list = append(list, e)
 	}

@@ -70,6 +70,18 @@ type WorkerConfig struct {
 	OfflineGrace  time.Duration
 	OfflineLimits offline.Limits
 
+	// DisclosureThreshold is the least move of an accepted item's
+	// estimated start or completion posted as a schedule update (spec
+	// 11.2; see MaterialChange), and the least time between two
+	// publications for one item (default 1 minute).
+	DisclosureThreshold time.Duration
+	// NoticeBurst and NoticeEvery bound the worker's own messages (refusal
+	// notices and schedule updates): NoticeBurst at once, then one every
+	// NoticeEvery (default 10 and 6s, a sixth of authority-lite's default
+	// message rate). A negative NoticeBurst posts none.
+	NoticeBurst int
+	NoticeEvery time.Duration
+
 	// Tick paces preemption, aging and grace checks (default 1s of Clock).
 	Tick time.Duration
 	// DrainTimeout bounds a shutdown: slots reaching their safe points and
@@ -132,6 +144,15 @@ func (c *WorkerConfig) check() error {
 	if c.Estimate <= 0 {
 		c.Estimate = time.Minute
 	}
+	if c.DisclosureThreshold <= 0 {
+		c.DisclosureThreshold = time.Minute
+	}
+	if c.NoticeBurst == 0 {
+		c.NoticeBurst = 10
+	}
+	if c.NoticeEvery <= 0 {
+		c.NoticeEvery = 6 * time.Second
+	}
 	if c.Tick <= 0 {
 		c.Tick = time.Second
 	}
@@ -159,6 +180,7 @@ type WorkerStatus struct {
 	Preemptions  []PreemptionLog `json:"preemptions"`
 	Outcomes     []OutcomeLog    `json:"outcomes"`
 	Reconciled   []ReconcileLog  `json:"reconciled,omitempty"`
+	Notices      []NoticeLog     `json:"notices,omitempty"`
 	LastError    string          `json:"lastError,omitempty"`
 }
 
@@ -221,6 +243,23 @@ type OutcomeLog struct {
 	Err        string    `json:"error,omitempty"`
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	At         time.Time `json:"at"`
+}
+
+// NoticeLog records one message the worker posted, or decided to post, to
+// a Group about its own decisions: a refused offer or a schedule update.
+type NoticeLog struct {
+	Kind       string `json:"kind"` // admission.rejection, schedule.disclosure
+	GroupID    string `json:"groupId"`
+	WorkItemID string `json:"workItemId"`
+	OfferID    string `json:"offerId,omitempty"`
+	MessageID  string `json:"messageId"`
+	// State is pending, posted, dropped (refused by the authority, never
+	// retried) or skipped (the offer was judged again and its notice
+	// already decided).
+	State string    `json:"state"`
+	Why   string    `json:"why,omitempty"` // what changed, for an update
+	Err   string    `json:"error,omitempty"`
+	At    time.Time `json:"at"`
 }
 
 // ReconcileLog records one buffered command settled after a reconnect.

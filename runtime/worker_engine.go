@@ -46,6 +46,7 @@ type engine struct {
 	groups      map[string]scheduler.GroupConfig
 	reliability map[string]protocol.ReliabilityRecord
 	held        []heldOutcome // outcomes waiting for the authority
+	notes       *notices      // refusal notices and schedule updates
 
 	inflight    int // command sends outstanding
 	draining    bool
@@ -142,6 +143,12 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		reliability: map[string]protocol.ReliabilityRecord{},
 	}
 	e.shared.members = cloneMap(members)
+	if e.notes, err = newNotices(store.DB(), cfg, cfg.Clock.Now()); err != nil {
+		return nil, err
+	}
+	for _, r := range e.notes.queue {
+		e.log_.notice(noticeLogOf(r)) // left pending by the last run
+	}
 	sched.SetOffline(true)
 	ledgerFn := slots.LedgerFunc(func(ctx context.Context, op toolkeys.Op, call func(context.Context, string, uint64) ([]byte, error)) ([]byte, error) {
 		r, err := ledger.Do(ctx, op, toolkeys.Call(call))
@@ -291,6 +298,8 @@ func (e *engine) handle(m any) {
 		e.poolDone = true
 	case msgReconciled:
 		e.onReconciled(m, now)
+	case msgNoticeSent:
+		e.onNoticeSent(m)
 	}
 }
 
@@ -320,6 +329,7 @@ func (e *engine) step(now time.Time) {
 	e.renewals(now)
 	e.offlinePauses(now)
 	e.schedule(now)
+	e.stepNotices(now)
 }
 
 // drained reports that nothing more can go out: every command answered,

@@ -44,6 +44,7 @@ func (e *engine) schedule(now time.Time) {
 			continue
 		}
 		it.phase = phStarting
+		e.scheduleChanged()
 		e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
 		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch}
 		if en, ok := e.store.Item(k.group, k.id); ok && en.Checkpoint != nil {
@@ -54,6 +55,7 @@ func (e *engine) schedule(now time.Time) {
 		e.queueCmd(it, protocol.CmdWorkStart, p)
 	}
 	if req, ok := e.sched.Preempt(now); ok {
+		e.scheduleChanged()
 		v := e.items[keyOf(req.Item)]
 		e.log_.preempt(keyOf(req.Item), req.For, "scheduler", req.Basis, now)
 		if v != nil && v.phase == phRunning {

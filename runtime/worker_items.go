@@ -136,6 +136,7 @@ func (e *engine) ensureGroup(group string) {
 
 // enqueue puts an item in the scheduler, or updates its inputs there.
 func (e *engine) enqueue(it *item, en queue.Entry, now time.Time) {
+	e.scheduleChanged()
 	e.ensureGroup(it.key.group)
 	si := e.schedItem(it.key, en, it.hold)
 	if it.inSched {
@@ -161,6 +162,7 @@ func (e *engine) unschedule(it *item) {
 	if !it.inSched {
 		return
 	}
+	e.scheduleChanged()
 	if st, ok := e.sched.Status(it.key.sched()); ok && (st.State == scheduler.StateQueued || st.State == scheduler.StateBlocked) {
 		_ = e.sched.Remove(it.key.sched())
 	}
@@ -175,6 +177,7 @@ func (e *engine) endRun(it *item, requeue bool, now time.Time) {
 	if !ok || (st.State != scheduler.StateRunning && st.State != scheduler.StatePreempting) {
 		return
 	}
+	e.scheduleChanged() // a slot freed or an item back in its queue
 	if requeue {
 		_ = e.sched.Release(id, now)
 		return

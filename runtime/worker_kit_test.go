@@ -41,12 +41,19 @@ func testKey(t testing.TB, kind protocol.ActorKind, id string) protocol.PrivateK
 func newWKit(t *testing.T) *wkit { return newWKitLease(t, 2*time.Minute) }
 
 // newWKitLease is newWKit with another execution lease duration.
-func newWKitLease(t *testing.T, lease time.Duration) *wkit {
+func newWKitLease(t *testing.T, lease time.Duration) *wkit { return newWKitWith(t, lease, nil) }
+
+// newWKitWith is newWKitLease with the authority's configuration adjusted.
+func newWKitWith(t *testing.T, lease time.Duration, adjust func(*EmbeddedConfig)) *wkit {
 	fc := newFakeClock()
 	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}}
-	auth, err := StartEmbedded(EmbeddedConfig{Dir: t.TempDir(), Clock: k.ac,
+	ecfg := EmbeddedConfig{Dir: t.TempDir(), Clock: k.ac,
 		Limits: authoritylite.Limits{LeaseDuration: lease, StartWithin: 10 * time.Minute},
-		Server: wss.Options{IdleTimeout: 24 * time.Hour, PingInterval: 24 * time.Hour, Tick: 20 * time.Millisecond}})
+		Server: wss.Options{IdleTimeout: 24 * time.Hour, PingInterval: 24 * time.Hour, Tick: 20 * time.Millisecond}}
+	if adjust != nil {
+		adjust(&ecfg)
+	}
+	auth, err := StartEmbedded(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}

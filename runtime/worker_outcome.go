@@ -250,6 +250,7 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	}
 	e.mon.Reconciled(now)
 	e.sched.SetOffline(false)
+	e.scheduleChanged() // capacity is no longer offline; queued notices go out
 	e.setOnline(true)
 	held := e.held
 	e.held = nil

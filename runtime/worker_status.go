@@ -18,6 +18,7 @@ type statusLogs struct {
 	preemptions []PreemptionLog
 	outcomes    []OutcomeLog
 	reconciled  []ReconcileLog
+	notices     []NoticeLog
 }
 
 func appendBounded[T any](s []T, v ...T) []T {
@@ -63,6 +64,19 @@ func (l *statusLogs) sent(k itemKey, typ string, err error) {
 	}
 }
 
+func (l *statusLogs) notice(n NoticeLog) { l.notices = appendBounded(l.notices, n) }
+
+// noticeState records how a notice was settled.
+func (l *statusLogs) noticeState(messageID, state, why string) {
+	for i := len(l.notices) - 1; i >= 0; i-- {
+		n := &l.notices[i]
+		if n.MessageID == messageID && n.State != noticeSkipped {
+			n.State, n.Err = state, why
+			return
+		}
+	}
+}
+
 func (l *statusLogs) addReconciled(r []ReconcileLog) {
 	l.reconciled = appendBounded(l.reconciled, r...)
 }
@@ -74,7 +88,7 @@ func (e *engine) publishStatus() {
 		Slots: int(e.cfg.Card.MaxConcurrency), FreeSlots: e.pool.Free(),
 		Admissions: slices.Clone(e.log_.admissions), Selections: slices.Clone(e.log_.selections),
 		Preemptions: slices.Clone(e.log_.preemptions), Outcomes: slices.Clone(e.log_.outcomes),
-		Reconciled: slices.Clone(e.log_.reconciled),
+		Reconciled: slices.Clone(e.log_.reconciled), Notices: slices.Clone(e.log_.notices),
 	}
 	st.Queued, _ = e.sched.Len()
 	counts := map[string]int{}
@@ -108,5 +122,6 @@ func cloneStatus(s WorkerStatus) WorkerStatus {
 	s.Preemptions = slices.Clone(s.Preemptions)
 	s.Outcomes = slices.Clone(s.Outcomes)
 	s.Reconciled = slices.Clone(s.Reconciled)
+	s.Notices = slices.Clone(s.Notices)
 	return s
 }

@@ -214,10 +214,12 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		Rejection: dec.Rejection, Basis: dec.Basis, At: now})
 	if !dec.Accepted() {
 		// Spec 10.3 wants a structured refusal; 0.1 has no command for
-		// it, so it is logged and kept in Status.
+		// it (spec 15), so the reason is kept in Status and posted to the
+		// Group as a message, once per offer (worker_notice.go).
 		e.log.Info("offer refused", "item", k.sched(), "reason", dec.Rejection.Reason, "detail", dec.Rejection.Detail)
 		e.unschedule(it)
 		e.refused[k] = en.Offer.OfferID
+		e.noticeRefusal(k, en, *dec.Rejection, now)
 		return
 	}
 	it.hold = true
@@ -225,6 +227,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 	e.items[k] = it
 	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
 		ScheduleDisclosure: wireDisclosure(disclosure, now)}
+	e.noticeAccepted(k, p.ScheduleDisclosure, now) // the first publication
 	e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
 }
 
