@@ -87,6 +87,13 @@ func (e *engine) sync(k itemKey) {
 		if it == nil || (it.offerID != en.Offer.OfferID && it.phase != phRunning && it.phase != phFinishing) {
 			if it != nil {
 				e.drop(it)
+				if e.items[k] != nil {
+					// The old record still has commands out (a work.start
+					// whose answer was lost with the connection): its run
+					// holds the scheduler entry until they are answered,
+					// and sync runs again then (onSent).
+					return
+				}
 			}
 			e.admit(k, en, now)
 		}
