@@ -19,7 +19,11 @@
 //  2. One SUBSCRIBE per Group (configured, added with AddGroup, or known to
 //     the store) from the store's durable cursor. One frame per Group lets
 //     a GROUP_NOT_FOUND or CURSOR_TOO_OLD answer name its Group by
-//     inReplyTo; details.groupId is used when inReplyTo is absent.
+//     inReplyTo; details.groupId is used when inReplyTo is absent. No
+//     attention filter is sent, by design: a filter thins live delivery
+//     (spec 17.2), and a Group's durable cursor may only pass contiguous
+//     sequences (spec 16), so a filtering worker would stall at its first
+//     filtered-out event and replay it every time.
 //  3. Every Command still in the durable outbox is sent again, in put
 //     order, with its original bytes, before any new one.
 //
@@ -181,10 +185,11 @@
 // and a rate-limited notice that holds nothing back; a Group retried until the
 // membership exists; and as separate processes (cmd/mwp-worker).
 // Commands a previous run left in the outbox are resent while their
-// session is still current (before session_open) and dropped after. Not yet: SUBSCRIBE filters;
-// presence records; detecting a replaced session from a session_opened
-// event (the server does not stream Organization events); re-signing
-// Commands left in the outbox from an older session; a Mission's budget
-// before the authority's (Host.Remaining reports no cap); memberships are
-// read from the inbox events, not from a restored snapshot.
+// session is still current (before session_open) and dropped after.
+// Memberships (the epoch every Command carries) come from the store's
+// view, which keeps them from membership events and restored snapshots.
+// Not yet: presence records; detecting a replaced session from a
+// session_opened event (the server does not stream Organization events);
+// re-signing Commands left in the outbox from an older session; a
+// Mission's budget before the authority's (Host.Remaining reports no cap).
 package runtime
