@@ -61,6 +61,11 @@ type payload struct {
 	// "ended") decodes into State above.
 	Principal       *protocol.Actor `json:"principal"`
 	MembershipEpoch *uint64         `json:"membershipEpoch"`
+	// Mission is the whole record some authorities put in Mission events
+	// (authority-lite does: {missionId, state, mission: {...}}).
+	Mission *struct {
+		PriorityClass protocol.PriorityClass `json:"priorityClass"`
+	} `json:"mission"`
 }
 
 // candidate is an offer candidate: {agentId, selectionBasis} in a
@@ -214,6 +219,9 @@ func (s *stepper) apply(f *fact, p *payload) *protocol.Error {
 	case protocol.EvtMissionCreated:
 		m := s.editMission()
 		m.MissionID, m.State, m.PriorityClass = p.MissionID, protocol.MissionActive, p.PriorityClass
+		if m.PriorityClass == "" && p.Mission != nil {
+			m.PriorityClass = p.Mission.PriorityClass
+		}
 		m.Revision, m.UpdatedSeq = f.Revision, f.Seq
 	case protocol.EvtMissionSubmittedForApproval:
 		s.missionState(f, protocol.MissionAwaitingApproval)

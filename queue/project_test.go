@@ -72,6 +72,18 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 		{
+			name: "mission.created with the record nested, as authority-lite sends it",
+			event: func(s *stream) {
+				s.add(protocol.EvtMissionCreated, protocol.AggregateMission, "mis-g", "human-1", obj{"missionId": "mis-g", "state": "active",
+					"mission": obj{"missionId": "mis-g", "groupId": "g", "title": "t", "objective": "o", "priorityClass": "critical", "state": "active"}})
+			},
+			check: func(t *testing.T, g *groupState) {
+				if g.mis.PriorityClass != protocol.PriorityCritical || g.mis.MissionID != "mis-g" {
+					t.Errorf("mission = %+v, want priority critical", g.mis)
+				}
+			},
+		},
+		{
 			name:  "work.authorized creates an open item with the contract's scheduling inputs",
 			setup: func(s *stream) { s.missionCreated() },
 			event: func(s *stream) { s.authorized("wi-1", testContract(1, protocol.UrgencyHigh, true, "wi-0")) },

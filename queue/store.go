@@ -111,8 +111,9 @@ var (
 )
 
 // ProjectionVersion names how this build projects events; see doc.go.
-// 2: memberships are projected.
-const ProjectionVersion = 2
+// 2: memberships are projected. 3: a Mission's priority class is also read
+// from a nested mission record.
+const ProjectionVersion = 3
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().

@@ -199,6 +199,9 @@ type GroupStatus struct {
 	GroupID string `json:"groupId"`
 	Cursor  uint64 `json:"cursor"`
 	Items   int    `json:"items"` // WorkItems offered to or owned by this worker
+	// PriorityClass is the Group's Mission priority, which scales its
+	// scheduler weight.
+	PriorityClass protocol.PriorityClass `json:"priorityClass,omitempty"`
 }
 
 // AdmissionLog records one admission decision with its selection basis.

@@ -67,7 +67,7 @@ func newWKitWith(t *testing.T, lease time.Duration, adjust func(*EmbeddedConfig)
 	}
 	k.alice = s.Principal(protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}, hk)
 	k.coord = k.join("coord")
-	k.ok(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "Fix bug", Objective: "ship it", PriorityClass: protocol.PriorityNormal})
+	k.ok(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "Fix bug", Objective: "ship it", PriorityClass: protocol.PriorityHigh})
 	k.ok(k.alice, protocol.CmdMissionAssignCoordinator, &protocol.AssignCoordinatorPayload{MissionID: "mis-a", AgentID: "coord", LeaseDurationMs: uint64((10 * time.Hour).Milliseconds())})
 	return k
 }

@@ -101,7 +101,11 @@ func (e *engine) publishStatus() {
 	}
 	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Slot - b.Slot })
 	for _, c := range e.store.Cursors() {
-		st.Groups = append(st.Groups, GroupStatus{GroupID: c.GroupID, Cursor: c.Sequence, Items: counts[c.GroupID]})
+		gs := GroupStatus{GroupID: c.GroupID, Cursor: c.Sequence, Items: counts[c.GroupID]}
+		if m, ok := e.store.Mission(c.GroupID); ok {
+			gs.PriorityClass = m.PriorityClass
+		}
+		st.Groups = append(st.Groups, gs)
 	}
 	if n, _, err := e.buf.Len(); err == nil {
 		st.Buffered = n

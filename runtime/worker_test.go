@@ -43,6 +43,11 @@ func TestWorkerEndToEndPreemptionCycle(t *testing.T) {
 	if len(st.Selections) != 2 || len(st.Selections[0].Basis.PolicyRulesApplied.Names()) == 0 {
 		t.Fatalf("selections %+v", st.Selections)
 	}
+	// The Mission's priority class reaches the worker's view (authority-lite
+	// nests the Mission record in mission.created).
+	if len(st.Groups) != 1 || st.Groups[0].PriorityClass != protocol.PriorityHigh {
+		t.Fatalf("groups %+v, want grp-a with priority high", st.Groups)
+	}
 
 	// Renewal at half the lease: 2 min leases, renewed after 61 s.
 	k.fc.Advance(61 * time.Second)
