@@ -137,9 +137,11 @@ func (f *faultPlan) step() error {
 		}
 	}
 	// lease-expiry: once worker-1 runs a Mission A item (after the
-	// priority arrival, which needs worker-1 connected), cut it off past
-	// the lease; worker-2 (started now) takes the re-offer.
-	if f.pending(FaultLeaseExpiry) && f.priorityDone() {
+	// priority arrival, which needs worker-1 connected, and after the
+	// disconnect and the restart, whose own cut or new connection would
+	// end the stall early), cut it off past the lease; worker-2 (started
+	// now) takes the re-offer.
+	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
 		if err := f.leaseExpiry(a, now); err != nil {
 			return err
 		}
@@ -342,5 +344,25 @@ func (f *faultPlan) priorityDone() bool {
 		return false
 	}
 	w, ok := f.r.svc.WorkItem(f.r.specs[0].GroupID, hotfixID)
-	return !ok || w.State == protocol.WorkVerified || w.State == protocol.WorkFailed || w.State == protocol.WorkCancelled
+	if ok && w.State != protocol.WorkVerified && w.State != protocol.WorkFailed && w.State != protocol.WorkCancelled {
+		return false
+	}
+	// The critical item may have taken a slot that freed by itself while
+	// the victim was still on its way to a safe point: the cycle is over
+	// only once every run worker-1 was asked to preempt has stopped (its
+	// checkpoint is in the log, or it ran to its end).
+	wr := f.r.worker(worker1)
+	if wr == nil {
+		return true
+	}
+	for _, p := range wr.w.Status().Preemptions {
+		if p.Reason != "scheduler" {
+			continue
+		}
+		v, ok := f.r.svc.WorkItem(p.GroupID, p.WorkItemID)
+		if ok && v.State == protocol.WorkActive && v.Checkpoint == nil {
+			return false
+		}
+	}
+	return true
 }
