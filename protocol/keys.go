@@ -36,8 +36,23 @@ var (
 	keyNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
 
-// ValidKeyID reports whether id matches the keyId pattern of docs/shapes.md.
-func ValidKeyID(id string) bool { return keyIDPattern.MatchString(id) }
+// ValidKeyID reports whether id matches the keyId pattern of docs/shapes.md
+// (keyIDPattern). It runs once per verified document, so it is written out
+// rather than left to the regexp (TestValidKeyIDMatchesPattern).
+func ValidKeyID(id string) bool {
+	if len(id) == 0 || len(id) > 256 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '#' || c == '/' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // GenerateKey makes a new key pair reading randomness from rand
 // (crypto/rand.Reader when nil).

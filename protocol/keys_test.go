@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestGenerateKey(t *testing.T) {
@@ -226,4 +228,26 @@ func TestParseKeyFilesRejects(t *testing.T) {
 	if got, err := ParsePublicKey([]byte(`{"keyId":"k1","alg":"Ed25519","publicKey":"` + pub + `"}`)); err != nil || !ed25519.Verify(got.Key, []byte("m"), ed25519.Sign(k.Key, []byte("m"))) {
 		t.Fatalf("ParsePublicKey: %v", err)
 	}
+}
+
+// ValidKeyID is the keyId pattern written out: it agrees with the regexp
+// on generated strings near the pattern's edges and on a fixed table.
+func TestValidKeyIDMatchesPattern(t *testing.T) {
+	for _, id := range []string{"", "a", "-a", ".a", "a-", "agent:w1#k1", "authority-1#k1", "a b", "a\n", "é", strings.Repeat("a", 256), strings.Repeat("a", 257), "A/._:#-9"} {
+		if got, want := ValidKeyID(id), keyIDPattern.MatchString(id); got != want {
+			t.Errorf("ValidKeyID(%q) = %v, pattern says %v", id, got, want)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		alphabet := []rune("aZ09._:#/- \n\té\x00~")
+		n := rapid.IntRange(0, 260).Draw(t, "len")
+		b := make([]rune, n)
+		for i := range b {
+			b[i] = rapid.SampledFrom(alphabet).Draw(t, "c")
+		}
+		id := string(b)
+		if got, want := ValidKeyID(id), keyIDPattern.MatchString(id); got != want {
+			t.Fatalf("ValidKeyID(%q) = %v, pattern says %v", id, got, want)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = 2 << 20
+	}
+	if cfg.DecodeWorkers <= 0 {
+		cfg.DecodeWorkers = decodeWorkers(goruntime.GOMAXPROCS(0))
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = RealClock{}

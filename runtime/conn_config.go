@@ -90,6 +90,9 @@ type Config struct {
 	RetryDelay       time.Duration // after RATE_LIMITED/BACKPRESSURE errors without retryAfterMs; 0: 1s
 	MaxBatch         int           // events per store transaction; 0: 256
 	MaxFrameBytes    int           // largest inbound frame; 0: 2 MiB
+	// DecodeWorkers decode and verify inbound frames in parallel (order
+	// kept); 0: one per CPU, at most 4.
+	DecodeWorkers int
 
 	// Presence, when set, is attached to our PINGs.
 	Presence func() *protocol.PresenceRecord

@@ -111,27 +111,26 @@ func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (
 }
 
 // read is the one reader the connection always has (coder/websocket needs
-// it for control frames and the close handshake).
+// it for control frames and the close handshake). Frames are decoded and
+// verified by a pool of goroutines and reach the session in arrival order.
 func (s *session) read(ctx context.Context) {
 	defer s.wg.Done()
 	opts := protocol.DecodeOptions{MaxBytes: s.c.cfg.MaxFrameBytes}
+	keys := s.c.cfg.AuthorityKeys
+	pool := newDecodePool(s.c.cfg.DecodeWorkers, s.c.cfg.MaxBatch,
+		func(b []byte) (inbound, error) { return decodeInbound(b, opts, keys) }, s.in, s.stop, &s.wg)
+	defer pool.close()
 	for {
 		typ, data, err := s.ws.Read(ctx)
-		var it readItem
 		switch {
 		case err != nil:
-			it.err = fmt.Errorf("runtime: read: %w", err)
-		case typ != websocket.MessageText:
-			it.err = protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent a binary WebSocket message (spec 17.1)")
-		default:
-			it.f, it.bad = decodeInbound(data, opts, s.c.cfg.AuthorityKeys)
-		}
-		select {
-		case s.in <- it:
-		case <-s.stop:
-		}
-		if it.err != nil {
+			pool.fail(fmt.Errorf("runtime: read: %w", err))
 			return
+		case typ != websocket.MessageText:
+			pool.fail(protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent a binary WebSocket message (spec 17.1)"))
+			return
+		default:
+			pool.frame(data)
 		}
 	}
 }
