@@ -27,10 +27,12 @@
 //  3. Every Command still in the durable outbox is sent again, in put
 //     order, with its original bytes, before any new one.
 //
-// EVENT frames are decoded and their signatures verified (AuthorityKeys)
-// on the reader goroutine; the loop takes the events already waiting, up to
-// MaxBatch, into one queue.Store.Apply (group commit), which routes them by
-// groupId before any sequence logic and dedupes by eventId and sequence.
+// Inbound frames are decoded and EVENT signatures verified (AuthorityKeys)
+// by DecodeWorkers goroutines (one per CPU, at most 4) and reach the loop in
+// arrival order (conn_decode.go); the loop takes the events already
+// waiting, up to MaxBatch, into one queue.Store.Apply (group commit), which
+// routes them by groupId before any sequence logic and dedupes by sequence
+// (and a reused eventId, queue.RecentEventIDs).
 // After the transaction commits the client ACKs exactly the cursors Apply
 // reports as advanced, so an ACK is never ahead of what is durable. A Group
 // left waiting on a gap for GapTimeout, or whose reorder buffer overflowed,
