@@ -55,6 +55,10 @@ func TestBudgetUpTheAncestry(t *testing.T) {
 		t.Fatal(err)
 	}
 	lastC, lastP := k.s.LastSequence("grp-c"), k.s.LastSequence("grp-p")
+	// A receipt comes after the commit: what was decided is durable.
+	if d := k.s.DecidedSequence("grp-c"); d != lastC || d == 0 || k.s.DecidedSequence("no-such-group") != 0 {
+		t.Fatalf("decided %d, durable %d", d, lastC)
+	}
 	err := charge(600) // fits the child's own budgets, not the parent's
 	if pe, ok := err.(*protocol.Error); !ok || pe.Code != protocol.CodeBudgetExceeded || pe.Details["scope"] != "ancestorMission" {
 		t.Fatalf("over the parent's budget: %v", err)

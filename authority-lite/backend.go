@@ -98,6 +98,19 @@ func (s *Service) Changed(groupID string, after uint64) <-chan struct{} {
 	return ch
 }
 
+// DecidedSequence is a Group's highest decided sequence: its state (what
+// WorkItem and Mission report) already includes it, its group commit may
+// not have reached the log yet. LastSequence catches up with it.
+func (s *Service) DecidedSequence(groupID string) uint64 {
+	gs := s.group(groupID)
+	if gs == nil {
+		return 0
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.last
+}
+
 // LastSequence is a Group's highest durable sequence.
 func (s *Service) LastSequence(groupID string) uint64 {
 	var last uint64

@@ -328,6 +328,10 @@ func runningAll(ids ...string) func(WorkerStatus) bool {
 // caughtUp waits until the worker's durable cursor reaches the log's end.
 func (k *wkit) caughtUp(tw *testWorker) {
 	k.t.Helper()
+	// The authority's state (k.item) leads its log: wait for what it has
+	// decided to be durable, then for the worker to have it.
+	decided := k.auth.Service.DecidedSequence("grp-a")
+	k.until("authority log durable", func() bool { return k.auth.Service.LastSequence("grp-a") >= decided }, tw)
 	last := k.auth.Service.LastSequence("grp-a")
 	k.waitFor("store caught up", func(s WorkerStatus) bool {
 		for _, g := range s.Groups {
