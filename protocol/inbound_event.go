@@ -45,8 +45,8 @@ func InboundEventFrame(parsed any, keys KeyResolver) (*EventFrame, []byte, error
 // Parse): exact typed decoding (PROTOCOL_VIOLATION with a pointer for an
 // unknown member, a null, a wrong kind or a time not in the wire form), then
 // the signature when keys is non-nil (AUTH_INVALID_SIGNATURE, as Verify).
-// It returns the Event and its JCS bytes; Event.Payload is a sub-slice of
-// those bytes.
+// It returns the Event and its JCS bytes; Event.Payload holds the payload's
+// JCS bytes (a sub-slice of them when the signature has the usual members).
 func InboundEvent(doc map[string]any, keys KeyResolver) (*Event, []byte, error) {
 	if doc == nil {
 		return nil, nil, Errorf(CodeProtocolViolation, "the event is not a JSON object")
