@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -92,10 +93,10 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 	pl := c.payload.(*protocol.PublishArtifactPayload)
 	m := pl.Manifest
 	if m.GroupID != gs.id || (gs.g.Mission != nil && m.MissionID != gs.g.Mission.MissionID) {
-		return invalidCommand("manifest names group %s / mission %s, not this Group's", m.GroupID, m.MissionID).At("/payload/manifest/groupId")
+		return protocol.InvalidCommand("manifest names group %s / mission %s, not this Group's", m.GroupID, m.MissionID).At("/payload/manifest/groupId")
 	}
 	if c.cmd.Actor.Kind != protocol.ActorAgent || m.Producer.AgentID != c.cmd.Actor.ID {
-		return forbidden("an artifact is published by its producing agent")
+		return protocol.Forbidden("an artifact is published by its producing agent")
 	}
 	if err := s.verifyManifest(&m); err != nil {
 		return err
@@ -109,16 +110,16 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 		return protocol.Errorf(protocol.CodeInvalidCommand, "%v", err).At("/payload/manifest/contentHash")
 	}
 	if uint64(len(data)) != m.Size {
-		return invalidCommand("manifest size %d, stored content is %d bytes", m.Size, len(data)).At("/payload/manifest/size")
+		return protocol.InvalidCommand("manifest size %d, stored content is %d bytes", m.Size, len(data)).At("/payload/manifest/size")
 	}
 	w := gs.g.Items[m.WorkItemID]
 	if w == nil {
-		return invalidCommand("work item %s not found", m.WorkItemID).At("/payload/manifest/workItemId")
+		return protocol.InvalidCommand("work item %s not found", m.WorkItemID).At("/payload/manifest/workItemId")
 	}
 	coordinator := gs.g.Mission != nil && gs.g.Mission.Coordinator != nil && gs.g.Mission.Coordinator.AgentID == c.cmd.Actor.ID
 	if pl.OwnershipEpoch != nil || pl.LeaseID != "" || !coordinator {
 		if pl.OwnershipEpoch == nil || pl.LeaseID == "" {
-			return invalidCommand("a worker publishes under its lease: ownershipEpoch and leaseId are required").At("/payload/leaseId")
+			return protocol.InvalidCommand("a worker publishes under its lease: ownershipEpoch and leaseId are required").At("/payload/leaseId")
 		}
 		if err := w.CheckLease(c.cmd.Actor.ID, c.cmd.SessionEpoch, *pl.OwnershipEpoch, pl.LeaseID, c.now); err != nil {
 			return err
@@ -129,7 +130,7 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 	rev := gs.artifacts[m.ContentHash] + 1
 	gs.artifacts[m.ContentHash] = rev
 	p.artifacts = true
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: struct {
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: struct {
 		Manifest protocol.ArtifactManifest `json:"manifest"`
 	}{m}})
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -28,14 +29,14 @@ type pending struct {
 	now       protocol.Time
 	grants    bool // the Group's grant records changed
 	leases    bool // the Group's lease records changed
-	archived  bool // the Group was archived
+	archived  bool // the group.Group was archived
 	artifacts bool // the Group's artifact revisions changed
 	// ancestors are charges to ancestor Groups, locked until written.
 	ancestors []*ancestorCharge
-	drafts    []EventDraft
+	drafts    []group.EventDraft
 	audit     []any
-	children  []ChildMissionRequested
-	notices   []ParentNotice
+	children  []group.ChildMissionRequested
+	notices   []group.ParentNotice
 }
 
 func actorKey(a protocol.Actor) string { return string(a.Kind) + "/" + a.ID }
@@ -52,7 +53,7 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		return nil, nil, nil, err
 	}
 	if gs.archived {
-		return nil, nil, nil, invalidTransition("group %s is archived", gs.id)
+		return nil, nil, nil, protocol.InvalidTransition("group %s is archived", gs.id)
 	}
 	if err := s.checkPrincipal(c, gs); err != nil {
 		return nil, nil, nil, err
@@ -123,14 +124,14 @@ func (s *Service) checkPrincipal(c *call, gs *groupState) error {
 	switch cmd.Actor.Kind {
 	case protocol.ActorService:
 		if !s.org.isPolicyService(cmd.Actor.ID) {
-			return forbidden("service %s acts for no Organization policy here", cmd.Actor.ID)
+			return protocol.Forbidden("service %s acts for no Organization policy here", cmd.Actor.ID)
 		}
 		return nil
 	case protocol.ActorAgent:
 		cur := s.org.sessionEpoch(cmd.Actor.ID)
 		if cmd.SessionEpoch == nil || *cmd.SessionEpoch != cur || cur == 0 {
 			e := protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch of %s is %d; the command carries %s", cmd.Actor.ID, cur, epochString(cmd.SessionEpoch)).At("/sessionEpoch")
-			return withDetails(e, "sessionEpoch", cur)
+			return protocol.WithDetails(e, "sessionEpoch", cur)
 		}
 	}
 	m := gs.members[actorKey(cmd.Actor)]
@@ -139,7 +140,7 @@ func (s *Service) checkPrincipal(c *call, gs *groupState) error {
 	}
 	if cmd.MembershipEpoch == nil || *cmd.MembershipEpoch != m.MembershipEpoch {
 		e := protocol.Errorf(protocol.CodeMembershipStale, "membership epoch of %s in %s is %d; the command carries %s", cmd.Actor.ID, gs.id, m.MembershipEpoch, epochString(cmd.MembershipEpoch)).At("/membershipEpoch")
-		return withDetails(e, "membershipEpoch", m.MembershipEpoch)
+		return protocol.WithDetails(e, "membershipEpoch", m.MembershipEpoch)
 	}
 	return nil
 }
@@ -153,16 +154,16 @@ func epochString(e *uint64) string {
 
 // applyCore hands the command to the Mission and WorkItem state machines.
 func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
-	in := InputFromCommand(c.cmd, c.payload)
+	in := group.InputFromCommand(c.cmd, c.payload)
 	in.Delegated = s.delegated(c, gs)
 	out, err := gs.g.Apply(in, c.now)
 	for _, e := range out.Effects {
 		switch e := e.(type) {
-		case LateResult:
+		case group.LateResult:
 			p.audit = append(p.audit, e)
-		case ChildMissionRequested:
+		case group.ChildMissionRequested:
 			p.children = append(p.children, e)
-		case ParentNotice:
+		case group.ParentNotice:
 			p.notices = append(p.notices, e)
 		}
 	}
@@ -297,7 +298,7 @@ type sealed struct {
 }
 
 // seal numbers and signs drafts as the Group's next events.
-func (s *Service) seal(c *call, groupID string, last uint64, drafts []EventDraft) ([]sealed, *protocol.Receipt, error) {
+func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.EventDraft) ([]sealed, *protocol.Receipt, error) {
 	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{}}
 	out := make([]sealed, 0, len(drafts))
 	for i, d := range drafts {
@@ -430,11 +431,11 @@ func (s *Service) keepAudit(recs []any) {
 }
 
 // LateResults returns every stored late result, oldest first.
-func (s *Service) LateResults() ([]LateResult, error) {
-	var out []LateResult
+func (s *Service) LateResults() ([]group.LateResult, error) {
+	var out []group.LateResult
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
-			var r LateResult
+			var r group.LateResult
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}

@@ -3,20 +3,13 @@
 // event log workers project. It can run embedded in a worker process or serve
 // the WebSocket binding (spec 17) on its own.
 //
-// The decision core is pure, in the style of etcd raft: a Group holds the
-// Mission (DESIGN.md §11) and WorkItem (spec 10.2) state machines, and
-// Group.Apply takes an authenticated Input and the authority's current time
-// and returns the events to append plus effects for the caller (audit
-// records of late results, linked child Missions, notices to a parent
-// Group). Nothing in the core reads a clock, the disk or the network; offer,
-// ownership, lease and coordinator expiry are decided from the time passed
-// in, never by timers or events. On error the Group is unchanged and the
-// error is a *protocol.Error.
+// The decisions themselves are package group's: the Mission and WorkItem
+// state machines, pure and clock-injected.
 //
 // Around the core, Service is the edge: the command pipeline of spec 15.1
 // (strict decode, signature, key, freshness, epoch presence, schema,
 // extensions, idempotency by (actor, actionId), session and membership
-// epochs, then the core), the Organization service (Agent Cards, sessions
+// epochs, then group), the Organization service (Agent Cards, sessions
 // whose replacement revokes leases, human and policy principals), the bbolt
 // log (events, touched aggregates and receipt in one transaction, db.Batch
 // for group commit), artifacts, budgets, messages that never authorize, and

@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"errors"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -12,10 +13,10 @@ import (
 func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 	cmd := c.cmd
 	if cmd.Actor.Kind != protocol.ActorHuman {
-		return nil, forbidden("%s: a Mission is created by a human, never by a %s", cmd.Type, cmd.Actor.Kind)
+		return nil, protocol.Forbidden("%s: a Mission is created by a human, never by a %s", cmd.Type, cmd.Actor.Kind)
 	}
 	if cmd.GroupID == "" {
-		return nil, invalidCommand("%s carries the id of the Group it creates", cmd.Type).At("/groupId")
+		return nil, protocol.InvalidCommand("%s carries the id of the group.Group it creates", cmd.Type).At("/groupId")
 	}
 	s.orgMu.Lock()
 	defer s.orgMu.Unlock()
@@ -27,13 +28,13 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		return nil, err
 	}
 	if existing := s.group(cmd.GroupID); existing != nil {
-		return nil, invalidTransition("group %s already exists", cmd.GroupID).At("/groupId")
+		return nil, protocol.InvalidTransition("group %s already exists", cmd.GroupID).At("/groupId")
 	}
-	in := InputFromCommand(cmd, c.payload)
+	in := group.InputFromCommand(cmd, c.payload)
 	if fu, ok := c.payload.(*protocol.CreateFollowUpPayload); ok {
 		pred := s.missionByID(fu.FollowUpOf)
 		if pred == nil {
-			return nil, invalidCommand("mission %s not found", fu.FollowUpOf).At("/payload/followUpOf")
+			return nil, protocol.InvalidCommand("mission %s not found", fu.FollowUpOf).At("/payload/followUpOf")
 		}
 		in.Predecessor = pred
 	}
@@ -56,8 +57,8 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 	return r, nil
 }
 
-func newGroupState(id string, lim Limits) *groupState {
-	return &groupState{id: id, g: NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, grants: map[string]*grantRecord{}, leases: map[string]*leaseRecord{}, artifacts: map[string]uint64{}, first: 1, changed: make(chan struct{})}
+func newGroupState(id string, lim group.Limits) *groupState {
+	return &groupState{id: id, g: group.NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, grants: map[string]*grantRecord{}, leases: map[string]*leaseRecord{}, artifacts: map[string]uint64{}, first: 1, changed: make(chan struct{})}
 }
 
 // missionByID finds a Mission by id across Groups.
@@ -92,7 +93,7 @@ func (s *Service) followEffects(c *call, p *pending) {
 		gs.mu.Lock()
 		out, err := gs.g.ApplyChildOutcome(n.Outcome, c.now)
 		if err == nil {
-			sub := &call{s: s, cmd: &protocol.Command{ActionID: c.cmd.ActionID, Actor: authorityActor, CorrelationID: c.cmd.CorrelationID}, now: c.now}
+			sub := &call{s: s, cmd: &protocol.Command{ActionID: c.cmd.ActionID, Actor: group.AuthorityActor, CorrelationID: c.cmd.CorrelationID}, now: c.now}
 			pp := pending{now: protocol.NewTime(c.now), drafts: out.Events}
 			_, err = s.commitAutomatic(sub, gs, &pp)
 		}
@@ -103,11 +104,11 @@ func (s *Service) followEffects(c *call, p *pending) {
 	}
 }
 
-func (s *Service) createChild(c *call, link LinkedMission) error {
+func (s *Service) createChild(c *call, link group.LinkedMission) error {
 	s.orgMu.Lock()
 	defer s.orgMu.Unlock()
 	if s.group(link.GroupID) != nil {
-		return invalidTransition("group %s already exists", link.GroupID)
+		return protocol.InvalidTransition("group %s already exists", link.GroupID)
 	}
 	gs := newGroupState(link.GroupID, s.cfg.Limits)
 	out, err := gs.g.CreateLinkedMission(link, c.now)

@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"slices"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -44,7 +45,7 @@ func (s *Service) setMembership(gs *groupState, principal protocol.Actor, roles 
 		m.JoinedAt = p.nowTime()
 	}
 	gs.members[actorKey(principal)] = m
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtMembershipChanged, Aggregate: membershipAggregate(principal), Revision: m.Revision, Actor: by, Payload: m})
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtMembershipChanged, Aggregate: membershipAggregate(principal), Revision: m.Revision, Actor: by, Payload: m})
 	return m
 }
 
@@ -53,7 +54,7 @@ func (p *pending) nowTime() protocol.Time { return p.now }
 
 func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 	if gs.g.Mission == nil {
-		return invalidTransition("group %s has no Mission", gs.id)
+		return protocol.InvalidTransition("group %s has no Mission", gs.id)
 	}
 	switch pl := c.payload.(type) {
 	case *protocol.ChangeMembershipPayload:
@@ -61,15 +62,15 @@ func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 			return err
 		}
 		if len(pl.Roles) == 0 {
-			return invalidCommand("membership.change needs at least one role; use membership.end to remove a member").At("/payload/roles")
+			return protocol.InvalidCommand("membership.change needs at least one role; use membership.end to remove a member").At("/payload/roles")
 		}
 		owner := gs.g.Mission.Owner
 		hasOwner := slices.Contains(pl.Roles, protocol.RoleMissionOwner)
 		if (pl.Principal == owner) != hasOwner {
-			return forbidden("the missionOwner role belongs to %s alone and cannot be moved or dropped", owner.ID)
+			return protocol.Forbidden("the missionOwner role belongs to %s alone and cannot be moved or dropped", owner.ID)
 		}
 		if pl.Principal.Kind == protocol.ActorAgent && s.org.agent(pl.Principal.ID) == nil {
-			return invalidCommand("agent %s has no registered Agent Card", pl.Principal.ID).At("/payload/principal")
+			return protocol.InvalidCommand("agent %s has no registered Agent Card", pl.Principal.ID).At("/payload/principal")
 		}
 		s.setMembership(gs, pl.Principal, slices.Clone(pl.Roles), c.cmd.Actor, p)
 	case *protocol.EndMembershipPayload:
@@ -79,18 +80,18 @@ func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 			}
 		}
 		if pl.Principal == gs.g.Mission.Owner {
-			return forbidden("the MissionOwner's membership cannot end while the Mission exists")
+			return protocol.Forbidden("the MissionOwner's membership cannot end while the Mission exists")
 		}
 		old := gs.members[actorKey(pl.Principal)]
 		if old == nil || old.State != protocol.MembershipActive {
-			return invalidTransition("%s is not an active member", pl.Principal.ID)
+			return protocol.InvalidTransition("%s is not an active member", pl.Principal.ID)
 		}
 		m := *old
 		m.State, m.MembershipEpoch, m.Revision, m.Delegations = protocol.MembershipEnded, old.MembershipEpoch+1, old.Revision+1, nil
 		ended := c.now
 		m.EndedAt = ptrTime(protocol.NewTime(ended))
 		gs.members[actorKey(pl.Principal)] = &m
-		p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtMembershipEnded, Aggregate: membershipAggregate(pl.Principal), Revision: m.Revision, Actor: c.cmd.Actor, Payload: &m})
+		p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtMembershipEnded, Aggregate: membershipAggregate(pl.Principal), Revision: m.Revision, Actor: c.cmd.Actor, Payload: &m})
 	case *protocol.GrantDelegationPayload:
 		return s.grantDelegation(c, gs, pl, p)
 	}
@@ -102,23 +103,18 @@ func ptrTime(t protocol.Time) *protocol.Time { return &t }
 // requireOwnerOrCoordinator admits the MissionOwner, or the coordinator on
 // its current epoch and lease.
 func (s *Service) requireOwnerOrCoordinator(c *call, gs *groupState) error {
-	t := gs.g.begin(InputFromCommand(c.cmd, c.payload), c.now)
-	if t.isOwner() {
-		return nil
-	}
-	return t.requireCoordinator()
+	return gs.g.RequireOwnerOrCoordinator(group.InputFromCommand(c.cmd, c.payload), c.now)
 }
 
 func (s *Service) grantDelegation(c *call, gs *groupState, pl *protocol.GrantDelegationPayload, p *pending) error {
-	t := gs.g.begin(InputFromCommand(c.cmd, c.payload), c.now)
-	if err := t.requireCoordinator(); err != nil {
+	if err := gs.g.RequireCoordinator(group.InputFromCommand(c.cmd, c.payload), c.now); err != nil {
 		return err
 	}
 	if !pl.ExpiresAt.After(c.now) {
-		return invalidCommand("delegation %s expires in the past", pl.DelegationID).At("/payload/expiresAt")
+		return protocol.InvalidCommand("delegation %s expires in the past", pl.DelegationID).At("/payload/expiresAt")
 	}
 	if pl.Delegate == c.cmd.Actor {
-		return invalidCommand("a delegation to oneself is cyclic").At("/payload/delegate")
+		return protocol.InvalidCommand("a delegation to oneself is cyclic").At("/payload/delegate")
 	}
 	m := gs.members[actorKey(pl.Delegate)]
 	if m == nil || m.State != protocol.MembershipActive {
@@ -127,23 +123,23 @@ func (s *Service) grantDelegation(c *call, gs *groupState, pl *protocol.GrantDel
 	depth, seen := 1, map[string]bool{pl.DelegationID: true}
 	for parent := pl.ParentDelegationID; parent != ""; depth++ {
 		if seen[parent] {
-			return invalidCommand("delegation chain through %s is cyclic", parent).At("/payload/parentDelegationId")
+			return protocol.InvalidCommand("delegation chain through %s is cyclic", parent).At("/payload/parentDelegationId")
 		}
 		seen[parent] = true
 		d := findDelegation(gs, parent)
 		if d == nil {
-			return invalidCommand("parent delegation %s not found", parent).At("/payload/parentDelegationId")
+			return protocol.InvalidCommand("parent delegation %s not found", parent).At("/payload/parentDelegationId")
 		}
 		if d.Delegate == pl.Delegate {
-			return invalidCommand("delegation back to %s is cyclic", pl.Delegate.ID).At("/payload/delegate")
+			return protocol.InvalidCommand("delegation back to %s is cyclic", pl.Delegate.ID).At("/payload/delegate")
 		}
 		parent = d.ParentDelegationID
 	}
 	if depth > MaxDelegationDepth {
-		return invalidCommand("delegation depth %d exceeds %d", depth, MaxDelegationDepth).At("/payload/parentDelegationId")
+		return protocol.InvalidCommand("delegation depth %d exceeds %d", depth, MaxDelegationDepth).At("/payload/parentDelegationId")
 	}
 	if findDelegation(gs, pl.DelegationID) != nil {
-		return invalidCommand("delegation %s already exists", pl.DelegationID).At("/payload/delegationId")
+		return protocol.InvalidCommand("delegation %s already exists", pl.DelegationID).At("/payload/delegationId")
 	}
 	nm := *m
 	nm.Delegations = append(slices.Clone(m.Delegations), protocol.Delegation{
@@ -152,7 +148,7 @@ func (s *Service) grantDelegation(c *call, gs *groupState, pl *protocol.GrantDel
 	})
 	nm.Revision++
 	gs.members[actorKey(pl.Delegate)] = &nm
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtMembershipDelegationGranted, Aggregate: membershipAggregate(pl.Delegate), Revision: nm.Revision, Actor: c.cmd.Actor, Payload: &nm})
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtMembershipDelegationGranted, Aggregate: membershipAggregate(pl.Delegate), Revision: nm.Revision, Actor: c.cmd.Actor, Payload: &nm})
 	return nil
 }
 

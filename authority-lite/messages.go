@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -38,7 +39,7 @@ func (s *Service) message(c *call, gs *groupState, p *pending) error {
 	switch pl := c.payload.(type) {
 	case *protocol.PostMessagePayload:
 		if _, dup := msgs[pl.MessageID]; dup {
-			return invalidCommand("message %s already exists", pl.MessageID).At("/payload/messageId")
+			return protocol.InvalidCommand("message %s already exists", pl.MessageID).At("/payload/messageId")
 		}
 		id, typ = pl.MessageID, protocol.EvtMessagePosted
 		ev.ConversationID, ev.Text, ev.MediaType, ev.ReplyTo, ev.Artifacts, ev.State = pl.ConversationID, pl.Text, pl.MediaType, pl.ReplyTo, pl.Artifacts, "posted"
@@ -56,14 +57,14 @@ func (s *Service) message(c *call, gs *groupState, p *pending) error {
 	rec := msgs[id]
 	if typ != protocol.EvtMessagePosted {
 		if rec == nil {
-			return invalidCommand("message %s not found", id).At("/payload/messageId")
+			return protocol.InvalidCommand("message %s not found", id).At("/payload/messageId")
 		}
 		if rec.State == "retracted" || rec.State == "redacted" {
-			return invalidTransition("message %s is %s", id, rec.State)
+			return protocol.InvalidTransition("message %s is %s", id, rec.State)
 		}
 		owner := gs.g.Mission != nil && c.cmd.Actor == gs.g.Mission.Owner
 		if rec.Author != c.cmd.Actor && !(typ == protocol.EvtMessageRedacted && owner) {
-			return forbidden("only the author may change message %s (the MissionOwner may redact it)", id)
+			return protocol.Forbidden("only the author may change message %s (the MissionOwner may redact it)", id)
 		}
 	}
 	if err := s.checkMessageRevision(c, rec, id); err != nil {
@@ -74,7 +75,7 @@ func (s *Service) message(c *call, gs *groupState, p *pending) error {
 		next = &messageRecord{Author: rec.Author, Revision: rec.Revision + 1, State: ev.State}
 	}
 	msgs[id] = next
-	p.drafts = append(p.drafts, EventDraft{Type: typ, Aggregate: protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, Revision: next.Revision, Actor: c.cmd.Actor, Payload: ev})
+	p.drafts = append(p.drafts, group.EventDraft{Type: typ, Aggregate: protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, Revision: next.Revision, Actor: c.cmd.Actor, Payload: ev})
 	return nil
 }
 
@@ -86,8 +87,7 @@ func (s *Service) checkMessageRevision(c *call, rec *messageRecord, id string) e
 	if rec != nil {
 		cur = rec.Revision
 	}
-	t := &txn{in: InputFromCommand(c.cmd, c.payload)}
-	return t.checkRevision(protocol.AggregateMessage, id, cur)
+	return group.CheckRevision(c.cmd.ExpectedRevision, protocol.AggregateMessage, id, cur)
 }
 
 // messages returns the Group's message index, rebuilding it from the log
@@ -147,7 +147,7 @@ func (r *rateLimiter) allow(a protocol.Actor, now time.Time) error {
 	}
 	if b.n < 1 {
 		wait := time.Duration((1 - b.n) * float64(r.Every))
-		return withDetails(protocol.Errorf(protocol.CodeRateLimited, "%s %s is over its rate of %d per %s", a.Kind, a.ID, r.Burst, time.Duration(r.Burst)*r.Every), "retryAfterMs", wait.Milliseconds())
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRateLimited, "%s %s is over its rate of %d per %s", a.Kind, a.ID, r.Burst, time.Duration(r.Burst)*r.Every), "retryAfterMs", wait.Milliseconds())
 	}
 	b.n--
 	return nil

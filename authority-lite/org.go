@@ -169,7 +169,7 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 		return nil, err
 	}
 	if c.cmd.Actor.Kind != protocol.ActorAgent {
-		return nil, forbidden("%s is an agent's own command", c.cmd.Type)
+		return nil, protocol.Forbidden("%s is an agent's own command", c.cmd.Type)
 	}
 	switch p := c.payload.(type) {
 	case *protocol.RegisterAgentCardPayload:
@@ -177,16 +177,16 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 	case *protocol.OpenSessionPayload:
 		return o.openSession(c, p)
 	}
-	return nil, invalidCommand("%s is not an Organization command", c.cmd.Type)
+	return nil, protocol.InvalidCommand("%s is not an Organization command", c.cmd.Type)
 }
 
 func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol.Receipt, error) {
 	card := p.AgentCard
 	if card.AgentID != c.cmd.Actor.ID {
-		return nil, forbidden("agent %s cannot register the card of %s", c.cmd.Actor.ID, card.AgentID).At("/payload/agentCard/agentId")
+		return nil, protocol.Forbidden("agent %s cannot register the card of %s", c.cmd.Actor.ID, card.AgentID).At("/payload/agentCard/agentId")
 	}
 	if card.MaxConcurrency == 0 {
-		return nil, invalidCommand("maxConcurrency must be at least 1").At("/payload/agentCard/maxConcurrency")
+		return nil, protocol.InvalidCommand("maxConcurrency must be at least 1").At("/payload/agentCard/maxConcurrency")
 	}
 	raw, err := protocol.Marshal(card)
 	if err != nil {
@@ -197,7 +197,7 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 	for _, k := range card.Keys {
 		vk, err := protocol.DecodePublicKey(k)
 		if err != nil || !protocol.KeyBelongsTo(vk.KeyID, protocol.ActorAgent, card.AgentID) {
-			return nil, invalidCommand("agent card key %s does not belong to %s", k.KeyID, card.AgentID).At("/payload/agentCard/keys")
+			return nil, protocol.InvalidCommand("agent card key %s does not belong to %s", k.KeyID, card.AgentID).At("/payload/agentCard/keys")
 		}
 		cardKeys[vk.KeyID] = vk.Key
 	}
@@ -235,13 +235,13 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Receipt, error) {
 	a := o.agent(c.cmd.Actor.ID)
 	if a == nil || p.AgentID != c.cmd.Actor.ID {
-		return nil, forbidden("agent %s has no registered Agent Card", p.AgentID).At("/payload/agentId")
+		return nil, protocol.Forbidden("agent %s has no registered Agent Card", p.AgentID).At("/payload/agentId")
 	}
 	if p.SessionEpoch != a.SessionEpoch+1 {
-		return nil, withDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d: the next session of %s is %d", p.SessionEpoch, p.AgentID, a.SessionEpoch+1).At("/payload/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
+		return nil, protocol.WithDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d: the next session of %s is %d", p.SessionEpoch, p.AgentID, a.SessionEpoch+1).At("/payload/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
 	}
 	if p.AgentCardHash != a.CardHash {
-		return nil, invalidCommand("agentCardHash %s is not the registered card's %s", p.AgentCardHash, a.CardHash).At("/payload/agentCardHash")
+		return nil, protocol.InvalidCommand("agentCardHash %s is not the registered card's %s", p.AgentCardHash, a.CardHash).At("/payload/agentCardHash")
 	}
 	rec := *a
 	rec.SessionEpoch = p.SessionEpoch
@@ -373,7 +373,7 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 		return 0, err
 	}
 	if h.SessionEpoch != a.SessionEpoch {
-		return 0, withDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d of %s is not the current %d", h.SessionEpoch, h.AgentID, a.SessionEpoch).At("/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
+		return 0, protocol.WithDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d of %s is not the current %d", h.SessionEpoch, h.AgentID, a.SessionEpoch).At("/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
 	}
 	return a.SessionEpoch, nil
 }

@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"errors"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -42,7 +43,7 @@ type consumedEvent struct {
 
 // policyError is a refusal by a named policy.
 func policyError(code protocol.Code, policy string, format string, args ...any) *protocol.Error {
-	return withDetails(protocol.Errorf(code, format, args...), "policy", policy, "override", "policy.grant_cooperation_override")
+	return protocol.WithDetails(protocol.Errorf(code, format, args...), "policy", policy, "override", "policy.grant_cooperation_override")
 }
 
 func policyOf(err error) string {
@@ -60,11 +61,11 @@ func (s *Service) checkPolicy(c *call, gs *groupState) error {
 	switch c.cmd.Type {
 	case protocol.CmdMessagePost:
 		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
-			return withDetails(err.(*protocol.Error), "policy", PolicyMessageRate)
+			return protocol.WithDetails(err.(*protocol.Error), "policy", PolicyMessageRate)
 		}
 	case protocol.CmdWorkPropose:
 		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
-			return withDetails(err.(*protocol.Error), "policy", PolicyProposalRate)
+			return protocol.WithDetails(err.(*protocol.Error), "policy", PolicyProposalRate)
 		}
 	case protocol.CmdWorkAuthorize:
 		max := s.cfg.Policy.MaxOpenWorkItems
@@ -139,7 +140,7 @@ func (s *Service) consumeGrant(c *call, gs *groupState, g *grantRecord, p *pendi
 	ng.Revision++
 	gs.grants[g.Grant.GrantID] = &ng
 	p.grants = true
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtCooperationOverrideConsumed,
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtCooperationOverrideConsumed,
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregatePolicy, ID: g.Grant.GrantID}, Revision: ng.Revision, Actor: c.cmd.Actor,
 		Payload: &consumedEvent{GrantID: g.Grant.GrantID, Policy: g.Grant.Policy, ConsumedByActionID: c.cmd.ActionID, TargetCommandType: string(c.cmd.Type)}})
 }
@@ -151,28 +152,28 @@ func (s *Service) grantOverride(c *call, gs *groupState, p *pending) error {
 	g := *c.payload.(*protocol.CooperationOverrideGrant)
 	owner := gs.g.Mission != nil && c.cmd.Actor == gs.g.Mission.Owner
 	if !owner && !(c.cmd.Actor.Kind == protocol.ActorService && s.org.isPolicyService(c.cmd.Actor.ID)) {
-		return forbidden("only the MissionOwner or an Organization policy actor may grant a cooperation override")
+		return protocol.Forbidden("only the MissionOwner or an Organization policy actor may grant a cooperation override")
 	}
 	if gs.g.Mission == nil || g.MissionID != gs.g.Mission.MissionID || g.GroupID != gs.id {
-		return invalidCommand("the grant must bind this Group's Mission").At("/payload/missionId")
+		return protocol.InvalidCommand("the grant must bind this Group's Mission").At("/payload/missionId")
 	}
 	if g.Approver != c.cmd.Actor {
-		return invalidCommand("the approver must be the issuing actor").At("/payload/approver")
+		return protocol.InvalidCommand("the approver must be the issuing actor").At("/payload/approver")
 	}
 	switch g.Policy {
 	case PolicyMessageRate, PolicyProposalRate, PolicyOpenWorkItems, PolicyDelegationDepth:
 	default:
-		return invalidCommand("unknown policy %q", g.Policy).At("/payload/policy")
+		return protocol.InvalidCommand("unknown policy %q", g.Policy).At("/payload/policy")
 	}
 	if !g.ExpiresAt.After(c.now) || g.ExpiresAt.Before(g.GrantedAt.Time) {
-		return invalidCommand("the grant must expire in the future, after it is granted").At("/payload/expiresAt")
+		return protocol.InvalidCommand("the grant must expire in the future, after it is granted").At("/payload/expiresAt")
 	}
 	if _, dup := gs.grants[g.GrantID]; dup {
-		return invalidCommand("grant %s already exists", g.GrantID).At("/payload/grantId")
+		return protocol.InvalidCommand("grant %s already exists", g.GrantID).At("/payload/grantId")
 	}
 	gs.grants[g.GrantID] = &grantRecord{Grant: g, Revision: 1}
 	p.grants = true
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtPolicyCooperationOverrideGranted,
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtPolicyCooperationOverrideGranted,
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregatePolicy, ID: g.GrantID}, Revision: 1, Actor: c.cmd.Actor, Payload: &g})
 	return nil
 }

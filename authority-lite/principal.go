@@ -3,7 +3,9 @@ package authoritylite
 import (
 	"context"
 	"encoding/json"
+	"sort"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -137,18 +139,18 @@ func (s *Service) Mission(groupID string) (protocol.Mission, bool) {
 }
 
 // WorkItem returns a copy of a WorkItem's authority record.
-func (s *Service) WorkItem(groupID, id string) (WorkItem, bool) {
+func (s *Service) WorkItem(groupID, id string) (group.WorkItem, bool) {
 	gs := s.group(groupID)
 	if gs == nil {
-		return WorkItem{}, false
+		return group.WorkItem{}, false
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	w := gs.g.Items[id]
 	if w == nil {
-		return WorkItem{}, false
+		return group.WorkItem{}, false
 	}
-	return *w.clone(), true
+	return *w.Clone(), true
 }
 
 // WorkItemIDs lists a Group's WorkItems.
@@ -163,7 +165,7 @@ func (s *Service) WorkItemIDs(groupID string) []string {
 	for id := range gs.g.Items {
 		ids = append(ids, id)
 	}
-	sortStrings(ids)
+	sort.Strings(ids)
 	return ids
 }
 

@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -24,7 +25,7 @@ type leaseRecord struct {
 // trackLeases updates the lease records of the WorkItems events touched:
 // a new or renewed lease is recorded; a lease no longer on its item is
 // closed at now.
-func (s *Service) trackLeases(gs *groupState, drafts []EventDraft, now time.Time) bool {
+func (s *Service) trackLeases(gs *groupState, drafts []group.EventDraft, now time.Time) bool {
 	changed := false
 	seen := map[string]bool{}
 	for _, d := range drafts {
@@ -76,7 +77,7 @@ func (s *Service) reconcile(c *call, gs *groupState, p *pending) error {
 	}
 	w := gs.g.Items[b.WorkItemID]
 	if w == nil {
-		return invalidCommand("work item %s not found", b.WorkItemID).At("/extensions/" + protocol.OfflineExtensionURI + "/data/workItemId")
+		return protocol.InvalidCommand("work item %s not found", b.WorkItemID).At("/extensions/" + protocol.OfflineExtensionURI + "/data/workItemId")
 	}
 	rec := gs.leases[b.HistoricalLeaseID]
 	if rec == nil {
@@ -112,10 +113,10 @@ func (s *Service) reconcile(c *call, gs *groupState, p *pending) error {
 	if c.cmd.Type == protocol.CmdResourceUsageRecord {
 		return nil // the binding's delta is the charge
 	}
-	in := InputFromCommand(c.cmd, c.payload)
+	in := group.InputFromCommand(c.cmd, c.payload)
 	cur := gs.g.Items[w.WorkItemID]
-	var out Outcome
-	if cur.Lease != nil && cur.Lease.LeaseID == b.HistoricalLeaseID && before(c.now, cur.Lease.ExpiresAt) {
+	var out group.Outcome
+	if cur.Lease != nil && cur.Lease.LeaseID == b.HistoricalLeaseID && c.now.Before(cur.Lease.ExpiresAt.Time) {
 		out, err = gs.g.Apply(in, c.now)
 	} else {
 		out, err = gs.g.ApplyHistorical(in, b.HistoricalLeaseID, c.now)

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // buffered builds w1's rebased offline lease_renew for wi-1 carrying the
 // binding of lease (bufferedAt = disconnectedAt + after).
-func (k *svc) buffered(w WorkItem, disconnected time.Time, after time.Duration, usage protocol.Usage) []byte {
+func (k *svc) buffered(w group.WorkItem, disconnected time.Time, after time.Duration, usage protocol.Usage) []byte {
 	k.t.Helper()
 	l := w.Lease
 	b := protocol.OfflineBinding{AgentID: "w1", GroupID: "grp-a", WorkItemID: w.WorkItemID, OriginalSessionEpoch: l.SessionEpoch,
@@ -73,17 +74,17 @@ func TestReconcileWithinGraceChargesOnce(t *testing.T) {
 func TestReconcileRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
-		setup func(k *svc, w WorkItem) []byte
+		setup func(k *svc, w group.WorkItem) []byte
 		code  protocol.Code
 	}{
-		{"after the grace window", func(k *svc, w WorkItem) []byte {
+		{"after the grace window", func(k *svc, w group.WorkItem) []byte {
 			disc := k.clk.Now().Add(10 * time.Second)
 			// buffered 5 minutes later: lease (2 min) plus grace (2 min) is over
 			raw := k.buffered(w, disc, 5*time.Minute, protocol.Usage{Tokens: 10})
 			k.clk.Advance(6 * time.Minute)
 			return raw
 		}, protocol.CodeWorkLeaseExpired},
-		{"owner changed while offline", func(k *svc, w WorkItem) []byte {
+		{"owner changed while offline", func(k *svc, w group.WorkItem) []byte {
 			disc := k.clk.Now().Add(10 * time.Second)
 			raw := k.buffered(w, disc, 30*time.Second, protocol.Usage{Tokens: 10})
 			k.clk.Advance(3 * time.Minute) // lease expired; coordinator re-offers to w2
@@ -93,7 +94,7 @@ func TestReconcileRefusals(t *testing.T) {
 			k.ok(k.w["w2"], protocol.CmdWorkAcceptOffer, &protocol.AcceptOfferPayload{WorkItemID: "wi-1", OfferID: "off-2", ContractRevision: 1, ScheduleDisclosure: disclosure(k.clk.Now())})
 			return raw
 		}, protocol.CodeWorkStaleOwnership},
-		{"budget overflow", func(k *svc, w WorkItem) []byte {
+		{"budget overflow", func(k *svc, w group.WorkItem) []byte {
 			disc := k.clk.Now().Add(10 * time.Second)
 			raw := k.buffered(w, disc, 20*time.Second, protocol.Usage{Tokens: 5000})
 			k.clk.Advance(time.Minute)

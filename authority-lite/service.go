@@ -17,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -33,7 +34,7 @@ type Config struct {
 	// ID is the acceptedBy of every event; default "authority-1".
 	ID      string
 	MaxSkew time.Duration
-	Limits  Limits
+	Limits  group.Limits
 	Policy  Policy
 	// OfflineGrace is how long past a lease's expiry buffered offline work
 	// is still accepted (spec 11.5); zero means OfflineGrace.
@@ -85,7 +86,7 @@ type Service struct {
 type groupState struct {
 	mu       sync.Mutex
 	id       string
-	g        *Group
+	g        *group.Group
 	members  map[string]*protocol.Membership // by actorKey
 	usage    map[string]protocol.Usage       // workItemId -> used
 	msgs     map[string]*messageRecord       // lazily rebuilt from the log
@@ -123,7 +124,7 @@ func Open(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.Key.KeyID == "" {
 		k, err := loadOrCreateKey(cfg.Dir, cfg.ID)
 		if err != nil {
@@ -253,7 +254,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 		gs.leases = map[string]*leaseRecord{}
 	}
 	if err := gb.items.ForEach(func(k, v []byte) error {
-		var w WorkItem
+		var w group.WorkItem
 		if _, err := getJSON(gb.items, k, &w); err != nil {
 			return err
 		}
@@ -263,7 +264,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 		return nil, err
 	}
 	if err := gb.proposals.ForEach(func(k, v []byte) error {
-		var p Proposal
+		var p group.Proposal
 		if _, err := getJSON(gb.proposals, k, &p); err != nil {
 			return err
 		}
@@ -344,7 +345,7 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	}
 	cmd := in.Command
 	if peer != "" && cmd.Actor.Kind == protocol.ActorAgent && cmd.Actor.ID != peer {
-		return nil, forbidden("the connection is authenticated as %s; it cannot send %s's commands", peer, cmd.Actor.ID)
+		return nil, protocol.Forbidden("the connection is authenticated as %s; it cannot send %s's commands", peer, cmd.Actor.ID)
 	}
 	canon, err := in.CanonicalBytes()
 	if err != nil {
@@ -361,7 +362,7 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 		return s.createMission(c)
 	}
 	if cmd.GroupID == "" {
-		return nil, invalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
+		return nil, protocol.InvalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
 	}
 	gs := s.group(cmd.GroupID)
 	if gs == nil {
@@ -431,7 +432,7 @@ func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, boo
 func (s *Service) checkActionID(c *call) error {
 	if f := s.inflightFor(receiptKey(c.cmd.Actor, c.cmd.ActionID)); f != nil {
 		if f.digest != c.digest {
-			return withDetails(protocol.Errorf(protocol.CodeActionIDCollision,
+			return protocol.WithDetails(protocol.Errorf(protocol.CodeActionIDCollision,
 				"actionId %s is in use by %s %s for different content", c.cmd.ActionID, c.cmd.Actor.Kind, c.cmd.Actor.ID), "actionId", c.cmd.ActionID)
 		}
 		<-f.done
@@ -447,7 +448,7 @@ func (s *Service) checkActionID(c *call) error {
 	if rec.Digest == c.digest {
 		return errReplay{rec.Receipt}
 	}
-	return withDetails(protocol.Errorf(protocol.CodeActionIDCollision,
+	return protocol.WithDetails(protocol.Errorf(protocol.CodeActionIDCollision,
 		"actionId %s was already used by %s %s for different content", c.cmd.ActionID, c.cmd.Actor.Kind, c.cmd.Actor.ID),
 		"actionId", c.cmd.ActionID)
 }
@@ -460,7 +461,7 @@ func (errReplay) Error() string { return "replayed command" }
 func decodePayload(cmd *protocol.Command) (any, error) {
 	p := protocol.PayloadFor(cmd.Type)
 	if p == nil {
-		return nil, invalidCommand("unknown command type %s", cmd.Type).At("/type")
+		return nil, protocol.InvalidCommand("unknown command type %s", cmd.Type).At("/type")
 	}
 	if err := protocol.DecodeExact(cmd.Payload, p, protocol.CodeSchemaValidationFailed); err != nil {
 		var pe *protocol.Error

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
+	"github.com/missionweave/mwp-worker/group/grouptest"
 	"github.com/missionweave/mwp-worker/protocol"
 	"pgregory.net/rapid"
 )
@@ -20,7 +22,7 @@ import (
 // one owner at a time; a refused command appends nothing.
 func TestServiceProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		k := newSvc(rapidTB{t, rt})
+		k := newSvc(grouptest.RapidTB{T: t, RT: rt})
 		sent := map[string]protocol.CommandType{} // actionId -> type
 		items := []string{"wi-0", "wi-1", "wi-2"}
 		ctx := context.Background()
@@ -107,7 +109,7 @@ func TestServiceProperties(t *testing.T) {
 				k.clk.Advance(time.Duration(rapid.IntRange(0, 180).Draw(rt, "seconds")) * time.Second)
 			case 10:
 				k.s.Close()
-				k.s = openSvc(rapidTB{t, rt}, k.dir, k.clk, k.akey)
+				k.s = openSvc(grouptest.RapidTB{T: t, RT: rt}, k.dir, k.clk, k.akey)
 				for _, p := range append([]*Principal{k.alice, k.coord}, k.w["w1"], k.w["w2"]) {
 					p.s = k.s
 				}
@@ -148,7 +150,7 @@ func checkProperties(rt *rapid.T, s *Service, sent map[string]protocol.CommandTy
 		if agg.Kind != protocol.AggregateWorkItem {
 			continue
 		}
-		var p WorkItemEvent
+		var p group.WorkItemEvent
 		_ = json.Unmarshal(ev.Payload, &p)
 		if p.State == "" { // usage events carry the state too; others must
 			continue
@@ -156,7 +158,7 @@ func checkProperties(rt *rapid.T, s *Service, sent map[string]protocol.CommandTy
 		prev, seen := state[agg.ID]
 		typ, ok := sent[ev.CausationID]
 		if seen && ok && prev != p.State {
-			rows := transitions[string(typ)]
+			rows := grouptest.Transitions[string(typ)]
 			if !slices.Contains(rows[prev], p.State) && !(typ == protocol.CmdWorkOffer && p.State == protocol.WorkOffered) {
 				rt.Fatalf("event %d: %s moved %s from %s to %s, not a row of 10.2", se.Sequence, typ, agg.ID, prev, p.State)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -211,7 +212,7 @@ func TestCapabilityTokenBoundToLease(t *testing.T) {
 		if ev.Type != protocol.EvtWorkStarted && ev.Type != protocol.EvtWorkProgressed {
 			continue
 		}
-		var p WorkItemEvent
+		var p group.WorkItemEvent
 		if err := json.Unmarshal(ev.Payload, &p); err != nil || p.CapabilityToken == nil {
 			t.Fatalf("%s without a capability token: %v", ev.Type, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -98,7 +99,7 @@ func (k *svc) refuse(p *Principal, typ protocol.CommandType, payload any, code p
 	}
 }
 
-func (k *svc) item(id string) WorkItem {
+func (k *svc) item(id string) group.WorkItem {
 	w, ok := k.s.WorkItem("grp-a", id)
 	if !ok {
 		k.t.Fatalf("no work item %s", id)
@@ -107,7 +108,7 @@ func (k *svc) item(id string) WorkItem {
 }
 
 // toActive drives wi through authorize, offer, accept and start by w1.
-func (k *svc) toActive(id string) WorkItem {
+func (k *svc) toActive(id string) group.WorkItem {
 	k.t.Helper()
 	c := testContract(id)
 	c.Deadline = protocol.NewTime(k.clk.Now().Add(24 * time.Hour))
@@ -125,7 +126,7 @@ func (k *svc) toActive(id string) WorkItem {
 }
 
 // publish stores data and publishes its signed manifest under w's lease.
-func (k *svc) publish(agentID string, w WorkItem, data []byte) string {
+func (k *svc) publish(agentID string, w group.WorkItem, data []byte) string {
 	k.t.Helper()
 	digest, err := k.s.PutArtifact(data)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -54,9 +55,9 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 	if err := s.writeSnapshot(ref.Digest, doc); err != nil {
 		return protocol.SnapshotRef{}, err
 	}
-	c := &call{s: s, cmd: &protocol.Command{ActionID: ref.SnapshotID, Actor: authorityActor, CorrelationID: ref.SnapshotID}, now: now, automatic: true}
-	p := &pending{now: protocol.NewTime(now), drafts: []EventDraft{{Type: protocol.EvtGroupSnapshotCreated,
-		Aggregate: protocol.Aggregate{Kind: protocol.AggregateGroup, ID: groupID}, Revision: last + 1, Actor: authorityActor,
+	c := &call{s: s, cmd: &protocol.Command{ActionID: ref.SnapshotID, Actor: group.AuthorityActor, CorrelationID: ref.SnapshotID}, now: now, automatic: true}
+	p := &pending{now: protocol.NewTime(now), drafts: []group.EventDraft{{Type: protocol.EvtGroupSnapshotCreated,
+		Aggregate: protocol.Aggregate{Kind: protocol.AggregateGroup, ID: groupID}, Revision: last + 1, Actor: group.AuthorityActor,
 		Payload: &snapshotEvent{Snapshot: ref, Reason: "retention"}}}}
 	if _, err := s.commitNow(c, gs, p); err != nil {
 		return protocol.SnapshotRef{}, err
@@ -168,7 +169,7 @@ func onlineFrom(gb *groupBuckets) (uint64, *protocol.SnapshotRef) {
 func cursorTooOld(groupID string, after, first uint64, ref *protocol.SnapshotRef) *protocol.Error {
 	e := protocol.Errorf(protocol.CodeCursorTooOld, "group %s keeps events from %d online; position %d is older: restore the snapshot", groupID, first, after)
 	if ref != nil {
-		e = withDetails(e, "snapshot", ref)
+		e = protocol.WithDetails(e, "snapshot", ref)
 	}
 	return e
 }
@@ -250,27 +251,27 @@ func (s *Service) SnapshotDocument(groupID string) (protocol.GroupSnapshot, erro
 func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 	pl := c.payload.(*protocol.ArchiveGroupPayload)
 	if c.cmd.Actor.Kind != protocol.ActorService {
-		return forbidden("a Group is archived by an Organization policy actor")
+		return protocol.Forbidden("a group.Group is archived by an Organization policy actor")
 	}
 	m := gs.g.Mission
 	if m == nil || (m.State != protocol.MissionApproved && m.State != protocol.MissionCancelled && m.State != protocol.MissionTerminated) {
-		return invalidTransition("group %s: its Mission is not terminal", gs.id)
+		return protocol.InvalidTransition("group %s: its Mission is not terminal", gs.id)
 	}
 	snap := pl.Snapshot
 	raw, err := protocol.Marshal(snap)
 	if err != nil {
-		return invalidCommand("snapshot: %v", err).At("/payload/snapshot")
+		return protocol.InvalidCommand("snapshot: %v", err).At("/payload/snapshot")
 	}
 	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{MaxBytes: 1 << 30})
 	if err := protocol.Verify(doc.(map[string]any), protocol.NewKeySet(s.key.Public())); err != nil {
 		return protocol.Errorf(protocol.CodeAuthInvalidSignature, "snapshot is not signed by this authority: %v", err).At("/payload/snapshot/signature")
 	}
 	if snap.GroupID != gs.id || snap.Sequence != gs.last {
-		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "snapshot is of %s at %d; the Group is at %d", snap.GroupID, snap.Sequence, gs.last).At("/payload/snapshot/sequence"), "sequence", gs.last)
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "snapshot is of %s at %d; the group.Group is at %d", snap.GroupID, snap.Sequence, gs.last).At("/payload/snapshot/sequence"), "sequence", gs.last)
 	}
 	policy, err := protocol.Marshal(gs.grants)
 	if err != nil || protocol.Digest(policy) != snap.PolicyLogDigest {
-		return invalidCommand("snapshot policy-log digest does not match the Group's policy log").At("/payload/snapshot/policyLogDigest")
+		return protocol.InvalidCommand("snapshot policy-log digest does not match the Group's policy log").At("/payload/snapshot/policyLogDigest")
 	}
 	ref := protocol.SnapshotRef{SnapshotID: snap.SnapshotID, GroupID: gs.id, Sequence: snap.Sequence, Digest: protocol.Digest(raw)}
 	ref.URI = "mwp-snapshot:" + ref.Digest
@@ -281,8 +282,8 @@ func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 	gs.archived = true
 	p.archived = true
 	p.drafts = append(p.drafts,
-		EventDraft{Type: protocol.EvtGroupSnapshotCreated, Aggregate: agg, Revision: gs.last + 1, Actor: c.cmd.Actor, Payload: &snapshotEvent{Snapshot: ref, Reason: "archive"}},
-		EventDraft{Type: protocol.EvtGroupArchived, Aggregate: agg, Revision: gs.last + 2, Actor: c.cmd.Actor, Payload: &struct {
+		group.EventDraft{Type: protocol.EvtGroupSnapshotCreated, Aggregate: agg, Revision: gs.last + 1, Actor: c.cmd.Actor, Payload: &snapshotEvent{Snapshot: ref, Reason: "archive"}},
+		group.EventDraft{Type: protocol.EvtGroupArchived, Aggregate: agg, Revision: gs.last + 2, Actor: c.cmd.Actor, Payload: &struct {
 			Snapshot protocol.SnapshotRef `json:"snapshot"`
 			Reason   string               `json:"reason,omitempty"`
 		}{ref, pl.Reason}})

@@ -4,15 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // issueTokens attaches a capability token to every event that grants or
 // renews an execution lease: bound to the lease id, scoped to the
 // contract's allowed tools, operations and data, expiring with the lease.
-func (s *Service) issueTokens(gs *groupState, drafts []EventDraft) error {
+func (s *Service) issueTokens(gs *groupState, drafts []group.EventDraft) error {
 	for _, d := range drafts {
-		p, ok := d.Payload.(*WorkItemEvent)
+		p, ok := d.Payload.(*group.WorkItemEvent)
 		if !ok || p.Lease == nil || (d.Type != protocol.EvtWorkStarted && d.Type != protocol.EvtWorkProgressed) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -24,13 +25,13 @@ func (s *Service) recordUsage(c *call, gs *groupState, p *pending) error {
 	pl := c.payload.(*protocol.RecordResourceUsagePayload)
 	w := gs.g.Items[pl.WorkItemID]
 	if w == nil {
-		return invalidCommand("work item %s not found", pl.WorkItemID).At("/payload/workItemId")
+		return protocol.InvalidCommand("work item %s not found", pl.WorkItemID).At("/payload/workItemId")
 	}
 	if err := w.CheckLease(c.cmd.Actor.ID, c.cmd.SessionEpoch, pl.OwnershipEpoch, pl.LeaseID, c.now); err != nil {
 		return err
 	}
 	if pl.UsageDelta.IsZero() {
-		return invalidCommand("a usage record needs a non-zero delta").At("/payload/usageDelta")
+		return protocol.InvalidCommand("a usage record needs a non-zero delta").At("/payload/usageDelta")
 	}
 	session := uint64(0)
 	if c.cmd.SessionEpoch != nil {
@@ -42,24 +43,24 @@ func (s *Service) recordUsage(c *call, gs *groupState, p *pending) error {
 // charge adds delta to a WorkItem's usage after checking the contract's and
 // the Mission's budgets, and drafts the usage event. It changes nothing on
 // refusal.
-func (s *Service) charge(gs *groupState, w *WorkItem, actor protocol.Actor, epoch uint64, leaseID string, delta protocol.Usage, historical, reconciling uint64, p *pending) error {
+func (s *Service) charge(gs *groupState, w *group.WorkItem, actor protocol.Actor, epoch uint64, leaseID string, delta protocol.Usage, historical, reconciling uint64, p *pending) error {
 	used := gs.usage[w.WorkItemID].Add(delta)
 	if dim := w.Contract.Budgets.Exceeded(used); dim != "" {
-		return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "work item %s would exceed its %s budget", w.WorkItemID, dim), "dimension", dim, "scope", "workItem")
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "work item %s would exceed its %s budget", w.WorkItemID, dim), "dimension", dim, "scope", "workItem")
 	}
 	if m := gs.g.Mission; m != nil && m.Budgets != nil {
 		if dim := m.Budgets.Exceeded(gs.subtreeUsage().Add(delta)); dim != "" {
-			return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "mission")
+			return protocol.WithDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "mission")
 		}
 	}
 	if err := s.chargeAncestors(gs, delta, p); err != nil {
 		return err
 	}
 	gs.usage[w.WorkItemID] = used
-	nw := w.clone()
+	nw := w.Clone()
 	nw.Revision++
 	gs.g.Items[w.WorkItemID] = nw
-	p.drafts = append(p.drafts, EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: nw.Revision, Actor: actor, Payload: &usageEvent{
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: nw.Revision, Actor: actor, Payload: &usageEvent{
 		WorkItemID: w.WorkItemID, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
 		HistoricalSessionEpoch: historical, ReconcilingSessionEpoch: reconciling, State: nw.State,
 	}})
@@ -109,13 +110,13 @@ func (s *Service) chargeAncestors(gs *groupState, delta protocol.Usage, p *pendi
 		}
 		if !lockSoon(&ags.mu) {
 			s.releaseAncestors(p)
-			return protocol.Errorf(protocol.CodeInternalError, "ancestor Group %s is busy; retry", ags.id)
+			return protocol.Errorf(protocol.CodeInternalError, "ancestor group.Group %s is busy; retry", ags.id)
 		}
 		p.ancestors = append(p.ancestors, &ancestorCharge{gs: ags, descendants: ags.descendants.Add(delta)})
 		if m := ags.g.Mission; m != nil && m.Budgets != nil {
 			if dim := m.Budgets.Exceeded(ags.subtreeUsage().Add(delta)); dim != "" {
 				s.releaseAncestors(p)
-				return withDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "ancestor mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "ancestorMission", "missionId", m.MissionID)
+				return protocol.WithDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "ancestor mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "ancestorMission", "missionId", m.MissionID)
 			}
 		}
 	}

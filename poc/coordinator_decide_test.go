@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -88,7 +88,7 @@ func TestDecideProperties(t *testing.T) {
 						t.Fatalf("offered %s back to its lapsed owner %s", a.item, c.AgentID)
 					}
 				}
-				if err := authoritylite.CheckContract(&p.Contract); err != nil {
+				if err := group.CheckContract(&p.Contract); err != nil {
 					t.Fatalf("offered contract: %v", err)
 				}
 				if r := p.Contract.Revision; r != w.contract.Revision && r != w.contract.Revision+1 {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -23,7 +23,7 @@ import (
 func TestMissionsOnTheRealRuntime(t *testing.T) {
 	dir := t.TempDir()
 	auth, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: filepath.Join(dir, "authority"),
-		Limits: authoritylite.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
+		Limits: group.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

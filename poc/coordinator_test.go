@@ -13,6 +13,7 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -113,7 +114,7 @@ func (r *rig) waitMission(group string, state protocol.MissionState, errc <-chan
 }
 
 // waitItem waits (on the log) until a WorkItem satisfies ok.
-func (r *rig) waitItem(group, id string, what string, ok func(authoritylite.WorkItem) bool, errc <-chan error) {
+func (r *rig) waitItem(group, id string, what string, ok func(group.WorkItem) bool, errc <-chan error) {
 	r.t.Helper()
 	deadline := time.After(45 * time.Second)
 	for {
@@ -215,7 +216,7 @@ func TestMissionAEndToEnd(t *testing.T) {
 			continue
 		}
 		accepted++
-		var p authoritylite.WorkItemEvent
+		var p group.WorkItemEvent
 		mustJSON(t, ev.Payload, &p)
 		var methods []string
 		for _, e := range p.Evidence {

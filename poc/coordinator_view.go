@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -86,7 +86,7 @@ func (v *view) apply(ev *protocol.Event) error {
 	case protocol.EvtMissionCreated, protocol.EvtMissionCoordinatorAssigned, protocol.EvtMissionCoordinatorRenewed,
 		protocol.EvtMissionSubmittedForApproval, protocol.EvtMissionApproved, protocol.EvtMissionChangesRequested,
 		protocol.EvtMissionCancelled, protocol.EvtMissionTerminated:
-		var p authoritylite.MissionEvent
+		var p group.MissionEvent
 		if err := decodeEventPayload(ev, &p); err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (v *view) apply(ev *protocol.Event) error {
 }
 
 func (v *view) applyWork(ev *protocol.Event) error {
-	var p authoritylite.WorkItemEvent
+	var p group.WorkItemEvent
 	if err := decodeEventPayload(ev, &p); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/checkpoint"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/slots"
@@ -105,7 +106,7 @@ func (w *testWorker) fail(err error) {
 }
 
 func (w *testWorker) handle(ctx context.Context, ev *protocol.Event) {
-	var p authoritylite.WorkItemEvent
+	var p group.WorkItemEvent
 	if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem || json.Unmarshal(ev.Payload, &p) != nil {
 		return
 	}
@@ -136,7 +137,7 @@ func (w *testWorker) handle(ctx context.Context, ev *protocol.Event) {
 	}
 }
 
-func (w *testWorker) start(ctx context.Context, group string, cur authoritylite.WorkItem) {
+func (w *testWorker) start(ctx context.Context, group string, cur group.WorkItem) {
 	sp := &protocol.StartWorkPayload{WorkItemID: cur.WorkItemID, OwnershipEpoch: cur.Ownership.OwnershipEpoch}
 	if cur.Checkpoint != nil {
 		sp.ResumeFromCheckpointID = cur.Checkpoint.CheckpointID

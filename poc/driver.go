@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -149,7 +150,7 @@ func (r *run) key(kind protocol.ActorKind, id string) (protocol.PrivateKey, erro
 // setup starts the authority, the human, the workers and the coordinators.
 func (r *run) setup() error {
 	auth, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
-		Limits: authoritylite.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
+		Limits: group.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -56,7 +56,7 @@ func (f *faultPlan) scan() {
 				continue
 			}
 			var ev protocol.Event
-			var p authoritylite.WorkItemEvent
+			var p group.WorkItemEvent
 			if json.Unmarshal(se.Raw, &ev) == nil && json.Unmarshal(ev.Payload, &p) == nil && p.Lease != nil {
 				f.started[g+"/"+se.WorkItemID] = p.Lease.AgentID
 			}

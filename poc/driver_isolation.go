@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -33,7 +33,7 @@ func checkCredentialScope(log EventLog, groups []string) InvariantResult {
 				continue
 			}
 			var ev protocol.Event
-			var p authoritylite.WorkItemEvent
+			var p group.WorkItemEvent
 			if json.Unmarshal(se.Raw, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil || p.Lease == nil {
 				continue
 			}

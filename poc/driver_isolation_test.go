@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	grp "github.com/missionweave/mwp-worker/group"
+
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -21,7 +23,7 @@ type tokenLog struct {
 
 func (l *tokenLog) Events(g string, _ uint64, _ int) ([]wss.StoredEvent, error) { return l.evs[g], nil }
 func (l *tokenLog) PublicKey() protocol.VerifyingKey                            { return l.key.Public() }
-func (l *tokenLog) LateResults() ([]authoritylite.LateResult, error)            { return nil, nil }
+func (l *tokenLog) LateResults() ([]group.LateResult, error)                    { return nil, nil }
 
 func (l *tokenLog) started(t *testing.T, group, item, lease string, edit func(*protocol.CapabilityToken)) {
 	t.Helper()
@@ -40,7 +42,7 @@ func (l *tokenLog) started(t *testing.T, group, item, lease string, edit func(*p
 		t.Fatal(err)
 	}
 	_ = json.Unmarshal(raw, &tok)
-	payload, _ := json.Marshal(authoritylite.WorkItemEvent{WorkItemID: item, State: protocol.WorkActive, Lease: ls, CapabilityToken: &tok})
+	payload, _ := json.Marshal(grp.WorkItemEvent{WorkItemID: item, State: protocol.WorkActive, Lease: ls, CapabilityToken: &tok})
 	ev, _ := json.Marshal(protocol.Event{EventID: "evt-" + lease, GroupID: group, Type: protocol.EvtWorkStarted, Payload: payload})
 	l.evs[group] = append(l.evs[group], wss.StoredEvent{Sequence: uint64(len(l.evs[group]) + 1), Type: protocol.EvtWorkStarted, WorkItemID: item, Raw: ev})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -121,7 +122,7 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem {
 			continue
 		}
-		var p authoritylite.WorkItemEvent
+		var p group.WorkItemEvent
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			continue
 		}

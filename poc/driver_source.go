@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -47,7 +48,7 @@ func (s ServiceSource) Pending(ctx context.Context) ([]PendingMission, error) {
 					manifests[a.Manifest.ContentHash] = a.Manifest
 				}
 			case protocol.EvtMissionSubmittedForApproval:
-				var me authoritylite.MissionEvent
+				var me group.MissionEvent
 				if json.Unmarshal(ev.Payload, &me) == nil {
 					p.Summary, p.Evidence, p.SubmittedAt = me.Summary, me.Evidence, ev.OccurredAt.Time
 					p.Artifacts = p.Artifacts[:0]

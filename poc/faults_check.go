@@ -11,6 +11,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 )
@@ -143,8 +144,8 @@ func compareQueue(log EventLog, r *queue.Reader, group, worker string) []string 
 }
 
 // finalStates folds a Group's log to each WorkItem's last state.
-func finalStates(log EventLog, group string) (map[string]protocol.WorkItemState, error) {
-	evs, _, err := readLog(log, group)
+func finalStates(log EventLog, groupID string) (map[string]protocol.WorkItemState, error) {
+	evs, _, err := readLog(log, groupID)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +154,7 @@ func finalStates(log EventLog, group string) (map[string]protocol.WorkItemState,
 		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem {
 			continue
 		}
-		var p authoritylite.WorkItemEvent
+		var p group.WorkItemEvent
 		if json.Unmarshal(ev.Payload, &p) == nil && p.State != "" && p.State != protocol.WorkProposed {
 			out[ev.Aggregate.ID] = p.State
 		}
@@ -178,7 +179,7 @@ func checkFailover(st RunStores, mine []Injection) (bool, string, []string) {
 			if e.Type != protocol.EvtMissionCoordinatorAssigned {
 				continue
 			}
-			var p authoritylite.MissionEvent
+			var p group.MissionEvent
 			if json.Unmarshal(e.Payload, &p) == nil && p.PreviousCoordinatorEpoch != nil && p.Coordinator != nil && p.Coordinator.AgentID != in.Agent {
 				fencedAt, from, to = e.Seq(), *p.PreviousCoordinatorEpoch, p.Coordinator.CoordinatorEpoch
 			}
@@ -222,7 +223,7 @@ func checkLeaseExpiry(st RunStores, mine []Injection) (bool, string, []string) {
 			if e.Aggregate == nil || e.Aggregate.ID != in.WorkItem {
 				continue
 			}
-			var p authoritylite.WorkItemEvent
+			var p group.WorkItemEvent
 			if json.Unmarshal(e.Payload, &p) != nil {
 				continue
 			}
@@ -283,7 +284,7 @@ func checkPreemption(st RunStores, mine []Injection) (bool, string, []string) {
 			if e.Aggregate == nil || e.Aggregate.Kind != protocol.AggregateWorkItem {
 				continue
 			}
-			var p authoritylite.WorkItemEvent
+			var p group.WorkItemEvent
 			if json.Unmarshal(e.Payload, &p) != nil {
 				continue
 			}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/slots"
@@ -198,7 +198,7 @@ func TestLeaseExpiryFault(t *testing.T) {
 	coord.Poke()
 	// Once the item is offered again (the lapsed epoch fenced, w2 left
 	// out), w2 wakes up and sends its result under the fenced epoch.
-	r.waitItem(spec.GroupID, "wi-b-impl", "offered to w1 alone", func(w authoritylite.WorkItem) bool {
+	r.waitItem(spec.GroupID, "wi-b-impl", "offered to w1 alone", func(w group.WorkItem) bool {
 		return w.State == protocol.WorkOffered && w.Offer != nil && slices.Equal(w.Offer.Candidates, []string{"w1"})
 	}, errc)
 	s := stalled.Slot

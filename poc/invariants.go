@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -30,7 +30,7 @@ const (
 type EventLog interface {
 	Events(groupID string, after uint64, max int) ([]wss.StoredEvent, error)
 	PublicKey() protocol.VerifyingKey
-	LateResults() ([]authoritylite.LateResult, error)
+	LateResults() ([]group.LateResult, error)
 }
 
 // RunStores names the durable stores of a run.
@@ -171,7 +171,7 @@ func CheckNoStaleCompletion(log EventLog, groups []string) InvariantResult {
 				continue
 			}
 			id := ev.Aggregate.ID
-			var p authoritylite.WorkItemEvent
+			var p group.WorkItemEvent
 			if err := json.Unmarshal(ev.Payload, &p); err != nil {
 				problems = append(problems, fmt.Sprintf("%s/%d: %v", g, ev.Seq(), err))
 				continue
@@ -278,7 +278,7 @@ func CheckMissionsApproved(log EventLog, missions []MissionSpec) InvariantResult
 		state := protocol.MissionState("")
 		for _, ev := range evs {
 			if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateMission {
-				var p authoritylite.MissionEvent
+				var p group.MissionEvent
 				if json.Unmarshal(ev.Payload, &p) == nil && p.State != "" {
 					state = p.State
 				}

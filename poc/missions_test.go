@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -28,7 +28,7 @@ func validContract(t *testing.T, c protocol.WorkContract) {
 	if err := protocol.Validate("work-contract", doc); err != nil {
 		t.Errorf("%s: schema: %v", c.ContractID, err)
 	}
-	if err := authoritylite.CheckContract(&c); err != nil {
+	if err := group.CheckContract(&c); err != nil {
 		t.Errorf("%s: CheckContract: %v", c.ContractID, err)
 	}
 }
@@ -109,7 +109,7 @@ func TestMissionContractsValid(t *testing.T) {
 	// An incomplete contract is caught by both checks.
 	bad := a.Stages[0].Contract
 	bad.AcceptanceCriteria = nil
-	if err := authoritylite.CheckContract(&bad); protocol.CodeOf(err) != protocol.CodeWorkContractIncomplete {
+	if err := group.CheckContract(&bad); protocol.CodeOf(err) != protocol.CodeWorkContractIncomplete {
 		t.Errorf("incomplete contract: %v", err)
 	}
 	raw, _ := protocol.Marshal(bad)

@@ -118,3 +118,30 @@ func CodeOf(err error) Code {
 	}
 	return CodeInternalError
 }
+
+// Forbidden is AUTH_FORBIDDEN: the actor may not do this here.
+func Forbidden(format string, args ...any) *Error {
+	return Errorf(CodeAuthForbidden, format, args...)
+}
+
+// InvalidCommand is INVALID_COMMAND: the command is wrong whatever the state.
+func InvalidCommand(format string, args ...any) *Error {
+	return Errorf(CodeInvalidCommand, format, args...)
+}
+
+// InvalidTransition is INVALID_STATE_TRANSITION: the aggregate's state does
+// not allow the command.
+func InvalidTransition(format string, args ...any) *Error {
+	return Errorf(CodeInvalidStateTransition, format, args...)
+}
+
+// WithDetails adds key, value pairs to e's details and returns e.
+func WithDetails(e *Error, kv ...any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		e.Details[kv[i].(string)] = kv[i+1]
+	}
+	return e
+}

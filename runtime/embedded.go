@@ -10,6 +10,7 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -23,7 +24,7 @@ type EmbeddedConfig struct {
 	Listen string
 	Clock  clock.Clock
 	Logger *slog.Logger
-	Limits authoritylite.Limits
+	Limits group.Limits
 	// RateBurst and RateEvery bound each actor's messages and proposals
 	// (authoritylite.Config; zero: its default of 60 a minute).
 	RateBurst int

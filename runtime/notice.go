@@ -175,19 +175,22 @@ func shifted(what string, prev, next, at time.Time, threshold time.Duration) (bo
 // once, then one every `every`. It keeps the worker well inside the
 // authority's message rate (spec 20), which also counts other traffic.
 type noticeBudget struct {
-	burst  float64
-	every  time.Duration
-	tokens float64
-	last   time.Time
+	every time.Duration
+	// credit is saved-up time, up to burst tokens' worth; a message costs
+	// every. Integer time keeps take and nextAt exact: with float tokens
+	// nextAt could name a moment at which take still refused.
+	credit, max time.Duration
+	last        time.Time
 }
 
 func newNoticeBudget(burst int, every time.Duration, now time.Time) noticeBudget {
-	return noticeBudget{burst: float64(burst), every: every, tokens: float64(burst), last: now}
+	max := time.Duration(burst) * every
+	return noticeBudget{every: every, credit: max, max: max, last: now}
 }
 
 func (b *noticeBudget) refill(now time.Time) {
 	if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(b.burst, b.tokens+float64(el)/float64(b.every))
+		b.credit = min(b.max, b.credit+el)
 		b.last = now
 	}
 }
@@ -195,18 +198,18 @@ func (b *noticeBudget) refill(now time.Time) {
 // take spends one token if there is one at now.
 func (b *noticeBudget) take(now time.Time) bool {
 	b.refill(now)
-	if b.tokens < 1 {
+	if b.credit < b.every {
 		return false
 	}
-	b.tokens--
+	b.credit -= b.every
 	return true
 }
 
 // nextAt is when the next token is there.
 func (b *noticeBudget) nextAt(now time.Time) time.Time {
 	b.refill(now)
-	if b.tokens >= 1 {
+	if b.credit >= b.every {
 		return now
 	}
-	return now.Add(time.Duration((1 - b.tokens) * float64(b.every)))
+	return now.Add(b.every - b.credit)
 }

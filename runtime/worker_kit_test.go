@@ -14,6 +14,7 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -48,7 +49,7 @@ func newWKitWith(t *testing.T, lease time.Duration, adjust func(*EmbeddedConfig)
 	fc := newFakeClock()
 	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}}
 	ecfg := EmbeddedConfig{Dir: t.TempDir(), Clock: k.ac,
-		Limits: authoritylite.Limits{LeaseDuration: lease, StartWithin: 10 * time.Minute},
+		Limits: group.Limits{LeaseDuration: lease, StartWithin: 10 * time.Minute},
 		Server: wss.Options{IdleTimeout: 24 * time.Hour, PingInterval: 24 * time.Hour, Tick: 20 * time.Millisecond}}
 	if adjust != nil {
 		adjust(&ecfg)
@@ -147,7 +148,7 @@ func (k *wkit) reoffer(id, offerID string, candidates ...string) {
 		Candidates: cs, ExpiresAt: protocol.NewTime(now.Add(time.Hour))})
 }
 
-func (k *wkit) item(id string) authoritylite.WorkItem {
+func (k *wkit) item(id string) group.WorkItem {
 	w, ok := k.auth.Service.WorkItem("grp-a", id)
 	if !ok {
 		k.t.Fatalf("no WorkItem %s", id)

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"time"
@@ -19,14 +19,14 @@ func (g *Group) ApplyHistorical(in Input, historicalLeaseID string, now time.Tim
 	case *protocol.RenewLeasePayload:
 		w := t.item(p.WorkItemID)
 		if w == nil {
-			return Outcome{}, invalidCommand("work item %s not found", p.WorkItemID).At("/payload/workItemId")
+			return Outcome{}, protocol.InvalidCommand("work item %s not found", p.WorkItemID).At("/payload/workItemId")
 		}
 		prog := p.Progress
 		t.emitWork(protocol.EvtWorkProgressed, w, &WorkItemEvent{LeaseID: historicalLeaseID, Progress: &prog, Reason: "offline_reconciled"})
 	case *protocol.CheckpointWorkPayload:
 		w := t.item(p.WorkItemID)
 		if w == nil {
-			return Outcome{}, invalidCommand("work item %s not found", p.WorkItemID).At("/payload/workItemId")
+			return Outcome{}, protocol.InvalidCommand("work item %s not found", p.WorkItemID).At("/payload/workItemId")
 		}
 		if err = checkpointFields(p.CheckpointID, p.StateDigest); err != nil {
 			return Outcome{}, err
@@ -35,7 +35,7 @@ func (g *Group) ApplyHistorical(in Input, historicalLeaseID string, now time.Tim
 		k, prog := *w.Checkpoint, p.Progress
 		t.emitWork(protocol.EvtWorkCheckpointed, w, &WorkItemEvent{LeaseID: historicalLeaseID, Checkpoint: &k, CheckpointReason: p.Reason, Progress: &prog, Reason: "offline_reconciled"})
 	default:
-		return Outcome{}, invalidCommand("%s has no historical form", in.Type)
+		return Outcome{}, protocol.InvalidCommand("%s has no historical form", in.Type)
 	}
 	t.commit()
 	return t.out, nil

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"crypto/sha256"
@@ -40,17 +40,17 @@ func (w *WorkItem) OwnerActive(now time.Time) bool {
 // other than the owner is AUTH_FORBIDDEN.
 func (w *WorkItem) CheckOwnership(agentID string, epoch uint64) error {
 	if epoch > w.LastOwnershipEpoch {
-		return invalidCommand("ownership epoch %d was never granted for WorkItem %s", epoch, w.WorkItemID).At("/payload/ownershipEpoch")
+		return protocol.InvalidCommand("ownership epoch %d was never granted for WorkItem %s", epoch, w.WorkItemID).At("/payload/ownershipEpoch")
 	}
 	if w.Ownership == nil || epoch < w.Ownership.OwnershipEpoch {
 		e := protocol.Errorf(protocol.CodeWorkStaleOwnership, "ownership epoch %d of WorkItem %s is fenced", epoch, w.WorkItemID)
 		if w.Ownership != nil {
-			withDetails(e, "ownershipEpoch", w.Ownership.OwnershipEpoch)
+			protocol.WithDetails(e, "ownershipEpoch", w.Ownership.OwnershipEpoch)
 		}
 		return e
 	}
 	if agentID != w.Ownership.OwnerAgentID {
-		return forbidden("%s does not own WorkItem %s", agentID, w.WorkItemID)
+		return protocol.Forbidden("%s does not own WorkItem %s", agentID, w.WorkItemID)
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (w *WorkItem) CheckLease(agentID string, sessionEpoch *uint64, epoch uint64
 		return protocol.Errorf(protocol.CodeWorkLeaseExpired, "lease %s belongs to session epoch %d", leaseID, l.SessionEpoch)
 	}
 	if !before(now, l.ExpiresAt) {
-		return withDetails(protocol.Errorf(protocol.CodeWorkLeaseExpired, "lease %s expired at %s", leaseID, l.ExpiresAt), "expiresAt", l.ExpiresAt.String())
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeWorkLeaseExpired, "lease %s expired at %s", leaseID, l.ExpiresAt), "expiresAt", l.ExpiresAt.String())
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"encoding/json"
@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group/grouptest"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // t0 is an arbitrary fixed origin; tests only ever compare times relative
 // to it.
-var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+var t0 = grouptest.T0
 
 var (
 	owner     = protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}
@@ -156,29 +157,11 @@ func wantEvents(t testing.TB, out Outcome, want ...protocol.EventType) {
 }
 
 func testContract(id string, deps ...protocol.Dependency) protocol.WorkContract {
-	return protocol.WorkContract{
-		ContractID: "wc-" + id, Revision: 1, Goal: "implement " + id,
-		RequiredOutputs: protocol.List[protocol.OutputSpec]{{Name: "patch", MediaType: "text/x-diff"}},
-		AcceptanceCriteria: protocol.List[protocol.AcceptanceCriterion]{
-			{ID: "ac-1", Description: "tests pass", EvidenceRequired: protocol.List[string]{"test-report"}},
-			{ID: "ac-2", Description: "lint clean", EvidenceRequired: protocol.List[string]{"lint-report"}},
-		},
-		Inputs: protocol.List[protocol.InputRef]{}, Dependencies: protocol.List[protocol.Dependency](deps),
-		AllowedTools: protocol.List[string]{"git"}, AllowedData: protocol.List[string]{"repo:a"},
-		AllowedOperations:    protocol.List[string]{"read", "write"},
-		RequiredCapabilities: protocol.List[protocol.Capability]{{ID: "code.implement", Version: "1.x"}},
-		Deadline:             protocol.NewTime(t0.Add(24 * time.Hour)), Urgency: protocol.UrgencyNormal,
-		BusinessImpact: protocol.ImpactMedium, Budgets: protocol.Budgets{Tokens: protocol.Uint64(1000)},
-		RetryPolicy: protocol.RetryPolicy{MaxAttempts: 3, Backoff: protocol.Backoff{InitialMs: 500, MaxMs: 30000, Multiplier: 2}},
-		Risk:        protocol.Risk{Class: protocol.RiskLow},
-	}
+	return grouptest.Contract(id, deps...)
 }
 
 func evidence(subject string, criteria ...string) protocol.Evidence {
-	return protocol.Evidence{
-		Subject: subject, Criteria: protocol.List[string](criteria), Method: "deterministic-test",
-		Result: protocol.EvidencePass, Producer: agent("w1"), Timestamp: protocol.NewTime(t0), Artifacts: protocol.List[string]{},
-	}
+	return grouptest.Evidence(subject, criteria...)
 }
 
 var failureEv = []protocol.Evidence{evidence("wi", protocol.CriterionFailure)}

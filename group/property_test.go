@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"fmt"
@@ -6,57 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group/grouptest"
 	"github.com/missionweave/mwp-worker/protocol"
 	"pgregory.net/rapid"
 )
 
-// rapidTB lets the kit report through a *rapid.T; the embedded *testing.T
-// only satisfies testing.TB's unexported method.
-type rapidTB struct {
-	*testing.T
-	rt *rapid.T
-}
-
-func (r rapidTB) Helper()                           {}
-func (r rapidTB) Fatal(args ...any)                 { r.rt.Fatal(args...) }
-func (r rapidTB) Fatalf(format string, args ...any) { r.rt.Fatalf(format, args...) }
-
-// transitions is the spec 10.2 table written out independently of the
-// implementation: command (or child outcome) → source state → targets.
-// Same-state rows are the ones the table keeps in place (approval gate,
-// lease renewal, renewed acceptance, contract revision).
-var transitions = map[string]map[protocol.WorkItemState][]protocol.WorkItemState{
-	string(protocol.CmdWorkOffer): fromEach([]protocol.WorkItemState{"open", "offered", "queued", "active", "blocked", "failed"}, "offered"),
-	string(protocol.CmdWorkAcceptOffer): {
-		"offered": {"queued"}, "queued": {"queued"}, "blocked": {"blocked"},
-	},
-	string(protocol.CmdApprovalGrantExecution): {"queued": {"queued"}},
-	string(protocol.CmdWorkStart):              {"queued": {"active"}},
-	string(protocol.CmdWorkCheckpoint):         {"active": {"queued"}},
-	string(protocol.CmdWorkBlock):              {"active": {"blocked"}},
-	string(protocol.CmdWorkUnblock):            {"blocked": {"queued", "open"}},
-	string(protocol.CmdWorkSubmit):             {"active": {"submitted"}},
-	string(protocol.CmdWorkAcceptResult):       {"submitted": {"verified"}},
-	string(protocol.CmdWorkFail):               fromEach([]protocol.WorkItemState{"open", "offered", "queued", "active", "blocked", "submitted"}, "failed"),
-	string(protocol.CmdWorkCancel):             fromEach([]protocol.WorkItemState{"open", "offered", "queued", "active", "blocked", "submitted"}, "cancelled"),
-	string(protocol.CmdMissionCreateChild):     fromEach([]protocol.WorkItemState{"open", "offered", "queued", "active", "blocked"}, "blocked"),
-	string(protocol.CmdLeaseRenew):             {"active": {"active"}},
-	string(protocol.CmdDependencyInsert):       fromEach([]protocol.WorkItemState{"open", "offered", "queued", "blocked", "failed"}, ""),
-	"child_outcome":                            {"blocked": {"verified", "blocked", "failed"}},
-}
-
 // fromEach maps each source to to; an empty to means "stays where it is".
-func fromEach(from []protocol.WorkItemState, to protocol.WorkItemState) map[protocol.WorkItemState][]protocol.WorkItemState {
-	m := map[protocol.WorkItemState][]protocol.WorkItemState{}
-	for _, s := range from {
-		if to == "" {
-			m[s] = []protocol.WorkItemState{s}
-		} else {
-			m[s] = []protocol.WorkItemState{to}
-		}
-	}
-	return m
-}
 
 // TestPropertyRandomCommands drives two WorkItems with random, often wrong,
 // commands from three workers and a coordinator on a randomly stepped clock.
@@ -77,7 +32,7 @@ func TestPropertyRandomCommands(t *testing.T) {
 		}
 	}()
 	rapid.Check(t, func(rt *rapid.T) {
-		k := newKit(rapidTB{t, rt})
+		k := newKit(grouptest.RapidTB{T: t, RT: rt})
 		k.authorize("a")
 		k.authorize("b", protocol.Dependency{WorkItemID: "a", Policy: protocol.DependencySubmitted})
 		items := []string{"a", "b"}
@@ -169,7 +124,7 @@ func TestPropertyRandomCommands(t *testing.T) {
 					continue
 				}
 				reached[fmt.Sprintf("%s %s→%s", kind, from, to)]++
-				if !slices.Contains(transitions[kind][from], to) {
+				if !slices.Contains(grouptest.Transitions[kind][from], to) {
 					rt.Fatalf("%s: %s moved %s → %s, not in the table", kind, id, from, to)
 				}
 			}

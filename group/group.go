@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"time"
@@ -87,7 +87,7 @@ func (g *Group) Apply(in Input, now time.Time) (Outcome, error) {
 // parent WorkItem: approved → verified, anything else → blocked or failed per
 // the declared child-failure policy (spec 10.2).
 func (g *Group) ApplyChildOutcome(o ChildOutcome, now time.Time) (Outcome, error) {
-	t := g.begin(Input{ActionID: o.CausationID, GroupID: g.GroupID, Actor: authorityActor}, now)
+	t := g.begin(Input{ActionID: o.CausationID, GroupID: g.GroupID, Actor: AuthorityActor}, now)
 	if err := t.childOutcome(o); err != nil {
 		return Outcome{}, err
 	}
@@ -95,9 +95,9 @@ func (g *Group) ApplyChildOutcome(o ChildOutcome, now time.Time) (Outcome, error
 	return t.out, nil
 }
 
-// authorityActor is the actor of automatic events (spec 15.2: caused by an
+// AuthorityActor is the actor of automatic events (spec 15.2: caused by an
 // earlier event, a timer or policy).
-var authorityActor = protocol.Actor{Kind: protocol.ActorService, ID: "group-authority"}
+var AuthorityActor = protocol.Actor{Kind: protocol.ActorService, ID: "group-authority"}
 
 // txn is one decision in progress: writes go to copies that commit swaps in
 // only when the whole input succeeded.
@@ -115,7 +115,7 @@ type txn struct {
 }
 
 func (g *Group) begin(in Input, now time.Time) *txn {
-	t := &txn{g: g, in: in, now: now, lim: g.Limits.withDefaults(), items: map[string]*WorkItem{}, proposals: map[string]*Proposal{}, ancestors: g.Ancestors}
+	t := &txn{g: g, in: in, now: now, lim: g.Limits.WithDefaults(), items: map[string]*WorkItem{}, proposals: map[string]*Proposal{}, ancestors: g.Ancestors}
 	if g.Mission != nil {
 		m := *g.Mission
 		if m.Coordinator != nil {
@@ -154,7 +154,7 @@ func (t *txn) item(id string) *WorkItem {
 	if !ok {
 		return nil
 	}
-	c := w.clone()
+	c := w.Clone()
 	t.items[id] = c
 	return c
 }
@@ -182,7 +182,7 @@ func (t *txn) itemIDs() []string {
 	return ids
 }
 
-func (w *WorkItem) clone() *WorkItem {
+func (w *WorkItem) Clone() *WorkItem {
 	c := *w
 	if w.Offer != nil {
 		o := *w.Offer
@@ -269,12 +269,19 @@ func (t *txn) dispatch() error {
 }
 
 // checkRevision compares the expected revision with the aggregate's current
-// one (spec 15.3); a mismatch is REVISION_CONFLICT before anything applies.
+// one (spec 15.3).
 func (t *txn) checkRevision(kind protocol.AggregateKind, id string, current uint64) error {
-	if t.in.ExpectedRevision == nil || *t.in.ExpectedRevision == current {
+	return CheckRevision(t.in.ExpectedRevision, kind, id, current)
+}
+
+// CheckRevision is the optimistic concurrency rule of spec 15.3: a mismatch
+// is REVISION_CONFLICT before anything applies. A nil expected revision
+// always passes.
+func CheckRevision(expected *uint64, kind protocol.AggregateKind, id string, current uint64) error {
+	if expected == nil || *expected == current {
 		return nil
 	}
-	e := protocol.Errorf(protocol.CodeRevisionConflict, "%s %s is at revision %d, command expected %d", kind, id, current, *t.in.ExpectedRevision)
+	e := protocol.Errorf(protocol.CodeRevisionConflict, "%s %s is at revision %d, command expected %d", kind, id, current, *expected)
 	e.Details = map[string]any{"aggregate": map[string]any{"kind": string(kind), "id": id}, "currentRevision": current}
 	return e
 }
@@ -288,26 +295,20 @@ func payloadAs[T any](in Input) (*T, error) {
 	return p, nil
 }
 
-func invalidTransition(format string, args ...any) *protocol.Error {
-	return protocol.Errorf(protocol.CodeInvalidStateTransition, format, args...)
-}
-
-func forbidden(format string, args ...any) *protocol.Error {
-	return protocol.Errorf(protocol.CodeAuthForbidden, format, args...)
-}
-
-func invalidCommand(format string, args ...any) *protocol.Error {
-	return protocol.Errorf(protocol.CodeInvalidCommand, format, args...)
-}
-
-func withDetails(e *protocol.Error, kv ...any) *protocol.Error {
-	if e.Details == nil {
-		e.Details = map[string]any{}
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		e.Details[kv[i].(string)] = kv[i+1]
-	}
-	return e
-}
-
 func before(now time.Time, t protocol.Time) bool { return now.Before(t.Time) }
+
+// RequireCoordinator checks that in acts on the Mission's current
+// coordinator lease (epoch, identity or delegation, unexpired).
+func (g *Group) RequireCoordinator(in Input, now time.Time) error {
+	return g.begin(in, now).requireCoordinator()
+}
+
+// RequireOwnerOrCoordinator admits the MissionOwner, or the coordinator on
+// its current epoch and lease.
+func (g *Group) RequireOwnerOrCoordinator(in Input, now time.Time) error {
+	t := g.begin(in, now)
+	if t.isOwner() {
+		return nil
+	}
+	return t.requireCoordinator()
+}

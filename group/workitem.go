@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"strconv"
@@ -12,10 +12,10 @@ import (
 
 func (t *txn) workCommand() error {
 	if t.mission == nil {
-		return invalidTransition("%s: Group %s has no Mission", t.in.Type, t.g.GroupID)
+		return protocol.InvalidTransition("%s: Group %s has no Mission", t.in.Type, t.g.GroupID)
 	}
 	if t.mission.State != protocol.MissionActive {
-		return withDetails(invalidTransition("%s: Mission %s is %s", t.in.Type, t.mission.MissionID, t.mission.State),
+		return protocol.WithDetails(protocol.InvalidTransition("%s: Mission %s is %s", t.in.Type, t.mission.MissionID, t.mission.State),
 			"missionState", string(t.mission.State))
 	}
 	switch t.in.Type {
@@ -50,14 +50,14 @@ func (t *txn) workCommand() error {
 	case protocol.CmdLeaseRenew:
 		return t.renewLease()
 	}
-	return invalidCommand("%s is not a WorkItem command", t.in.Type)
+	return protocol.InvalidCommand("%s is not a WorkItem command", t.in.Type)
 }
 
 // existing returns the working copy of WorkItem id after the expected
 // revision check.
 func (t *txn) existing(id string) (*WorkItem, error) {
 	if t.peek(id) == nil {
-		return nil, invalidCommand("%s: unknown WorkItem %q", t.in.Type, id).At("/payload/workItemId")
+		return nil, protocol.InvalidCommand("%s: unknown WorkItem %q", t.in.Type, id).At("/payload/workItemId")
 	}
 	w := t.item(id)
 	if err := t.checkRevision(protocol.AggregateWorkItem, id, w.Revision); err != nil {
@@ -73,12 +73,12 @@ func (t *txn) inState(w *WorkItem, from ...protocol.WorkItemState) error {
 			return nil
 		}
 	}
-	return withDetails(invalidTransition("%s is not allowed from WorkItem state %s", t.in.Type, w.State), "state", string(w.State))
+	return protocol.WithDetails(protocol.InvalidTransition("%s is not allowed from WorkItem state %s", t.in.Type, w.State), "state", string(w.State))
 }
 
 func (t *txn) requireAgent() error {
 	if t.in.Actor.Kind != protocol.ActorAgent {
-		return forbidden("%s is sent by a worker agent", t.in.Type)
+		return protocol.Forbidden("%s is sent by a worker agent", t.in.Type)
 	}
 	return nil
 }
@@ -91,16 +91,16 @@ func (t *txn) propose() error {
 		return err
 	}
 	if p.MissionID != t.mission.MissionID {
-		return invalidCommand("work.propose: Mission %s is not in this Group", p.MissionID).At("/payload/missionId")
+		return protocol.InvalidCommand("work.propose: Mission %s is not in this Group", p.MissionID).At("/payload/missionId")
 	}
 	if p.ProposalID == "" {
-		return invalidCommand("work.propose: proposalId is required").At("/payload/proposalId")
+		return protocol.InvalidCommand("work.propose: proposalId is required").At("/payload/proposalId")
 	}
 	if t.g.Proposals[p.ProposalID] != nil || t.peek(p.ProposalID) != nil {
-		return invalidTransition("work.propose: %s already exists", p.ProposalID)
+		return protocol.InvalidTransition("work.propose: %s already exists", p.ProposalID)
 	}
 	if p.ParentWorkItemID != "" && t.peek(p.ParentWorkItemID) == nil {
-		return invalidCommand("work.propose: unknown parent WorkItem %s", p.ParentWorkItemID).At("/payload/parentWorkItemId")
+		return protocol.InvalidCommand("work.propose: unknown parent WorkItem %s", p.ParentWorkItemID).At("/payload/parentWorkItemId")
 	}
 	if err := t.checkRevision(protocol.AggregateWorkItem, p.ProposalID, 0); err != nil {
 		return err
@@ -134,30 +134,30 @@ func (t *txn) authorize() error {
 		return err
 	}
 	if p.MissionID != t.mission.MissionID {
-		return invalidCommand("work.authorize: Mission %s is not in this Group", p.MissionID).At("/payload/missionId")
+		return protocol.InvalidCommand("work.authorize: Mission %s is not in this Group", p.MissionID).At("/payload/missionId")
 	}
 	if p.WorkItemID == "" {
-		return invalidCommand("work.authorize: workItemId is required").At("/payload/workItemId")
+		return protocol.InvalidCommand("work.authorize: workItemId is required").At("/payload/workItemId")
 	}
 	if w := t.peek(p.WorkItemID); w != nil {
-		return withDetails(invalidTransition("work.authorize: WorkItem %s already exists", p.WorkItemID), "state", string(w.State))
+		return protocol.WithDetails(protocol.InvalidTransition("work.authorize: WorkItem %s already exists", p.WorkItemID), "state", string(w.State))
 	}
 	var rev uint64
 	var pr *Proposal
 	if p.ProposalID != "" {
 		old := t.g.Proposals[p.ProposalID]
 		if old == nil {
-			return invalidCommand("work.authorize: unknown proposal %s", p.ProposalID).At("/payload/proposalId")
+			return protocol.InvalidCommand("work.authorize: unknown proposal %s", p.ProposalID).At("/payload/proposalId")
 		}
 		if old.State != protocol.WorkProposed {
-			return invalidTransition("work.authorize: proposal %s was already authorized as %s", p.ProposalID, old.AuthorizedAs)
+			return protocol.InvalidTransition("work.authorize: proposal %s was already authorized as %s", p.ProposalID, old.AuthorizedAs)
 		}
 		c := *old
 		pr = &c
 	}
 	if other := t.g.Proposals[p.WorkItemID]; other != nil {
 		if pr == nil || other.ProposalID != pr.ProposalID {
-			return invalidCommand("work.authorize: %s names another proposal", p.WorkItemID).At("/payload/workItemId")
+			return protocol.InvalidCommand("work.authorize: %s names another proposal", p.WorkItemID).At("/payload/workItemId")
 		}
 		// The proposal becomes the WorkItem: one aggregate, one revision line.
 		rev = other.Revision
@@ -206,11 +206,11 @@ func (t *txn) offer() error {
 		return err
 	}
 	if w.OwnerActive(t.now) {
-		e := invalidTransition("work.offer: WorkItem %s has an active owner", w.WorkItemID)
+		e := protocol.InvalidTransition("work.offer: WorkItem %s has an active owner", w.WorkItemID)
 		if w.Ownership != nil {
-			withDetails(e, "ownershipEpoch", w.Ownership.OwnershipEpoch)
+			protocol.WithDetails(e, "ownershipEpoch", w.Ownership.OwnershipEpoch)
 		}
-		return withDetails(e, "reason", "active_owner")
+		return protocol.WithDetails(e, "reason", "active_owner")
 	}
 	if err := t.checkCandidates(p); err != nil {
 		return err
@@ -262,22 +262,22 @@ func (t *txn) offer() error {
 // checkCandidates bounds the candidate set and requires a live expiry.
 func (t *txn) checkCandidates(p *protocol.OfferWorkPayload) error {
 	if p.OfferID == "" {
-		return invalidCommand("work.offer: offerId is required").At("/payload/offerId")
+		return protocol.InvalidCommand("work.offer: offerId is required").At("/payload/offerId")
 	}
 	n := len(p.Candidates)
 	if n == 0 || n > t.lim.MaxCandidates {
-		return withDetails(invalidCommand("work.offer: %d candidates; the bound is 1 … %d", n, t.lim.MaxCandidates).At("/payload/candidates"),
+		return protocol.WithDetails(protocol.InvalidCommand("work.offer: %d candidates; the bound is 1 … %d", n, t.lim.MaxCandidates).At("/payload/candidates"),
 			"maxCandidates", t.lim.MaxCandidates)
 	}
 	seen := map[string]bool{}
 	for i, c := range p.Candidates {
 		if c.AgentID == "" || seen[c.AgentID] {
-			return invalidCommand("work.offer: candidate %q is empty or repeated", c.AgentID).At("/payload/candidates/" + strconv.Itoa(i))
+			return protocol.InvalidCommand("work.offer: candidate %q is empty or repeated", c.AgentID).At("/payload/candidates/" + strconv.Itoa(i))
 		}
 		seen[c.AgentID] = true
 	}
 	if !before(t.now, p.ExpiresAt) {
-		return invalidCommand("work.offer: expiresAt %s is not in the future", p.ExpiresAt).At("/payload/expiresAt")
+		return protocol.InvalidCommand("work.offer: expiresAt %s is not in the future", p.ExpiresAt).At("/payload/expiresAt")
 	}
 	return nil
 }
@@ -291,17 +291,17 @@ func (t *txn) checkOfferedContract(w *WorkItem, c *protocol.WorkContract) (bool,
 	}
 	cur := &w.Contract
 	if c.ContractID != cur.ContractID {
-		return false, invalidCommand("work.offer: contract %s is not %s; authorize a replacement WorkItem instead", c.ContractID, cur.ContractID).At("/payload/contract/contractId")
+		return false, protocol.InvalidCommand("work.offer: contract %s is not %s; authorize a replacement WorkItem instead", c.ContractID, cur.ContractID).At("/payload/contract/contractId")
 	}
 	if !substantiallyDifferent(cur, c) {
 		if c.Revision != cur.Revision {
-			return false, withDetails(invalidCommand("work.offer: an unchanged contract keeps revision %d", cur.Revision).At("/payload/contract/revision"),
+			return false, protocol.WithDetails(protocol.InvalidCommand("work.offer: an unchanged contract keeps revision %d", cur.Revision).At("/payload/contract/revision"),
 				"contractRevision", cur.Revision)
 		}
 		return false, nil
 	}
 	if c.Revision != cur.Revision+1 {
-		return false, withDetails(invalidCommand("work.offer: a substantially revised contract must have revision %d", cur.Revision+1).At("/payload/contract/revision"),
+		return false, protocol.WithDetails(protocol.InvalidCommand("work.offer: a substantially revised contract must have revision %d", cur.Revision+1).At("/payload/contract/revision"),
 			"contractRevision", cur.Revision)
 	}
 	if err := t.checkDependencies(w.WorkItemID, c.Dependencies); err != nil {
@@ -338,19 +338,19 @@ func (t *txn) acceptOffer() error {
 	}
 	o := w.Offer
 	if o == nil {
-		return invalidTransition("WorkItem %s is offered without a standing offer", w.WorkItemID)
+		return protocol.InvalidTransition("WorkItem %s is offered without a standing offer", w.WorkItemID)
 	}
 	if p.OfferID != o.OfferID {
-		return withDetails(protocol.Errorf(protocol.CodeWorkOfferExpired, "offer %s was withdrawn or replaced", p.OfferID), "offerId", o.OfferID)
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeWorkOfferExpired, "offer %s was withdrawn or replaced", p.OfferID), "offerId", o.OfferID)
 	}
 	if !contains(o.Candidates, agent) {
-		return forbidden("%s is not a candidate of offer %s", agent, o.OfferID)
+		return protocol.Forbidden("%s is not a candidate of offer %s", agent, o.OfferID)
 	}
 	if !before(t.now, o.ExpiresAt) {
-		return withDetails(protocol.Errorf(protocol.CodeWorkOfferExpired, "offer %s expired at %s", o.OfferID, o.ExpiresAt), "expiresAt", o.ExpiresAt.String())
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeWorkOfferExpired, "offer %s expired at %s", o.OfferID, o.ExpiresAt), "expiresAt", o.ExpiresAt.String())
 	}
 	if p.ContractRevision != w.Contract.Revision {
-		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, acceptance names %d", w.Contract.Revision, p.ContractRevision),
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, acceptance names %d", w.Contract.Revision, p.ContractRevision),
 			"contractRevision", w.Contract.Revision)
 	}
 	within := t.lim.StartWithin
@@ -376,7 +376,7 @@ func (t *txn) acceptOffer() error {
 
 func (t *txn) renewAcceptance(w *WorkItem, p *protocol.AcceptOfferPayload) error {
 	if p.ContractRevision != w.Contract.Revision {
-		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, acceptance names %d", w.Contract.Revision, p.ContractRevision),
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, acceptance names %d", w.Contract.Revision, p.ContractRevision),
 			"contractRevision", w.Contract.Revision)
 	}
 	w.AcceptedRevision = p.ContractRevision
@@ -397,7 +397,7 @@ func (t *txn) grantExecution() error {
 		return err
 	}
 	if t.in.Actor.Kind == protocol.ActorAgent {
-		return forbidden("approval.grant_execution is given by a human or Organization policy")
+		return protocol.Forbidden("approval.grant_execution is given by a human or Organization policy")
 	}
 	w, err := t.existing(p.WorkItemID)
 	if err != nil {
@@ -407,14 +407,14 @@ func (t *txn) grantExecution() error {
 		return err
 	}
 	if p.ApprovalID == "" {
-		return invalidCommand("approval.grant_execution: approvalId is required").At("/payload/approvalId")
+		return protocol.InvalidCommand("approval.grant_execution: approvalId is required").At("/payload/approvalId")
 	}
 	if p.ContractRevision != w.Contract.Revision {
-		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, approval names %d", w.Contract.Revision, p.ContractRevision),
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, approval names %d", w.Contract.Revision, p.ContractRevision),
 			"contractRevision", w.Contract.Revision)
 	}
 	if p.ExpiresAt != nil && !before(t.now, *p.ExpiresAt) {
-		return invalidCommand("approval.grant_execution: expiresAt is not in the future").At("/payload/expiresAt")
+		return protocol.InvalidCommand("approval.grant_execution: expiresAt is not in the future").At("/payload/expiresAt")
 	}
 	a := &protocol.Approval{
 		ApprovalID: p.ApprovalID, Kind: protocol.ApprovalExecution, MissionID: w.MissionID, GroupID: t.g.GroupID,
@@ -457,25 +457,25 @@ func (t *txn) start() error {
 		return err
 	}
 	if !before(t.now, w.Ownership.StartDeadline) {
-		return withDetails(protocol.Errorf(protocol.CodeWorkLeaseExpired, "ownership of epoch %d had to start by %s", w.Ownership.OwnershipEpoch, w.Ownership.StartDeadline),
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeWorkLeaseExpired, "ownership of epoch %d had to start by %s", w.Ownership.OwnershipEpoch, w.Ownership.StartDeadline),
 			"startDeadline", w.Ownership.StartDeadline.String())
 	}
 	if w.AcceptedRevision != w.Contract.Revision {
-		return withDetails(invalidTransition("work.start: contract revision %d needs a renewed acceptance", w.Contract.Revision),
+		return protocol.WithDetails(protocol.InvalidTransition("work.start: contract revision %d needs a renewed acceptance", w.Contract.Revision),
 			"reason", "renewed_acceptance_required", "contractRevision", w.Contract.Revision)
 	}
 	if w.Contract.Risk.PreExecutionApproval && !w.approved(t) {
 		return protocol.Errorf(protocol.CodeApprovalRequired, "WorkItem %s needs approval.grant_execution for contract revision %d", w.WorkItemID, w.Contract.Revision)
 	}
 	if unmet := unmetDependencies(w, t.peek); len(unmet) > 0 {
-		return withDetails(invalidTransition("work.start: %d dependencies do not meet their policy", len(unmet)),
+		return protocol.WithDetails(protocol.InvalidTransition("work.start: %d dependencies do not meet their policy", len(unmet)),
 			"reason", "dependencies", "unmetDependencies", unmet)
 	}
 	if p.ResumeFromCheckpointID != "" && (w.Checkpoint == nil || w.Checkpoint.CheckpointID != p.ResumeFromCheckpointID) {
-		return invalidCommand("work.start: %s is not the last checkpoint", p.ResumeFromCheckpointID).At("/payload/resumeFromCheckpointId")
+		return protocol.InvalidCommand("work.start: %s is not the last checkpoint", p.ResumeFromCheckpointID).At("/payload/resumeFromCheckpointId")
 	}
 	if t.in.SessionEpoch == nil {
-		return invalidCommand("work.start: sessionEpoch is required").At("/sessionEpoch")
+		return protocol.InvalidCommand("work.start: sessionEpoch is required").At("/sessionEpoch")
 	}
 	w.Lease = w.newLease(*t.in.SessionEpoch, t.now, t.lim.LeaseDuration)
 	w.State = protocol.WorkActive
@@ -502,11 +502,11 @@ func (t *txn) insertDependency() error {
 		return err
 	}
 	if p.ContractRevision != w.Contract.Revision+1 {
-		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d; the revision must be %d", w.Contract.Revision, w.Contract.Revision+1),
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d; the revision must be %d", w.Contract.Revision, w.Contract.Revision+1),
 			"contractRevision", w.Contract.Revision)
 	}
 	if len(p.Dependencies) == 0 {
-		return invalidCommand("dependency_insert: no dependencies").At("/payload/dependencies")
+		return protocol.InvalidCommand("dependency_insert: no dependencies").At("/payload/dependencies")
 	}
 	if err := t.checkDependencies(w.WorkItemID, p.Dependencies); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"sort"
@@ -20,7 +20,7 @@ func (t *txn) isOwner() bool {
 
 func (t *txn) requireOwner() error {
 	if !t.isOwner() {
-		return forbidden("%s: only the MissionOwner may do this", t.in.Type)
+		return protocol.Forbidden("%s: only the MissionOwner may do this", t.in.Type)
 	}
 	return nil
 }
@@ -30,25 +30,25 @@ func (t *txn) requireOwner() error {
 // learns it was fenced.
 func (t *txn) requireCoordinator() error {
 	if t.in.Actor.Kind != protocol.ActorAgent {
-		return forbidden("%s: needs the coordinator lease, held by an agent", t.in.Type)
+		return protocol.Forbidden("%s: needs the coordinator lease, held by an agent", t.in.Type)
 	}
 	if t.in.CoordinatorEpoch == nil {
-		return invalidCommand("%s: coordinatorEpoch is required when acting on the coordinator lease", t.in.Type).At("/coordinatorEpoch")
+		return protocol.InvalidCommand("%s: coordinatorEpoch is required when acting on the coordinator lease", t.in.Type).At("/coordinatorEpoch")
 	}
 	c := t.mission.Coordinator
 	if c == nil {
-		return forbidden("%s: the Mission has no coordinator", t.in.Type)
+		return protocol.Forbidden("%s: the Mission has no coordinator", t.in.Type)
 	}
 	if *t.in.CoordinatorEpoch != c.CoordinatorEpoch {
-		return withDetails(protocol.Errorf(protocol.CodeAuthStaleCoordinator,
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeAuthStaleCoordinator,
 			"coordinator epoch %d is fenced; current is %d", *t.in.CoordinatorEpoch, c.CoordinatorEpoch),
 			"coordinatorEpoch", c.CoordinatorEpoch)
 	}
 	if t.in.Actor.ID != c.AgentID && !t.in.Delegated {
-		return forbidden("%s: %s is not the coordinator", t.in.Type, t.in.Actor.ID)
+		return protocol.Forbidden("%s: %s is not the coordinator", t.in.Type, t.in.Actor.ID)
 	}
 	if !before(t.now, c.LeaseExpiresAt) {
-		return withDetails(protocol.Errorf(protocol.CodeAuthStaleCoordinator,
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeAuthStaleCoordinator,
 			"coordinator lease of epoch %d expired at %s", c.CoordinatorEpoch, c.LeaseExpiresAt),
 			"coordinatorEpoch", c.CoordinatorEpoch, "reason", "lease_expired")
 	}
@@ -79,7 +79,7 @@ const maxDurationMs = 366 * 24 * 60 * 60 * 1000
 
 func durationMs(ms uint64, pointer string) (time.Duration, error) {
 	if ms == 0 || ms > maxDurationMs {
-		return 0, invalidCommand("duration %d ms is outside 1 … %d", ms, uint64(maxDurationMs)).At(pointer)
+		return 0, protocol.InvalidCommand("duration %d ms is outside 1 … %d", ms, uint64(maxDurationMs)).At(pointer)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"time"
@@ -149,9 +149,9 @@ type Limits struct {
 	BlockedHold time.Duration
 }
 
-// withDefaults fills zero fields (a Group decoded from a snapshot carries no
+// WithDefaults fills zero fields (a Group decoded from a snapshot carries no
 // Limits) from DefaultLimits.
-func (l Limits) withDefaults() Limits {
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxCandidates <= 0 {
 		l.MaxCandidates = d.MaxCandidates

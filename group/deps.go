@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"strconv"
@@ -48,17 +48,17 @@ func (t *txn) checkDependencies(id string, deps []protocol.Dependency) error {
 	for i, d := range deps {
 		ptr := "/payload/dependencies/" + strconv.Itoa(i)
 		if d.WorkItemID == id {
-			return invalidCommand("WorkItem %s cannot depend on itself", id).At(ptr)
+			return protocol.InvalidCommand("WorkItem %s cannot depend on itself", id).At(ptr)
 		}
 		if t.peek(d.WorkItemID) == nil {
-			return invalidCommand("dependency on unknown WorkItem %s", d.WorkItemID).At(ptr)
+			return protocol.InvalidCommand("dependency on unknown WorkItem %s", d.WorkItemID).At(ptr)
 		}
 		if !d.Policy.Known() {
 			return protocol.Errorf(protocol.CodeSchemaValidationFailed, "unknown dependency policy %q", d.Policy).At(ptr + "/policy")
 		}
 		if path := t.pathTo(d.WorkItemID, id); path != nil {
-			e := invalidCommand("dependency %s → %s closes a cycle", id, d.WorkItemID).At(ptr)
-			return withDetails(e, "cycle", append([]string{id}, path...))
+			e := protocol.InvalidCommand("dependency %s → %s closes a cycle", id, d.WorkItemID).At(ptr)
+			return protocol.WithDetails(e, "cycle", append([]string{id}, path...))
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"github.com/missionweave/mwp-worker/protocol"
@@ -27,7 +27,7 @@ func (t *txn) leased(workItemID string, epoch uint64, leaseID string) (*WorkItem
 
 func checkpointFields(id, digest string) error {
 	if id == "" || digest == "" {
-		return invalidCommand("checkpointId and stateDigest are required").At("/payload/checkpointId")
+		return protocol.InvalidCommand("checkpointId and stateDigest are required").At("/payload/checkpointId")
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func (t *txn) block() error {
 		return protocol.Errorf(protocol.CodeSchemaValidationFailed, "unknown resolution kind %q", p.Resolution.Kind).At("/payload/resolution/kind")
 	}
 	if p.Resolution.Detail == "" {
-		return invalidCommand("work.block: the required resolution needs a detail").At("/payload/resolution/detail")
+		return protocol.InvalidCommand("work.block: the required resolution needs a detail").At("/payload/resolution/detail")
 	}
 	w.Checkpoint = &protocol.CheckpointRef{CheckpointID: p.CheckpointID, StateDigest: p.StateDigest, At: protocol.NewTime(t.now)}
 	w.Lease = nil
@@ -118,11 +118,11 @@ func (t *txn) unblock() error {
 		return err
 	}
 	if w.ChildMissionID != "" {
-		return withDetails(invalidTransition("WorkItem %s waits for child Mission %s", w.WorkItemID, w.ChildMissionID),
+		return protocol.WithDetails(protocol.InvalidTransition("WorkItem %s waits for child Mission %s", w.WorkItemID, w.ChildMissionID),
 			"childMissionId", w.ChildMissionID)
 	}
 	if p.Resolution == "" {
-		return invalidCommand("work.unblock: resolution is required").At("/payload/resolution")
+		return protocol.InvalidCommand("work.unblock: resolution is required").At("/payload/resolution")
 	}
 	ev := &WorkItemEvent{Resolution: p.Resolution}
 	if w.OwnerActive(t.now) {
@@ -158,7 +158,7 @@ func (t *txn) submit() error {
 		return err
 	}
 	if len(p.Artifacts) == 0 {
-		return invalidCommand("work.submit: artifacts are required").At("/payload/artifacts")
+		return protocol.InvalidCommand("work.submit: artifacts are required").At("/payload/artifacts")
 	}
 	if err := checkEvidenceCoverage(&w.Contract, p.Evidence); err != nil {
 		return err
@@ -190,7 +190,7 @@ func (t *txn) acceptResult() error {
 		return err
 	}
 	if p.ContractRevision != w.Contract.Revision {
-		return withDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, review names %d", w.Contract.Revision, p.ContractRevision),
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "contract is at revision %d, review names %d", w.Contract.Revision, p.ContractRevision),
 			"contractRevision", w.Contract.Revision)
 	}
 	w.State = protocol.WorkVerified
@@ -216,7 +216,7 @@ func (t *txn) fail() error {
 	var w *WorkItem
 	if p.OwnershipEpoch != nil || p.LeaseID != "" {
 		if p.OwnershipEpoch == nil || p.LeaseID == "" {
-			return invalidCommand("work.fail: a worker names both ownershipEpoch and leaseId").At("/payload/leaseId")
+			return protocol.InvalidCommand("work.fail: a worker names both ownershipEpoch and leaseId").At("/payload/leaseId")
 		}
 		w, err = t.leased(p.WorkItemID, *p.OwnershipEpoch, p.LeaseID)
 	} else {
@@ -231,10 +231,10 @@ func (t *txn) fail() error {
 		return err
 	}
 	if p.Reason == "" {
-		return invalidCommand("work.fail: reason is required").At("/payload/reason")
+		return protocol.InvalidCommand("work.fail: reason is required").At("/payload/reason")
 	}
 	if !hasFailureEvidence(p.Evidence) {
-		return invalidCommand("work.fail: evidence mapped to the %q criterion is required", protocol.CriterionFailure).At("/payload/evidence")
+		return protocol.InvalidCommand("work.fail: evidence mapped to the %q criterion is required", protocol.CriterionFailure).At("/payload/evidence")
 	}
 	ev := &WorkItemEvent{Reason: p.Reason, Evidence: append([]protocol.Evidence(nil), p.Evidence...), LeaseID: p.LeaseID}
 	if w.Ownership != nil {
@@ -264,7 +264,7 @@ func (t *txn) cancel() error {
 		return err
 	}
 	if p.Reason == "" {
-		return invalidCommand("work.cancel: reason is required").At("/payload/reason")
+		return protocol.InvalidCommand("work.cancel: reason is required").At("/payload/reason")
 	}
 	releaseAll(w)
 	w.State = protocol.WorkCancelled
@@ -295,14 +295,14 @@ func (t *txn) renewLease() error {
 // childOutcome applies the two linked-child rows of spec 10.2.
 func (t *txn) childOutcome(o ChildOutcome) error {
 	if t.mission == nil {
-		return invalidTransition("Group %s has no Mission", t.g.GroupID)
+		return protocol.InvalidTransition("Group %s has no Mission", t.g.GroupID)
 	}
 	if t.peek(o.ParentWorkItemID) == nil {
-		return invalidCommand("unknown parent WorkItem %s", o.ParentWorkItemID)
+		return protocol.InvalidCommand("unknown parent WorkItem %s", o.ParentWorkItemID)
 	}
 	w := t.item(o.ParentWorkItemID)
 	if w.State != protocol.WorkBlocked || w.ChildMissionID != o.ChildMissionID {
-		return withDetails(invalidTransition("WorkItem %s does not wait for child Mission %s", w.WorkItemID, o.ChildMissionID),
+		return protocol.WithDetails(protocol.InvalidTransition("WorkItem %s does not wait for child Mission %s", w.WorkItemID, o.ChildMissionID),
 			"state", string(w.State))
 	}
 	switch o.State {
@@ -314,7 +314,7 @@ func (t *txn) childOutcome(o ChildOutcome) error {
 		}
 		ev := protocol.Evidence{
 			Subject: o.ChildMissionID, Criteria: ids, Method: "child-mission-approval", Result: protocol.EvidencePass,
-			Producer: authorityActor, Timestamp: protocol.NewTime(t.now), Artifacts: protocol.List[string]{},
+			Producer: AuthorityActor, Timestamp: protocol.NewTime(t.now), Artifacts: protocol.List[string]{},
 		}
 		w.State = protocol.WorkVerified
 		w.Blocker = nil
@@ -347,7 +347,7 @@ func (t *txn) childOutcome(o ChildOutcome) error {
 		b := *w.Blocker
 		t.emitWork(protocol.EvtWorkBlocked, w, &WorkItemEvent{Blocker: &b, ChildMissionID: o.ChildMissionID, Reason: reason, Ownership: copyGrant(w.Ownership)})
 	default:
-		return invalidCommand("child Mission %s is %s, not terminal", o.ChildMissionID, o.State)
+		return protocol.InvalidCommand("child Mission %s is %s, not terminal", o.ChildMissionID, o.State)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func CheckContract(c *protocol.WorkContract) error {
 	for i, a := range c.AcceptanceCriteria {
 		need(a.ID != "" && a.Description != "", "/acceptanceCriteria/"+strconv.Itoa(i))
 		if seen[a.ID] {
-			return invalidCommand("acceptance criterion id %q is used twice", a.ID).At("/payload/contract/acceptanceCriteria/" + strconv.Itoa(i) + "/id")
+			return protocol.InvalidCommand("acceptance criterion id %q is used twice", a.ID).At("/payload/contract/acceptanceCriteria/" + strconv.Itoa(i) + "/id")
 		}
 		seen[a.ID] = true
 	}
@@ -54,7 +54,7 @@ func CheckContract(c *protocol.WorkContract) error {
 		return nil
 	}
 	e := protocol.Errorf(protocol.CodeWorkContractIncomplete, "work contract lacks %d required member(s), first %s", len(missing), missing[0]).At("/payload/contract" + missing[0])
-	return withDetails(e, "missing", missing)
+	return protocol.WithDetails(e, "missing", missing)
 }
 
 // substantiallyDifferent reports whether two contracts differ in anything
@@ -96,8 +96,8 @@ func checkEvidenceCoverage(c *protocol.WorkContract, evidence []protocol.Evidenc
 	if len(uncovered) == 0 && len(unknown) == 0 {
 		return nil
 	}
-	e := invalidCommand("evidence must map to every acceptance criterion: %d uncovered, %d unknown", len(uncovered), len(unknown)).At("/payload/evidence")
-	return withDetails(e, "uncoveredCriteria", nonNil(uncovered), "unknownCriteria", nonNil(unknown))
+	e := protocol.InvalidCommand("evidence must map to every acceptance criterion: %d uncovered, %d unknown", len(uncovered), len(unknown)).At("/payload/evidence")
+	return protocol.WithDetails(e, "uncoveredCriteria", nonNil(uncovered), "unknownCriteria", nonNil(unknown))
 }
 
 // hasFailureEvidence reports whether some Evidence is mapped to the failure

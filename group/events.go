@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"github.com/missionweave/mwp-worker/protocol"

@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"time"
@@ -12,7 +12,7 @@ import (
 // start it again with a new lease. Each affected WorkItem gets a
 // work.progressed event stating the revocation. It never fails.
 func (g *Group) RevokeSession(agentID string, newEpoch uint64, now time.Time) Outcome {
-	t := g.begin(Input{GroupID: g.GroupID, Actor: authorityActor}, now)
+	t := g.begin(Input{GroupID: g.GroupID, Actor: AuthorityActor}, now)
 	for _, id := range t.itemIDs() {
 		w := t.peek(id)
 		if w.Lease == nil || w.Lease.AgentID != agentID || w.Lease.SessionEpoch >= newEpoch || w.State != protocol.WorkActive {

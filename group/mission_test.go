@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"testing"

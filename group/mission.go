@@ -1,4 +1,4 @@
-package authoritylite
+package group
 
 import (
 	"time"
@@ -16,7 +16,7 @@ func (t *txn) missionCreate() error {
 		return err
 	}
 	if t.in.Actor.Kind != protocol.ActorHuman {
-		return forbidden("mission.create: a Mission is created by a human, its MissionOwner")
+		return protocol.Forbidden("mission.create: a Mission is created by a human, its MissionOwner")
 	}
 	if err := t.checkNewMission(p.MissionID, p.PriorityClass); err != nil {
 		return err
@@ -40,21 +40,21 @@ func (t *txn) missionCreateFollowUp() error {
 		return err
 	}
 	if t.in.Actor.Kind != protocol.ActorHuman {
-		return forbidden("mission.create_follow_up: a Mission is created by a human")
+		return protocol.Forbidden("mission.create_follow_up: a Mission is created by a human")
 	}
 	prev := t.in.Predecessor
 	if prev == nil || prev.MissionID != p.FollowUpOf {
-		return invalidCommand("mission.create_follow_up: unknown Mission %q", p.FollowUpOf).At("/payload/followUpOf")
+		return protocol.InvalidCommand("mission.create_follow_up: unknown Mission %q", p.FollowUpOf).At("/payload/followUpOf")
 	}
 	if !prev.State.Terminal() {
-		return withDetails(invalidTransition("mission.create_follow_up: Mission %s is %s; a follow-up needs approved, cancelled or terminated", prev.MissionID, prev.State),
+		return protocol.WithDetails(protocol.InvalidTransition("mission.create_follow_up: Mission %s is %s; a follow-up needs approved, cancelled or terminated", prev.MissionID, prev.State),
 			"state", string(prev.State))
 	}
 	if err := t.checkNewMission(p.MissionID, p.PriorityClass); err != nil {
 		return err
 	}
 	if p.MissionID == prev.MissionID {
-		return invalidCommand("mission.create_follow_up: a Mission cannot follow up itself").At("/payload/missionId")
+		return protocol.InvalidCommand("mission.create_follow_up: a Mission cannot follow up itself").At("/payload/missionId")
 	}
 	t.mission = &protocol.Mission{
 		MissionID: p.MissionID, GroupID: t.g.GroupID, Title: p.Title, Objective: p.Objective,
@@ -70,13 +70,13 @@ func (t *txn) missionCreateFollowUp() error {
 
 func (t *txn) checkNewMission(missionID string, pc protocol.PriorityClass) error {
 	if t.mission != nil {
-		return invalidTransition("Group %s already has Mission %s", t.g.GroupID, t.mission.MissionID)
+		return protocol.InvalidTransition("Group %s already has Mission %s", t.g.GroupID, t.mission.MissionID)
 	}
 	if t.in.GroupID != "" && t.in.GroupID != t.g.GroupID {
-		return invalidCommand("command names Group %s, not %s", t.in.GroupID, t.g.GroupID).At("/groupId")
+		return protocol.InvalidCommand("command names Group %s, not %s", t.in.GroupID, t.g.GroupID).At("/groupId")
 	}
 	if missionID == "" {
-		return invalidCommand("missionId is required").At("/payload/missionId")
+		return protocol.InvalidCommand("missionId is required").At("/payload/missionId")
 	}
 	if !pc.Known() {
 		return protocol.Errorf(protocol.CodeSchemaValidationFailed, "unknown priorityClass %q", pc).At("/payload/priorityClass")
@@ -93,11 +93,11 @@ func (g *Group) CreateLinkedMission(link LinkedMission, now time.Time) (Outcome,
 		return Outcome{}, err
 	}
 	if link.Owner.Kind != protocol.ActorHuman {
-		return Outcome{}, invalidCommand("a Mission's owner is a human, not %s", link.Owner.Kind)
+		return Outcome{}, protocol.InvalidCommand("a Mission's owner is a human, not %s", link.Owner.Kind)
 	}
 	for _, a := range link.Ancestors {
 		if a == link.MissionID {
-			return Outcome{}, invalidCommand("Mission %s would be its own ancestor", a)
+			return Outcome{}, protocol.InvalidCommand("Mission %s would be its own ancestor", a)
 		}
 	}
 	t.mission = &protocol.Mission{
@@ -125,7 +125,7 @@ func (t *txn) missionCopy() *protocol.Mission {
 
 func (t *txn) missionCommand() error {
 	if t.mission == nil {
-		return invalidTransition("%s: Group %s has no Mission", t.in.Type, t.g.GroupID)
+		return protocol.InvalidTransition("%s: Group %s has no Mission", t.in.Type, t.g.GroupID)
 	}
 	switch t.in.Type {
 	case protocol.CmdMissionAssignCoordinator:
@@ -145,7 +145,7 @@ func (t *txn) missionCommand() error {
 	case protocol.CmdMissionCreateChild:
 		return t.createChild()
 	}
-	return invalidCommand("%s is not a Mission command", t.in.Type)
+	return protocol.InvalidCommand("%s is not a Mission command", t.in.Type)
 }
 
 // missionPayload type-asserts the payload and checks that it names this
@@ -156,7 +156,7 @@ func missionPayload[T any](t *txn, id func(*T) string) (*T, error) {
 		return nil, err
 	}
 	if got := id(p); got != t.mission.MissionID {
-		return nil, invalidCommand("%s: Mission %q is not in Group %s", t.in.Type, got, t.g.GroupID).At("/payload/missionId")
+		return nil, protocol.InvalidCommand("%s: Mission %q is not in Group %s", t.in.Type, got, t.g.GroupID).At("/payload/missionId")
 	}
 	return p, nil
 }
@@ -172,7 +172,7 @@ func (t *txn) missionStep(from ...protocol.MissionState) error {
 			return nil
 		}
 	}
-	return withDetails(invalidTransition("%s is not allowed from Mission state %s", t.in.Type, t.mission.State),
+	return protocol.WithDetails(protocol.InvalidTransition("%s is not allowed from Mission state %s", t.in.Type, t.mission.State),
 		"state", string(t.mission.State))
 }
 
@@ -190,7 +190,7 @@ func (t *txn) assignCoordinator() error {
 		return err
 	}
 	if p.AgentID == "" {
-		return invalidCommand("mission.assign_coordinator: agentId is required").At("/payload/agentId")
+		return protocol.InvalidCommand("mission.assign_coordinator: agentId is required").At("/payload/agentId")
 	}
 	d, err := durationMs(p.LeaseDurationMs, "/payload/leaseDurationMs")
 	if err != nil {
@@ -250,11 +250,11 @@ func (t *txn) submitForApproval() error {
 		}
 	}
 	if len(unverified) > 0 {
-		return withDetails(invalidTransition("mission.submit_for_approval: %d WorkItem(s) are neither verified nor cancelled", len(unverified)),
+		return protocol.WithDetails(protocol.InvalidTransition("mission.submit_for_approval: %d WorkItem(s) are neither verified nor cancelled", len(unverified)),
 			"unverified", unverified)
 	}
 	if len(p.Evidence) == 0 {
-		return invalidCommand("mission.submit_for_approval: evidence is required").At("/payload/evidence")
+		return protocol.InvalidCommand("mission.submit_for_approval: evidence is required").At("/payload/evidence")
 	}
 	t.mission.State = protocol.MissionAwaitingApproval
 	t.emitMission(protocol.EvtMissionSubmittedForApproval, &MissionEvent{
@@ -275,7 +275,7 @@ func (t *txn) approveMission() error {
 		return err
 	}
 	if p.ApprovalID == "" {
-		return invalidCommand("mission.approve: approvalId is required").At("/payload/approvalId")
+		return protocol.InvalidCommand("mission.approve: approvalId is required").At("/payload/approvalId")
 	}
 	t.mission.State = protocol.MissionApproved
 	approver := t.in.Actor
@@ -296,7 +296,7 @@ func (t *txn) requestChanges() error {
 		return err
 	}
 	if len(p.Changes) == 0 {
-		return invalidCommand("mission.request_changes: changes are required").At("/payload/changes")
+		return protocol.InvalidCommand("mission.request_changes: changes are required").At("/payload/changes")
 	}
 	t.mission.State = protocol.MissionActive
 	t.emitMission(protocol.EvtMissionChangesRequested, &MissionEvent{Changes: p.Changes, Comment: p.Comment})
@@ -334,7 +334,7 @@ func (t *txn) terminateMission() error {
 			return err
 		}
 	default:
-		return forbidden("mission.terminate: the coordinator or Organization policy terminates; the MissionOwner cancels")
+		return protocol.Forbidden("mission.terminate: the coordinator or Organization policy terminates; the MissionOwner cancels")
 	}
 	if err := t.missionStep(protocol.MissionActive, protocol.MissionAwaitingApproval); err != nil {
 		return err
@@ -413,20 +413,20 @@ func (t *txn) createChild() error {
 		return protocol.Errorf(protocol.CodeSchemaValidationFailed, "unknown onChildFailure %q", p.OnChildFailure).At("/payload/onChildFailure")
 	}
 	if p.ChildMissionID == "" || p.ChildGroupID == "" {
-		return invalidCommand("mission.create_child: childMissionId and childGroupId are required")
+		return protocol.InvalidCommand("mission.create_child: childMissionId and childGroupId are required")
 	}
 	if p.ChildGroupID == t.g.GroupID {
-		return invalidCommand("mission.create_child: a child Mission has its own Group").At("/payload/childGroupId")
+		return protocol.InvalidCommand("mission.create_child: a child Mission has its own Group").At("/payload/childGroupId")
 	}
 	ancestors := append(append([]string(nil), t.ancestors...), t.mission.MissionID)
 	for _, a := range ancestors {
 		if a == p.ChildMissionID {
-			return invalidCommand("mission.create_child: Mission %s is already an ancestor (cyclic ancestry)", a).At("/payload/childMissionId")
+			return protocol.InvalidCommand("mission.create_child: Mission %s is already an ancestor (cyclic ancestry)", a).At("/payload/childMissionId")
 		}
 	}
 	w := t.item(p.ParentWorkItemID)
 	if w == nil {
-		return invalidCommand("mission.create_child: unknown WorkItem %s", p.ParentWorkItemID).At("/payload/parentWorkItemId")
+		return protocol.InvalidCommand("mission.create_child: unknown WorkItem %s", p.ParentWorkItemID).At("/payload/parentWorkItemId")
 	}
 	if err := t.childBlocks(w); err != nil {
 		return err
@@ -465,7 +465,7 @@ func (t *txn) childBlocks(w *WorkItem) error {
 		if w.ChildMissionID == "" {
 			return nil
 		}
-		return invalidTransition("WorkItem %s already waits for child Mission %s", w.WorkItemID, w.ChildMissionID)
+		return protocol.InvalidTransition("WorkItem %s already waits for child Mission %s", w.WorkItemID, w.ChildMissionID)
 	}
-	return withDetails(invalidTransition("mission.create_child is not allowed from WorkItem state %s", w.State), "state", string(w.State))
+	return protocol.WithDetails(protocol.InvalidTransition("mission.create_child is not allowed from WorkItem state %s", w.State), "state", string(w.State))
 }
