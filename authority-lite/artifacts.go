@@ -130,9 +130,7 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 	rev := gs.artifacts[m.ContentHash] + 1
 	gs.artifacts[m.ContentHash] = rev
 	p.artifacts = true
-	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: struct {
-		Manifest protocol.ArtifactManifest `json:"manifest"`
-	}{m}})
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: &group.ArtifactPublished{Manifest: m}})
 	return nil
 }
 

@@ -8,21 +8,6 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// Messages are recorded and relayed; they never authorize anything. No
-// text, however worded, reaches the Mission or WorkItem state machines.
-
-type messageEvent struct {
-	MessageID      string   `json:"messageId"`
-	ConversationID string   `json:"conversationId,omitempty"`
-	Author         string   `json:"author"`
-	Text           string   `json:"text,omitempty"`
-	MediaType      string   `json:"mediaType,omitempty"`
-	ReplyTo        string   `json:"replyTo,omitempty"`
-	Artifacts      []string `json:"artifacts,omitempty"`
-	Reason         string   `json:"reason,omitempty"`
-	State          string   `json:"state"`
-}
-
 // messageRecord tracks who wrote a message and its revision, rebuilt from
 // the log on open.
 type messageRecord struct {
@@ -33,7 +18,7 @@ type messageRecord struct {
 
 func (s *Service) message(c *call, gs *groupState, p *pending) error {
 	msgs := s.messages(gs)
-	ev := &messageEvent{Author: actorKey(c.cmd.Actor)}
+	ev := &group.MessageEvent{Author: c.cmd.Actor}
 	var typ protocol.EventType
 	var id string
 	switch pl := c.payload.(type) {

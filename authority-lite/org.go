@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -214,10 +215,7 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 	}
 	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtAgentCardRegistered, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
 		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
-	ev.Payload, _ = json.Marshal(struct {
-		AgentCard     protocol.AgentCard `json:"agentCard"`
-		AgentCardHash string             `json:"agentCardHash"`
-	}{card, rec.CardHash})
+	ev.Payload, _ = json.Marshal(group.AgentCardRegistered{AgentCard: card, AgentCardHash: rec.CardHash})
 	return o.commit(c, ev, func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(card.AgentID), rec)
 	}, func() {

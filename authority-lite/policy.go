@@ -34,13 +34,6 @@ type grantRecord struct {
 	ConsumedBy string                            `json:"consumedBy,omitempty"`
 }
 
-type consumedEvent struct {
-	GrantID            string `json:"grantId"`
-	Policy             string `json:"policy"`
-	ConsumedByActionID string `json:"consumedByActionId"`
-	TargetCommandType  string `json:"targetCommandType"`
-}
-
 // policyError is a refusal by a named policy.
 func policyError(code protocol.Code, policy string, format string, args ...any) *protocol.Error {
 	return protocol.WithDetails(protocol.Errorf(code, format, args...), "policy", policy, "override", "policy.grant_cooperation_override")
@@ -142,7 +135,7 @@ func (s *Service) consumeGrant(c *call, gs *groupState, g *grantRecord, p *pendi
 	p.grants = true
 	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtCooperationOverrideConsumed,
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregatePolicy, ID: g.Grant.GrantID}, Revision: ng.Revision, Actor: c.cmd.Actor,
-		Payload: &consumedEvent{GrantID: g.Grant.GrantID, Policy: g.Grant.Policy, ConsumedByActionID: c.cmd.ActionID, TargetCommandType: string(c.cmd.Type)}})
+		Payload: &group.OverrideConsumed{GrantID: g.Grant.GrantID, Policy: g.Grant.Policy, ConsumedByActionID: c.cmd.ActionID, TargetCommandType: string(c.cmd.Type)}})
 }
 
 // grantOverride decides policy.grant_cooperation_override: only the

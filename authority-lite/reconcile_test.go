@@ -58,7 +58,7 @@ func TestReconcileWithinGraceChargesOnce(t *testing.T) {
 		t.Fatalf("usage %+v, want charged once", u)
 	}
 	evs := checkLog(t, k.s, "grp-a")
-	var usageEv usageEvent
+	var usageEv group.UsageRecorded
 	for _, ev := range evs {
 		if ev.Type == protocol.EvtResourceUsageRecorded {
 			if err := json.Unmarshal(ev.Payload, &usageEv); err != nil {

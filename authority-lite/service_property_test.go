@@ -150,11 +150,15 @@ func checkProperties(rt *rapid.T, s *Service, sent map[string]protocol.CommandTy
 		if agg.Kind != protocol.AggregateWorkItem {
 			continue
 		}
-		var p group.WorkItemEvent
-		_ = json.Unmarshal(ev.Payload, &p)
-		if p.State == "" { // usage events carry the state too; others must
+		v, err := group.Decode(ev.Type, ev.Payload)
+		if err != nil {
+			rt.Fatalf("event %d %s: %v", se.Sequence, ev.Type, err)
+		}
+		wp, isWork := v.(group.WorkPayload)
+		if !isWork { // a proposal
 			continue
 		}
+		p := wp.Ref()
 		prev, seen := state[agg.ID]
 		typ, ok := sent[ev.CausationID]
 		if seen && ok && prev != p.State {
@@ -167,8 +171,8 @@ func checkProperties(rt *rapid.T, s *Service, sent map[string]protocol.CommandTy
 			rt.Fatalf("event %d: automatic %s moved %s from %s to %s", se.Sequence, ev.Type, agg.ID, prev, p.State)
 		}
 		state[agg.ID] = p.State
-		if p.Ownership != nil {
-			owner[agg.ID] = p.Ownership.OwnerAgentID
+		if o := group.OwnershipOf(v); o != nil {
+			owner[agg.ID] = o.OwnerAgentID
 		}
 	}
 	// At most one owner per item now: the authority's record agrees with the log.

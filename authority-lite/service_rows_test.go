@@ -212,15 +212,15 @@ func TestCapabilityTokenBoundToLease(t *testing.T) {
 		if ev.Type != protocol.EvtWorkStarted && ev.Type != protocol.EvtWorkProgressed {
 			continue
 		}
-		var p group.WorkItemEvent
-		if err := json.Unmarshal(ev.Payload, &p); err != nil || p.CapabilityToken == nil {
+		v, err := group.Decode(ev.Type, ev.Payload)
+		tok, lease := group.CapabilityTokenOf(v), group.LeaseOf(v)
+		if err != nil || tok == nil {
 			t.Fatalf("%s without a capability token: %v", ev.Type, err)
 		}
-		tok := p.CapabilityToken
 		if err := protocol.CheckCapabilityToken(tok, keys, w.Lease.LeaseID, k.clk.Now()); err != nil {
 			t.Fatalf("token: %v", err)
 		}
-		if tok.ExpiresAt.After(p.Lease.ExpiresAt.Time) || tok.AgentID != "w1" {
+		if tok.ExpiresAt.After(lease.ExpiresAt.Time) || tok.AgentID != "w1" {
 			t.Fatalf("token outlives its lease or names %s", tok.AgentID)
 		}
 		tokens = append(tokens, *tok)

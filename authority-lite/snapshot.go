@@ -29,12 +29,6 @@ var (
 	keySnapshot = []byte("snapshot") // JSON SnapshotRef of the latest snapshot
 )
 
-// snapshotEvent is the payload of group.snapshot.created.
-type snapshotEvent struct {
-	Snapshot protocol.SnapshotRef `json:"snapshot"`
-	Reason   string               `json:"reason"`
-}
-
 // Compact snapshots a Group at its current sequence and keeps only the
 // last retain events online. It returns the snapshot's reference.
 func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, error) {
@@ -58,7 +52,7 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 	c := &call{s: s, cmd: &protocol.Command{ActionID: ref.SnapshotID, Actor: group.AuthorityActor, CorrelationID: ref.SnapshotID}, now: now, automatic: true}
 	p := &pending{now: protocol.NewTime(now), drafts: []group.EventDraft{{Type: protocol.EvtGroupSnapshotCreated,
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregateGroup, ID: groupID}, Revision: last + 1, Actor: group.AuthorityActor,
-		Payload: &snapshotEvent{Snapshot: ref, Reason: "retention"}}}}
+		Payload: &group.SnapshotCreated{Snapshot: ref, Reason: "retention"}}}}
 	if _, err := s.commitNow(c, gs, p); err != nil {
 		return protocol.SnapshotRef{}, err
 	}
@@ -282,10 +276,7 @@ func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 	gs.archived = true
 	p.archived = true
 	p.drafts = append(p.drafts,
-		group.EventDraft{Type: protocol.EvtGroupSnapshotCreated, Aggregate: agg, Revision: gs.last + 1, Actor: c.cmd.Actor, Payload: &snapshotEvent{Snapshot: ref, Reason: "archive"}},
-		group.EventDraft{Type: protocol.EvtGroupArchived, Aggregate: agg, Revision: gs.last + 2, Actor: c.cmd.Actor, Payload: &struct {
-			Snapshot protocol.SnapshotRef `json:"snapshot"`
-			Reason   string               `json:"reason,omitempty"`
-		}{ref, pl.Reason}})
+		group.EventDraft{Type: protocol.EvtGroupSnapshotCreated, Aggregate: agg, Revision: gs.last + 1, Actor: c.cmd.Actor, Payload: &group.SnapshotCreated{Snapshot: ref, Reason: "archive"}},
+		group.EventDraft{Type: protocol.EvtGroupArchived, Aggregate: agg, Revision: gs.last + 2, Actor: c.cmd.Actor, Payload: &group.GroupArchived{Snapshot: ref, Reason: pl.Reason}})
 	return nil
 }

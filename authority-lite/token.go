@@ -13,15 +13,22 @@ import (
 // contract's allowed tools, operations and data, expiring with the lease.
 func (s *Service) issueTokens(gs *groupState, drafts []group.EventDraft) error {
 	for _, d := range drafts {
-		p, ok := d.Payload.(*group.WorkItemEvent)
-		if !ok || p.Lease == nil || (d.Type != protocol.EvtWorkStarted && d.Type != protocol.EvtWorkProgressed) {
+		var lease *protocol.ExecutionLease
+		var slot **protocol.CapabilityToken
+		switch p := d.Payload.(type) {
+		case *group.Started:
+			lease, slot = p.Lease, &p.CapabilityToken
+		case *group.Progressed:
+			lease, slot = p.Lease, &p.CapabilityToken
+		}
+		if lease == nil {
 			continue
 		}
-		w := gs.g.Items[p.WorkItemID]
+		w := gs.g.Items[lease.WorkItemID]
 		if w == nil {
 			continue
 		}
-		l := p.Lease
+		l := lease
 		tok := protocol.CapabilityToken{
 			TokenID: fmt.Sprintf("tok-%s-%d", l.LeaseID, len(l.Renewals)), LeaseID: l.LeaseID, AgentID: l.AgentID,
 			GroupID: gs.id, WorkItemID: l.WorkItemID, OwnershipEpoch: l.OwnershipEpoch,
@@ -41,7 +48,7 @@ func (s *Service) issueTokens(gs *groupState, drafts []group.EventDraft) error {
 		if err := json.Unmarshal(raw, &tok); err != nil {
 			return err
 		}
-		p.CapabilityToken = &tok
+		*slot = &tok
 	}
 	return nil
 }

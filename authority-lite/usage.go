@@ -5,20 +5,6 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// usageEvent is the payload of ext.missionweaveprotocol.core.resource_usage_recorded.
-type usageEvent struct {
-	WorkItemID     string         `json:"workItemId"`
-	OwnershipEpoch uint64         `json:"ownershipEpoch"`
-	LeaseID        string         `json:"leaseId"`
-	UsageDelta     protocol.Usage `json:"usageDelta"`
-	UsedTotal      protocol.Usage `json:"usedTotal"`
-	// HistoricalSessionEpoch is the session the usage happened under;
-	// ReconcilingSessionEpoch the one that reported it (equal when online).
-	HistoricalSessionEpoch  uint64                 `json:"historicalSessionEpoch"`
-	ReconcilingSessionEpoch uint64                 `json:"reconcilingSessionEpoch"`
-	State                   protocol.WorkItemState `json:"state"`
-}
-
 // recordUsage charges a WorkItem's budget and its Mission's; an overflow in
 // either refuses the command with nothing recorded (BUDGET_EXCEEDED).
 func (s *Service) recordUsage(c *call, gs *groupState, p *pending) error {
@@ -60,9 +46,9 @@ func (s *Service) charge(gs *groupState, w *group.WorkItem, actor protocol.Actor
 	nw := w.Clone()
 	nw.Revision++
 	gs.g.Items[w.WorkItemID] = nw
-	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: nw.Revision, Actor: actor, Payload: &usageEvent{
-		WorkItemID: w.WorkItemID, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
-		HistoricalSessionEpoch: historical, ReconcilingSessionEpoch: reconciling, State: nw.State,
+	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: nw.Revision, Actor: actor, Payload: &group.UsageRecorded{
+		WorkRef: group.WorkRef{WorkItemID: w.WorkItemID, State: nw.State}, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
+		HistoricalSessionEpoch: historical, ReconcilingSessionEpoch: reconciling,
 	}})
 	return nil
 }

@@ -56,7 +56,7 @@ func (t *txn) checkpoint() error {
 	w.Ownership.StartDeadline = protocol.NewTime(t.now.Add(t.lim.StartWithin))
 	w.State = protocol.WorkQueued
 	k, prog := *w.Checkpoint, p.Progress
-	t.emitWork(protocol.EvtWorkCheckpointed, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkCheckpointed, w, &Checkpointed{
 		LeaseID: p.LeaseID, Checkpoint: &k, CheckpointReason: p.Reason, Progress: &prog, Ownership: copyGrant(w.Ownership),
 	})
 	return nil
@@ -93,7 +93,7 @@ func (t *txn) block() error {
 	w.Blocker = &r
 	w.State = protocol.WorkBlocked
 	k, b := *w.Checkpoint, r
-	t.emitWork(protocol.EvtWorkBlocked, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{
 		LeaseID: p.LeaseID, Checkpoint: &k, Blocker: &b, Progress: p.Progress, Ownership: copyGrant(w.Ownership),
 	})
 	return nil
@@ -124,7 +124,7 @@ func (t *txn) unblock() error {
 	if p.Resolution == "" {
 		return protocol.InvalidCommand("work.unblock: resolution is required").At("/payload/resolution")
 	}
-	ev := &WorkItemEvent{Resolution: p.Resolution}
+	ev := &Unblocked{Resolution: p.Resolution}
 	if w.OwnerActive(t.now) {
 		w.State = protocol.WorkQueued
 		w.BlockedUntil = nil
@@ -165,7 +165,7 @@ func (t *txn) submit() error {
 	}
 	w.Lease = nil
 	w.State = protocol.WorkSubmitted
-	t.emitWork(protocol.EvtWorkSubmitted, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkSubmitted, w, &Submitted{
 		LeaseID: p.LeaseID, Ownership: copyGrant(w.Ownership), Artifacts: append([]string(nil), p.Artifacts...),
 		Evidence: append([]protocol.Evidence(nil), p.Evidence...), Progress: p.Progress,
 	})
@@ -194,7 +194,7 @@ func (t *txn) acceptResult() error {
 			"contractRevision", w.Contract.Revision)
 	}
 	w.State = protocol.WorkVerified
-	t.emitWork(protocol.EvtWorkResultAccepted, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkResultAccepted, w, &ResultAccepted{
 		ContractRevision: p.ContractRevision, Evidence: append([]protocol.Evidence(nil), p.ReviewEvidence...), Comment: p.Comment,
 	})
 	return nil
@@ -236,7 +236,7 @@ func (t *txn) fail() error {
 	if !hasFailureEvidence(p.Evidence) {
 		return protocol.InvalidCommand("work.fail: evidence mapped to the %q criterion is required", protocol.CriterionFailure).At("/payload/evidence")
 	}
-	ev := &WorkItemEvent{Reason: p.Reason, Evidence: append([]protocol.Evidence(nil), p.Evidence...), LeaseID: p.LeaseID}
+	ev := &Failed{Reason: p.Reason, Evidence: append([]protocol.Evidence(nil), p.Evidence...), LeaseID: p.LeaseID}
 	if w.Ownership != nil {
 		ev.Ownership = copyGrant(w.Ownership)
 	}
@@ -268,7 +268,7 @@ func (t *txn) cancel() error {
 	}
 	releaseAll(w)
 	w.State = protocol.WorkCancelled
-	t.emitWork(protocol.EvtWorkCancelled, w, &WorkItemEvent{Reason: p.Reason})
+	t.emitWork(protocol.EvtWorkCancelled, w, &Cancelled{Reason: p.Reason})
 	return nil
 }
 
@@ -288,7 +288,7 @@ func (t *txn) renewLease() error {
 	l.ExpiresAt = protocol.NewTime(t.now.Add(t.lim.LeaseDuration))
 	w.Lease = l
 	prog := p.Progress
-	t.emitWork(protocol.EvtWorkProgressed, w, &WorkItemEvent{LeaseID: l.LeaseID, Lease: copyLease(l), Progress: &prog})
+	t.emitWork(protocol.EvtWorkProgressed, w, &Progressed{LeaseID: l.LeaseID, Lease: copyLease(l), Progress: &prog})
 	return nil
 }
 
@@ -318,7 +318,7 @@ func (t *txn) childOutcome(o ChildOutcome) error {
 		}
 		w.State = protocol.WorkVerified
 		w.Blocker = nil
-		t.emitWork(protocol.EvtWorkResultAccepted, w, &WorkItemEvent{
+		t.emitWork(protocol.EvtWorkResultAccepted, w, &ResultAccepted{
 			ContractRevision: w.Contract.Revision, ChildMissionID: o.ChildMissionID, ChildApprovalID: o.ApprovalID,
 			Evidence: []protocol.Evidence{ev},
 		})
@@ -330,7 +330,7 @@ func (t *txn) childOutcome(o ChildOutcome) error {
 		if w.ChildFailure == protocol.ChildFailureFail {
 			releaseAll(w)
 			w.State = protocol.WorkFailed
-			t.emitWork(protocol.EvtWorkFailed, w, &WorkItemEvent{
+			t.emitWork(protocol.EvtWorkFailed, w, &Failed{
 				Reason: reason, ChildMissionID: o.ChildMissionID,
 				Evidence: []protocol.Evidence{t.failureEvidence(o.ChildMissionID, "child-mission-failure")},
 			})
@@ -345,7 +345,7 @@ func (t *txn) childOutcome(o ChildOutcome) error {
 			w.BlockedUntil = &until
 		}
 		b := *w.Blocker
-		t.emitWork(protocol.EvtWorkBlocked, w, &WorkItemEvent{Blocker: &b, ChildMissionID: o.ChildMissionID, Reason: reason, Ownership: copyGrant(w.Ownership)})
+		t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{Blocker: &b, ChildMissionID: o.ChildMissionID, Reason: reason, Ownership: copyGrant(w.Ownership)})
 	default:
 		return protocol.InvalidCommand("child Mission %s is %s, not terminal", o.ChildMissionID, o.State)
 	}

@@ -12,7 +12,7 @@ func TestFirstAcceptanceWins(t *testing.T) {
 	k.authorize("wi")
 	k.offer("wi", "of-1", "w1", "w2", "w3")
 	out := k.must(k.acceptIn("w2", "wi", "of-1"))
-	grant := out.Events[0].Payload.(*WorkItemEvent).Ownership
+	grant := out.Events[0].Payload.(*OfferAccepted).Ownership
 	if grant == nil || grant.OwnerAgentID != "w2" || grant.OwnershipEpoch != 1 || grant.StartDeadline.Sub(k.now) != 10*time.Minute {
 		t.Fatalf("grant %+v, want w2 epoch 1 with a 10m start deadline", grant)
 	}
@@ -77,7 +77,7 @@ func TestLateResultAfterLeaseExpiry(t *testing.T) {
 
 	// The coordinator fences the expired owner and re-offers.
 	out = k.offer("wi", "of-2", "w2")
-	ev := out.Events[0].Payload.(*WorkItemEvent)
+	ev := out.Events[0].Payload.(*OfferCreated)
 	if ev.FencedOwnershipEpoch == nil || *ev.FencedOwnershipEpoch != 1 || ev.Checkpoint == nil || ev.Checkpoint.CheckpointID != ckpt {
 		t.Fatalf("re-offer %+v, want epoch 1 fenced and the last checkpoint", ev)
 	}
@@ -261,7 +261,7 @@ func TestDependencies(t *testing.T) {
 		}
 		k.refuse(k.acceptIn("w2", "wi", "of-wi"), protocol.CodeWorkAlreadyOwned)
 		out := k.must(k.acceptIn("w1", "wi", "of-wi"))
-		if ev := out.Events[0].Payload.(*WorkItemEvent); !ev.RenewedAcceptance || ev.Ownership.OwnershipEpoch != 1 {
+		if ev := out.Events[0].Payload.(*OfferAccepted); !ev.RenewedAcceptance || ev.Ownership.OwnershipEpoch != 1 {
 			t.Fatalf("renewal %+v keeps the epoch", ev)
 		}
 		k.must(k.startIn("w1", "wi", 1))

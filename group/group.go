@@ -213,10 +213,9 @@ func (w *WorkItem) Clone() *WorkItem {
 }
 
 // emitMission appends an event on the Mission aggregate.
-func (t *txn) emitMission(typ protocol.EventType, p *MissionEvent) {
+func (t *txn) emitMission(typ protocol.EventType, p MissionPayload) {
 	t.mission.Revision++
-	p.MissionID = t.mission.MissionID
-	p.State = t.mission.State
+	*p.Ref() = MissionRef{MissionID: t.mission.MissionID, State: t.mission.State}
 	t.out.Events = append(t.out.Events, EventDraft{
 		Type:      typ,
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregateMission, ID: t.mission.MissionID},
@@ -227,11 +226,10 @@ func (t *txn) emitMission(typ protocol.EventType, p *MissionEvent) {
 }
 
 // emitWork appends an event on a WorkItem aggregate; w is its working copy.
-func (t *txn) emitWork(typ protocol.EventType, w *WorkItem, p *WorkItemEvent) {
+func (t *txn) emitWork(typ protocol.EventType, w *WorkItem, p WorkPayload) {
 	w.Revision++
 	w.UpdatedAt = protocol.NewTime(t.now)
-	p.WorkItemID = w.WorkItemID
-	p.State = w.State
+	*p.Ref() = WorkRef{WorkItemID: w.WorkItemID, State: w.State}
 	t.out.Events = append(t.out.Events, EventDraft{
 		Type:      typ,
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID},

@@ -26,7 +26,7 @@ func (t *txn) missionCreate() error {
 		State: protocol.MissionActive, Owner: t.in.Actor, PriorityClass: p.PriorityClass,
 		Budgets: p.Budgets, CreatedAt: protocol.NewTime(t.now),
 	}
-	ev := &MissionEvent{Budgets: p.Budgets}
+	ev := &MissionCreated{Budgets: p.Budgets}
 	t.emitMission(protocol.EvtMissionCreated, ev)
 	ev.Mission = t.missionCopy()
 	return nil
@@ -61,10 +61,10 @@ func (t *txn) missionCreateFollowUp() error {
 		State: protocol.MissionActive, Owner: t.in.Actor, PriorityClass: p.PriorityClass,
 		Budgets: p.Budgets, FollowUpOf: prev.MissionID, CreatedAt: protocol.NewTime(t.now),
 	}
-	ev := &MissionEvent{Budgets: p.Budgets, FollowUpOf: prev.MissionID}
+	ev := &MissionCreated{Budgets: p.Budgets, FollowUpOf: prev.MissionID}
 	t.emitMission(protocol.EvtMissionCreated, ev)
 	ev.Mission = t.missionCopy()
-	t.emitMission(protocol.EvtMissionFollowUpCreated, &MissionEvent{FollowUpOf: prev.MissionID})
+	t.emitMission(protocol.EvtMissionFollowUpCreated, &FollowUpCreated{FollowUpOf: prev.MissionID})
 	return nil
 }
 
@@ -107,7 +107,7 @@ func (g *Group) CreateLinkedMission(link LinkedMission, now time.Time) (Outcome,
 		CreatedAt: protocol.NewTime(now),
 	}
 	t.ancestors = append([]string(nil), link.Ancestors...)
-	ev := &MissionEvent{Budgets: link.Budgets, Parent: link.Parent, Ancestors: t.ancestors, FollowUpOf: link.FollowUpOf}
+	ev := &MissionCreated{Budgets: link.Budgets, Parent: link.Parent, Ancestors: t.ancestors, FollowUpOf: link.FollowUpOf}
 	t.emitMission(protocol.EvtMissionCreated, ev)
 	ev.Mission = t.missionCopy()
 	t.commit()
@@ -196,7 +196,7 @@ func (t *txn) assignCoordinator() error {
 	if err != nil {
 		return err
 	}
-	ev := &MissionEvent{}
+	ev := &CoordinatorAssigned{}
 	var epoch uint64 = 1
 	if prev := t.mission.Coordinator; prev != nil {
 		epoch = prev.CoordinatorEpoch + 1
@@ -228,7 +228,7 @@ func (t *txn) renewCoordinator() error {
 	}
 	t.mission.Coordinator.LeaseExpiresAt = protocol.NewTime(t.now.Add(d))
 	c := *t.mission.Coordinator
-	t.emitMission(protocol.EvtMissionCoordinatorRenewed, &MissionEvent{Coordinator: &c})
+	t.emitMission(protocol.EvtMissionCoordinatorRenewed, &CoordinatorRenewed{Coordinator: &c})
 	return nil
 }
 
@@ -257,7 +257,7 @@ func (t *txn) submitForApproval() error {
 		return protocol.InvalidCommand("mission.submit_for_approval: evidence is required").At("/payload/evidence")
 	}
 	t.mission.State = protocol.MissionAwaitingApproval
-	t.emitMission(protocol.EvtMissionSubmittedForApproval, &MissionEvent{
+	t.emitMission(protocol.EvtMissionSubmittedForApproval, &SubmittedForApproval{
 		Summary: p.Summary, Artifacts: p.Artifacts, Evidence: p.Evidence,
 	})
 	return nil
@@ -279,7 +279,7 @@ func (t *txn) approveMission() error {
 	}
 	t.mission.State = protocol.MissionApproved
 	approver := t.in.Actor
-	t.emitMission(protocol.EvtMissionApproved, &MissionEvent{ApprovalID: p.ApprovalID, Approver: &approver, Comment: p.Comment})
+	t.emitMission(protocol.EvtMissionApproved, &MissionApproved{ApprovalID: p.ApprovalID, Approver: &approver, Comment: p.Comment})
 	t.noticeParent(p.ApprovalID, "")
 	return nil
 }
@@ -299,7 +299,7 @@ func (t *txn) requestChanges() error {
 		return protocol.InvalidCommand("mission.request_changes: changes are required").At("/payload/changes")
 	}
 	t.mission.State = protocol.MissionActive
-	t.emitMission(protocol.EvtMissionChangesRequested, &MissionEvent{Changes: p.Changes, Comment: p.Comment})
+	t.emitMission(protocol.EvtMissionChangesRequested, &ChangesRequested{Changes: p.Changes, Comment: p.Comment})
 	return nil
 }
 
@@ -315,7 +315,7 @@ func (t *txn) cancelMission() error {
 		return err
 	}
 	t.mission.State = protocol.MissionCancelled
-	ev := &MissionEvent{Reason: p.Reason}
+	ev := &MissionClosed{Reason: p.Reason}
 	t.emitMission(protocol.EvtMissionCancelled, ev)
 	ev.UnfinishedWorkItems = t.closeUnfinished(protocol.WorkCancelled, "mission cancelled: "+p.Reason)
 	t.noticeParent("", p.Reason)
@@ -340,7 +340,7 @@ func (t *txn) terminateMission() error {
 		return err
 	}
 	t.mission.State = protocol.MissionTerminated
-	ev := &MissionEvent{Reason: p.Reason}
+	ev := &MissionClosed{Reason: p.Reason}
 	t.emitMission(protocol.EvtMissionTerminated, ev)
 	ev.UnfinishedWorkItems = t.closeUnfinished(protocol.WorkFailed, "mission terminated: "+p.Reason)
 	t.noticeParent("", p.Reason)
@@ -358,13 +358,11 @@ func (t *txn) closeUnfinished(to protocol.WorkItemState, reason string) []string
 		w := t.item(id)
 		w.State = to
 		releaseAll(w)
-		ev := &WorkItemEvent{Reason: reason}
-		typ := protocol.EvtWorkCancelled
 		if to == protocol.WorkFailed {
-			typ = protocol.EvtWorkFailed
-			ev.Evidence = []protocol.Evidence{t.failureEvidence(id, "mission-terminated")}
+			t.emitWork(protocol.EvtWorkFailed, w, &Failed{Reason: reason, Evidence: []protocol.Evidence{t.failureEvidence(id, "mission-terminated")}})
+		} else {
+			t.emitWork(protocol.EvtWorkCancelled, w, &Cancelled{Reason: reason})
 		}
-		t.emitWork(typ, w, ev)
 		ids = append(ids, id)
 	}
 	return ids
@@ -438,12 +436,12 @@ func (t *txn) createChild() error {
 	w.Blocker = &protocol.Resolution{Kind: protocol.ResolutionSubwork, Detail: "child Mission " + p.ChildMissionID}
 	w.ChildMissionID, w.ChildGroupID, w.ChildFailure = p.ChildMissionID, p.ChildGroupID, p.OnChildFailure
 
-	t.emitMission(protocol.EvtMissionChildCreated, &MissionEvent{Child: &ChildLink{
+	t.emitMission(protocol.EvtMissionChildCreated, &ChildCreated{Child: &ChildLink{
 		ParentWorkItemID: p.ParentWorkItemID, ChildMissionID: p.ChildMissionID, ChildGroupID: p.ChildGroupID,
 		Title: p.Title, Objective: p.Objective, OnChildFailure: p.OnChildFailure,
 	}, Budgets: p.Budgets})
 	b := *w.Blocker
-	t.emitWork(protocol.EvtWorkBlocked, w, &WorkItemEvent{Blocker: &b, ChildMissionID: p.ChildMissionID, Ownership: copyGrant(w.Ownership)})
+	t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{Blocker: &b, ChildMissionID: p.ChildMissionID, Ownership: copyGrant(w.Ownership)})
 	t.effect(ChildMissionRequested{Link: LinkedMission{
 		MissionID: p.ChildMissionID, GroupID: p.ChildGroupID, Title: p.Title, Objective: p.Objective,
 		Owner: t.mission.Owner, PriorityClass: t.mission.PriorityClass, Budgets: p.Budgets,

@@ -102,7 +102,7 @@ func TestPropertyRandomCommands(t *testing.T) {
 				}
 				revision[id] = e.Revision
 				if e.Type == protocol.EvtWorkOfferAccepted {
-					ev := e.Payload.(*WorkItemEvent)
+					ev := e.Payload.(*OfferAccepted)
 					if !ev.RenewedAcceptance {
 						if ev.Ownership.OwnershipEpoch <= lastEpoch[id] {
 							rt.Fatalf("ownership epoch of %s went %d → %d", id, lastEpoch[id], ev.Ownership.OwnershipEpoch)

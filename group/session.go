@@ -22,7 +22,7 @@ func (g *Group) RevokeSession(agentID string, newEpoch uint64, now time.Time) Ou
 		old := w.Lease.LeaseID
 		w.Lease = nil
 		w.State = protocol.WorkQueued
-		t.emitWork(protocol.EvtWorkProgressed, w, &WorkItemEvent{LeaseID: old, Reason: "session_replaced"})
+		t.emitWork(protocol.EvtWorkProgressed, w, &Progressed{LeaseID: old, Reason: "session_replaced"})
 	}
 	t.commit()
 	return t.out

@@ -115,7 +115,7 @@ func (t *txn) propose() error {
 		Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: pr.ProposalID},
 		Revision:  pr.Revision,
 		Actor:     t.in.Actor,
-		Payload: &ProposalEvent{
+		Payload: &Proposed{
 			ProposalID: pr.ProposalID, MissionID: pr.MissionID, Summary: pr.Summary,
 			Proposer: pr.Proposer, ParentWorkItemID: pr.ParentWorkItemID, State: pr.State,
 		},
@@ -182,7 +182,7 @@ func (t *txn) authorize() error {
 		t.proposals[pr.ProposalID] = pr
 	}
 	c := p.Contract
-	t.emitWork(protocol.EvtWorkAuthorized, w, &WorkItemEvent{MissionID: p.MissionID, ProposalID: p.ProposalID, Contract: &c, ContractRevision: c.Revision})
+	t.emitWork(protocol.EvtWorkAuthorized, w, &Authorized{MissionID: p.MissionID, ProposalID: p.ProposalID, Contract: &c, ContractRevision: c.Revision})
 	return nil
 }
 
@@ -232,7 +232,7 @@ func (t *txn) offer() error {
 		prev := w.Contract.Revision
 		w.Contract = p.Contract
 		c := p.Contract
-		t.emitWork(protocol.EvtWorkContractRevised, w, &WorkItemEvent{Contract: &c, ContractRevision: c.Revision, PreviousRevision: prev})
+		t.emitWork(protocol.EvtWorkContractRevised, w, &ContractRevised{Contract: &c, ContractRevision: c.Revision, PreviousRevision: prev})
 	} else {
 		w.Contract = p.Contract
 	}
@@ -251,7 +251,7 @@ func (t *txn) offer() error {
 		k := *w.Checkpoint
 		ckpt = &k
 	}
-	t.emitWork(protocol.EvtWorkOfferCreated, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkOfferCreated, w, &OfferCreated{
 		OfferID: p.OfferID, Contract: &c, ContractRevision: c.Revision,
 		Candidates: append([]protocol.OfferCandidate(nil), p.Candidates...), OfferExpiresAt: &exp,
 		StartWithinMs: startWithin, FencedOwnershipEpoch: fenced, Checkpoint: ckpt,
@@ -368,7 +368,7 @@ func (t *txn) acceptOffer() error {
 	w.Attempts++
 	w.State = protocol.WorkQueued
 	sd := p.ScheduleDisclosure
-	t.emitWork(protocol.EvtWorkOfferAccepted, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkOfferAccepted, w, &OfferAccepted{
 		OfferID: o.OfferID, ContractRevision: p.ContractRevision, Ownership: copyGrant(w.Ownership), ScheduleDisclosure: &sd,
 	})
 	return nil
@@ -381,7 +381,7 @@ func (t *txn) renewAcceptance(w *WorkItem, p *protocol.AcceptOfferPayload) error
 	}
 	w.AcceptedRevision = p.ContractRevision
 	sd := p.ScheduleDisclosure
-	t.emitWork(protocol.EvtWorkOfferAccepted, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkOfferAccepted, w, &OfferAccepted{
 		OfferID: p.OfferID, ContractRevision: p.ContractRevision, Ownership: copyGrant(w.Ownership),
 		ScheduleDisclosure: &sd, RenewedAcceptance: true,
 	})
@@ -423,7 +423,7 @@ func (t *txn) grantExecution() error {
 	}
 	w.ExecutionApproval = a
 	c := *a
-	t.emitWork(protocol.EvtApprovalExecutionGranted, w, &WorkItemEvent{Approval: &c})
+	t.emitWork(protocol.EvtApprovalExecutionGranted, w, &ExecutionGranted{Approval: &c})
 	return nil
 }
 
@@ -479,7 +479,7 @@ func (t *txn) start() error {
 	}
 	w.Lease = w.newLease(*t.in.SessionEpoch, t.now, t.lim.LeaseDuration)
 	w.State = protocol.WorkActive
-	t.emitWork(protocol.EvtWorkStarted, w, &WorkItemEvent{Lease: copyLease(w.Lease), Ownership: copyGrant(w.Ownership), ResumeFromCheckpoint: p.ResumeFromCheckpointID})
+	t.emitWork(protocol.EvtWorkStarted, w, &Started{Lease: copyLease(w.Lease), Ownership: copyGrant(w.Ownership), ResumeFromCheckpoint: p.ResumeFromCheckpointID})
 	return nil
 }
 
@@ -529,7 +529,7 @@ func (t *txn) insertDependency() error {
 	c.Revision = p.ContractRevision
 	w.Contract = c
 	cc := c
-	t.emitWork(protocol.EvtWorkContractRevised, w, &WorkItemEvent{
+	t.emitWork(protocol.EvtWorkContractRevised, w, &ContractRevised{
 		Contract: &cc, ContractRevision: c.Revision, PreviousRevision: prev,
 		Dependencies: append([]protocol.Dependency(nil), p.Dependencies...),
 	})

@@ -216,7 +216,7 @@ func TestMissionAEndToEnd(t *testing.T) {
 			continue
 		}
 		accepted++
-		var p group.WorkItemEvent
+		var p group.ResultAccepted
 		mustJSON(t, ev.Payload, &p)
 		var methods []string
 		for _, e := range p.Evidence {

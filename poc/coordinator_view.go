@@ -1,7 +1,6 @@
 package poc
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/missionweave/mwp-worker/group"
@@ -82,52 +81,49 @@ func (v *view) apply(ev *protocol.Event) error {
 		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s is %s/%d, expected %s/%d", ev.EventID, ev.GroupID, ev.Seq(), v.groupID, v.lastSeq+1)
 	}
 	v.lastSeq = ev.Seq()
-	switch ev.Type {
-	case protocol.EvtMissionCreated, protocol.EvtMissionCoordinatorAssigned, protocol.EvtMissionCoordinatorRenewed,
-		protocol.EvtMissionSubmittedForApproval, protocol.EvtMissionApproved, protocol.EvtMissionChangesRequested,
-		protocol.EvtMissionCancelled, protocol.EvtMissionTerminated:
-		var p group.MissionEvent
-		if err := decodeEventPayload(ev, &p); err != nil {
-			return err
+	if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
+		return v.applyWork(ev)
+	}
+	payload, err := group.Decode(ev.Type, ev.Payload)
+	if err != nil {
+		if _, known := group.Events[ev.Type]; !known {
+			return nil // an extension this coordinator does not follow
 		}
-		if p.State != "" {
-			v.missionState = p.State
+		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s: %v", ev.EventID, err)
+	}
+	if m, ok := payload.(group.MissionPayload); ok {
+		v.missionState, v.missionRev = m.Ref().State, ev.Rev()
+	}
+	switch p := payload.(type) {
+	case *group.CoordinatorAssigned:
+		v.coordinator(p.Coordinator)
+	case *group.CoordinatorRenewed:
+		v.coordinator(p.Coordinator)
+	case *group.ChangesRequested:
+		v.changeRequests = append(v.changeRequests, ChangeRequest{Changes: p.Changes, Comment: p.Comment})
+	case *protocol.Membership:
+		if p.Principal.Kind == protocol.ActorAgent {
+			v.members[p.Principal.ID] = p.State == protocol.MembershipActive
 		}
-		v.missionRev = ev.Rev()
-		if p.Coordinator != nil {
-			v.coordAgent, v.coordEpoch, v.coordExpires = p.Coordinator.AgentID, p.Coordinator.CoordinatorEpoch, p.Coordinator.LeaseExpiresAt.Time
-		}
-		if ev.Type == protocol.EvtMissionChangesRequested {
-			v.changeRequests = append(v.changeRequests, ChangeRequest{Changes: p.Changes, Comment: p.Comment})
-		}
-	case protocol.EvtMembershipChanged, protocol.EvtMembershipEnded:
-		var m protocol.Membership
-		if err := decodeEventPayload(ev, &m); err != nil {
-			return err
-		}
-		if m.Principal.Kind == protocol.ActorAgent {
-			v.members[m.Principal.ID] = m.State == protocol.MembershipActive
-		}
-	case protocol.EvtArtifactPublished:
-		var p struct {
-			Manifest protocol.ArtifactManifest `json:"manifest"`
-		}
-		if err := decodeEventPayload(ev, &p); err != nil {
-			return err
-		}
+	case *group.ArtifactPublished:
 		v.manifests[p.Manifest.ContentHash] = p.Manifest
-	default:
-		if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
-			return v.applyWork(ev)
-		}
 	}
 	return nil
 }
 
+func (v *view) coordinator(c *protocol.CoordinatorLease) {
+	if c != nil {
+		v.coordAgent, v.coordEpoch, v.coordExpires = c.AgentID, c.CoordinatorEpoch, c.LeaseExpiresAt.Time
+	}
+}
+
 func (v *view) applyWork(ev *protocol.Event) error {
-	var p group.WorkItemEvent
-	if err := decodeEventPayload(ev, &p); err != nil {
-		return err
+	payload, err := group.Decode(ev.Type, ev.Payload)
+	if err != nil {
+		if _, known := group.Events[ev.Type]; !known {
+			return nil
+		}
+		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s: %v", ev.EventID, err)
 	}
 	id := ev.Aggregate.ID
 	w := v.items[id]
@@ -139,20 +135,22 @@ func (v *view) applyWork(ev *protocol.Event) error {
 		v.items[id] = w
 	}
 	w.revision = ev.Rev()
-	if p.State != "" {
-		w.state = p.State
+	if wp, ok := payload.(group.WorkPayload); ok {
+		w.state = wp.Ref().State
 	}
-	if p.Contract != nil {
-		w.contract = *p.Contract
+	if o := group.OwnershipOf(payload); o != nil {
+		w.owner, w.epoch, w.startDeadline = o.OwnerAgentID, o.OwnershipEpoch, o.StartDeadline.Time
 	}
-	if p.Ownership != nil {
-		w.owner, w.epoch, w.startDeadline = p.Ownership.OwnerAgentID, p.Ownership.OwnershipEpoch, p.Ownership.StartDeadline.Time
+	if l := group.LeaseOf(payload); l != nil {
+		w.leaseID, w.leaseExpires = l.LeaseID, l.ExpiresAt.Time
 	}
-	if p.Lease != nil {
-		w.leaseID, w.leaseExpires = p.Lease.LeaseID, p.Lease.ExpiresAt.Time
-	}
-	switch ev.Type {
-	case protocol.EvtWorkOfferCreated:
+	switch p := payload.(type) {
+	case *group.Authorized:
+		w.setContract(p.Contract)
+	case *group.ContractRevised:
+		w.setContract(p.Contract)
+	case *group.OfferCreated:
+		w.setContract(p.Contract)
 		w.offerID, w.offers = p.OfferID, w.offers+1
 		if p.OfferExpiresAt != nil {
 			w.offerExpires = p.OfferExpiresAt.Time
@@ -161,32 +159,32 @@ func (v *view) applyWork(ev *protocol.Event) error {
 			w.fenced = append(w.fenced, w.owner)
 		}
 		w.owner, w.leaseID = "", ""
-	case protocol.EvtWorkOfferAccepted:
+	case *group.OfferAccepted:
 		if !p.RenewedAcceptance {
 			v.rel(w.owner, w.contract).Attempts++
 		}
-	case protocol.EvtWorkCheckpointed:
+	case *group.Checkpointed:
 		w.leaseID = ""
 		if p.Checkpoint != nil {
 			w.checkpoint = p.Checkpoint.CheckpointID
 		}
-	case protocol.EvtWorkSubmitted:
+	case *group.Submitted:
 		w.leaseID = ""
 		w.submission = &submission{seq: ev.Seq(), agent: ev.Actor.ID, epoch: w.epoch, leaseID: p.LeaseID,
 			artifacts: p.Artifacts, evidence: p.Evidence}
-	case protocol.EvtWorkResultAccepted:
+	case *group.ResultAccepted:
 		if w.submission != nil {
 			w.submission.reviewed = true
 			w.accepted = &acceptance{artifacts: w.submission.artifacts, evidence: p.Evidence}
 			v.rel(w.submission.agent, w.contract).Successes++
 		}
-	case protocol.EvtWorkFailed:
+	case *group.Failed:
 		w.failures++
 		if w.submission != nil {
 			w.submission.reviewed = true
 		}
 		w.owner, w.leaseID = "", ""
-	case protocol.EvtWorkCancelled:
+	case *group.Cancelled:
 		w.owner, w.leaseID = "", ""
 	}
 	return nil
@@ -206,14 +204,10 @@ func (v *view) rel(agent string, c protocol.WorkContract) *protocol.ReliabilityR
 	return r
 }
 
-func decodeEventPayload(ev *protocol.Event, into any) error {
-	if len(ev.Payload) == 0 {
-		return nil
+func (w *itemView) setContract(c *protocol.WorkContract) {
+	if c != nil {
+		w.contract = *c
 	}
-	if err := json.Unmarshal(ev.Payload, into); err != nil {
-		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s (%s) payload: %v", ev.EventID, ev.Type, err)
-	}
-	return nil
 }
 
 // ownerLapsed reports whether the item's owner no longer holds it at now:

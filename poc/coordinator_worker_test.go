@@ -106,12 +106,12 @@ func (w *testWorker) fail(err error) {
 }
 
 func (w *testWorker) handle(ctx context.Context, ev *protocol.Event) {
-	var p group.WorkItemEvent
-	if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem || json.Unmarshal(ev.Payload, &p) != nil {
+	payload, err := group.Decode(ev.Type, ev.Payload)
+	if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem || err != nil {
 		return
 	}
-	switch ev.Type {
-	case protocol.EvtWorkOfferCreated:
+	switch p := payload.(type) {
+	case *group.OfferCreated:
 		if !slices.ContainsFunc(p.Candidates, func(c protocol.OfferCandidate) bool { return c.AgentID == w.id }) {
 			return
 		}
@@ -125,7 +125,7 @@ func (w *testWorker) handle(ctx context.Context, ev *protocol.Event) {
 				EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now.Add(time.Minute))},
 				EstimatedCompletion:  protocol.NewTime(now.Add(10 * time.Minute)), Confidence: 0.7, CapacityState: protocol.CapacityAvailable,
 				ComputedAt: protocol.NewTime(now)}})
-	case protocol.EvtWorkOfferAccepted:
+	case *group.OfferAccepted:
 		if p.Ownership == nil || p.Ownership.OwnerAgentID != w.id || p.RenewedAcceptance {
 			return
 		}

@@ -56,8 +56,10 @@ func (f *faultPlan) scan() {
 				continue
 			}
 			var ev protocol.Event
-			var p group.WorkItemEvent
-			if json.Unmarshal(se.Raw, &ev) == nil && json.Unmarshal(ev.Payload, &p) == nil && p.Lease != nil {
+			if json.Unmarshal(se.Raw, &ev) != nil {
+				continue
+			}
+			if p, err := group.DecodeAs[group.Started](&ev); err == nil && p.Lease != nil {
 				f.started[g+"/"+se.WorkItemID] = p.Lease.AgentID
 			}
 		}

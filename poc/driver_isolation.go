@@ -33,23 +33,27 @@ func checkCredentialScope(log EventLog, groups []string) InvariantResult {
 				continue
 			}
 			var ev protocol.Event
-			var p group.WorkItemEvent
-			if json.Unmarshal(se.Raw, &ev) != nil || json.Unmarshal(ev.Payload, &p) != nil || p.Lease == nil {
+			if json.Unmarshal(se.Raw, &ev) != nil {
 				continue
 			}
-			tok := p.CapabilityToken
+			payload, err := group.Decode(ev.Type, ev.Payload)
+			lease := group.LeaseOf(payload)
+			if err != nil || lease == nil {
+				continue
+			}
+			tok := group.CapabilityTokenOf(payload)
 			where := g + "/" + se.WorkItemID
 			if tok == nil {
-				problems = append(problems, fmt.Sprintf("%s: lease %s came without a capability token", where, p.Lease.LeaseID))
+				problems = append(problems, fmt.Sprintf("%s: lease %s came without a capability token", where, lease.LeaseID))
 				continue
 			}
 			n++
 			switch {
-			case protocol.CheckCapabilityToken(tok, keys, p.Lease.LeaseID, tok.IssuedAt.Time) != nil:
-				problems = append(problems, fmt.Sprintf("%s: token %s does not verify for lease %s", where, tok.TokenID, p.Lease.LeaseID))
-			case tok.GroupID != g || tok.WorkItemID != se.WorkItemID || tok.AgentID != p.Lease.AgentID:
+			case protocol.CheckCapabilityToken(tok, keys, lease.LeaseID, tok.IssuedAt.Time) != nil:
+				problems = append(problems, fmt.Sprintf("%s: token %s does not verify for lease %s", where, tok.TokenID, lease.LeaseID))
+			case tok.GroupID != g || tok.WorkItemID != se.WorkItemID || tok.AgentID != lease.AgentID:
 				problems = append(problems, fmt.Sprintf("%s: token %s names %s/%s for %s", where, tok.TokenID, tok.GroupID, tok.WorkItemID, tok.AgentID))
-			case tok.ExpiresAt.After(p.Lease.ExpiresAt.Time):
+			case tok.ExpiresAt.After(lease.ExpiresAt.Time):
 				problems = append(problems, fmt.Sprintf("%s: token %s outlives its lease", where, tok.TokenID))
 			}
 			if other, dup := seen[tok.TokenID]; dup && other != where {

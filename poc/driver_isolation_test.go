@@ -42,7 +42,7 @@ func (l *tokenLog) started(t *testing.T, group, item, lease string, edit func(*p
 		t.Fatal(err)
 	}
 	_ = json.Unmarshal(raw, &tok)
-	payload, _ := json.Marshal(grp.WorkItemEvent{WorkItemID: item, State: protocol.WorkActive, Lease: ls, CapabilityToken: &tok})
+	payload, _ := json.Marshal(grp.Started{WorkRef: grp.WorkRef{WorkItemID: item, State: protocol.WorkActive}, Lease: ls, CapabilityToken: &tok})
 	ev, _ := json.Marshal(protocol.Event{EventID: "evt-" + lease, GroupID: group, Type: protocol.EvtWorkStarted, Payload: payload})
 	l.evs[group] = append(l.evs[group], wss.StoredEvent{Sequence: uint64(len(l.evs[group]) + 1), Type: protocol.EvtWorkStarted, WorkItemID: item, Raw: ev})
 }

@@ -122,18 +122,18 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem {
 			continue
 		}
-		var p group.WorkItemEvent
-		if json.Unmarshal(ev.Payload, &p) != nil {
+		payload, err := group.Decode(ev.Type, ev.Payload)
+		if err != nil {
 			continue
 		}
 		item := ev.Aggregate.ID
-		switch ev.Type {
-		case protocol.EvtWorkOfferAccepted:
+		switch p := payload.(type) {
+		case *group.OfferAccepted:
 			if p.Ownership != nil {
 				owner[item] = p.Ownership.OwnerAgentID
 			}
 			*arrivals = append(*arrivals, Arrival{Item: item, Group: spec.GroupID, At: ev.OccurredAt.Time})
-		case protocol.EvtWorkStarted:
+		case *group.Started:
 			if p.Lease == nil {
 				continue
 			}
@@ -144,23 +144,23 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 			if _, ok := firstStart[item]; !ok {
 				firstStart[item] = ev.OccurredAt
 			}
-		case protocol.EvtWorkCheckpointed:
+		case *group.Checkpointed:
 			if p.Reason != "offline_reconciled" {
 				closeRun(item, ev.OccurredAt, OutcomePreempted)
 			}
-		case protocol.EvtWorkSubmitted, protocol.EvtWorkBlocked:
+		case *group.Submitted, *group.Blocked:
 			closeRun(item, ev.OccurredAt, OutcomeSubmitted)
-		case protocol.EvtWorkFailed, protocol.EvtWorkCancelled:
+		case *group.Failed, *group.Cancelled:
 			closeRun(item, ev.OccurredAt, OutcomeFailed)
-		case protocol.EvtWorkProgressed:
+		case *group.Progressed:
 			if p.Reason == "session_replaced" {
 				closeRun(item, ev.OccurredAt, OutcomeInterrupted)
 			}
-		case protocol.EvtWorkOfferCreated:
+		case *group.OfferCreated:
 			if p.FencedOwnershipEpoch != nil {
 				closeRun(item, ev.OccurredAt, OutcomeExpired)
 			}
-		case protocol.EvtWorkResultAccepted:
+		case *group.ResultAccepted:
 			verified[item] = ev.OccurredAt
 		}
 	}

@@ -41,15 +41,11 @@ func (s ServiceSource) Pending(ctx context.Context) ([]PendingMission, error) {
 			}
 			switch ev.Type {
 			case protocol.EvtArtifactPublished:
-				var a struct {
-					Manifest protocol.ArtifactManifest `json:"manifest"`
-				}
-				if json.Unmarshal(ev.Payload, &a) == nil {
+				if a, err := group.DecodeAs[group.ArtifactPublished](&ev); err == nil {
 					manifests[a.Manifest.ContentHash] = a.Manifest
 				}
 			case protocol.EvtMissionSubmittedForApproval:
-				var me group.MissionEvent
-				if json.Unmarshal(ev.Payload, &me) == nil {
+				if me, err := group.DecodeAs[group.SubmittedForApproval](&ev); err == nil {
 					p.Summary, p.Evidence, p.SubmittedAt = me.Summary, me.Evidence, ev.OccurredAt.Time
 					p.Artifacts = p.Artifacts[:0]
 					for _, d := range me.Artifacts {

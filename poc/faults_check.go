@@ -2,7 +2,6 @@ package poc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -154,9 +153,9 @@ func finalStates(log EventLog, groupID string) (map[string]protocol.WorkItemStat
 		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateWorkItem {
 			continue
 		}
-		var p group.WorkItemEvent
-		if json.Unmarshal(ev.Payload, &p) == nil && p.State != "" && p.State != protocol.WorkProposed {
-			out[ev.Aggregate.ID] = p.State
+		payload, err := group.Decode(ev.Type, ev.Payload)
+		if wp, ok := payload.(group.WorkPayload); err == nil && ok {
+			out[ev.Aggregate.ID] = wp.Ref().State
 		}
 	}
 	return out, nil
@@ -179,8 +178,8 @@ func checkFailover(st RunStores, mine []Injection) (bool, string, []string) {
 			if e.Type != protocol.EvtMissionCoordinatorAssigned {
 				continue
 			}
-			var p group.MissionEvent
-			if json.Unmarshal(e.Payload, &p) == nil && p.PreviousCoordinatorEpoch != nil && p.Coordinator != nil && p.Coordinator.AgentID != in.Agent {
+			p, err := group.DecodeAs[group.CoordinatorAssigned](&e)
+			if err == nil && p.PreviousCoordinatorEpoch != nil && p.Coordinator != nil && p.Coordinator.AgentID != in.Agent {
 				fencedAt, from, to = e.Seq(), *p.PreviousCoordinatorEpoch, p.Coordinator.CoordinatorEpoch
 			}
 		}
@@ -223,20 +222,20 @@ func checkLeaseExpiry(st RunStores, mine []Injection) (bool, string, []string) {
 			if e.Aggregate == nil || e.Aggregate.ID != in.WorkItem {
 				continue
 			}
-			var p group.WorkItemEvent
-			if json.Unmarshal(e.Payload, &p) != nil {
+			payload, err := group.Decode(e.Type, e.Payload)
+			if err != nil {
 				continue
 			}
-			switch e.Type {
-			case protocol.EvtWorkOfferCreated:
+			switch p := payload.(type) {
+			case *group.OfferCreated:
 				if p.FencedOwnershipEpoch != nil && *p.FencedOwnershipEpoch == in.Epoch {
 					fenced = true
 				}
-			case protocol.EvtWorkSubmitted:
+			case *group.Submitted:
 				if p.Ownership != nil {
 					lastEpoch = p.Ownership.OwnershipEpoch
 				}
-			case protocol.EvtWorkResultAccepted:
+			case *group.ResultAccepted:
 				completedBy = lastEpoch
 			}
 		}
@@ -284,19 +283,23 @@ func checkPreemption(st RunStores, mine []Injection) (bool, string, []string) {
 			if e.Aggregate == nil || e.Aggregate.Kind != protocol.AggregateWorkItem {
 				continue
 			}
-			var p group.WorkItemEvent
-			if json.Unmarshal(e.Payload, &p) != nil {
+			payload, err := group.Decode(e.Type, e.Payload)
+			if err != nil {
 				continue
 			}
 			id := e.Aggregate.ID
-			if p.State != "" {
-				final[id] = p.State
+			if wp, ok := payload.(group.WorkPayload); ok {
+				final[id] = wp.Ref().State
 			}
-			switch {
-			case e.Type == protocol.EvtWorkCheckpointed && p.CheckpointReason == protocol.CheckpointPreempted && p.Checkpoint != nil:
-				preempted[id] = p.Checkpoint.CheckpointID
-			case e.Type == protocol.EvtWorkStarted && p.ResumeFromCheckpoint != "" && p.ResumeFromCheckpoint == preempted[id]:
-				resumed[id] = true
+			switch p := payload.(type) {
+			case *group.Checkpointed:
+				if p.CheckpointReason == protocol.CheckpointPreempted && p.Checkpoint != nil {
+					preempted[id] = p.Checkpoint.CheckpointID
+				}
+			case *group.Started:
+				if p.ResumeFromCheckpoint != "" && p.ResumeFromCheckpoint == preempted[id] {
+					resumed[id] = true
+				}
 			}
 		}
 		for id, ck := range preempted {

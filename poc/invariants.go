@@ -171,14 +171,14 @@ func CheckNoStaleCompletion(log EventLog, groups []string) InvariantResult {
 				continue
 			}
 			id := ev.Aggregate.ID
-			var p group.WorkItemEvent
-			if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			payload, err := group.Decode(ev.Type, ev.Payload)
+			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s/%d: %v", g, ev.Seq(), err))
 				continue
 			}
 			gr := cur[id]
-			switch ev.Type {
-			case protocol.EvtWorkOfferAccepted:
+			switch p := payload.(type) {
+			case *group.OfferAccepted:
 				if p.Ownership != nil && !p.RenewedAcceptance {
 					if gr != nil && p.Ownership.OwnershipEpoch <= gr.epoch {
 						problems = append(problems, fmt.Sprintf("%s: ownership epoch %d after %d", id, p.Ownership.OwnershipEpoch, gr.epoch))
@@ -186,17 +186,17 @@ func CheckNoStaleCompletion(log EventLog, groups []string) InvariantResult {
 					cur[id] = &grant{owner: p.Ownership.OwnerAgentID, epoch: p.Ownership.OwnershipEpoch}
 				}
 				pending[id] = false
-			case protocol.EvtWorkStarted, protocol.EvtWorkProgressed:
-				if gr != nil && p.Lease != nil {
-					gr.lease = p.Lease.LeaseID
+			case *group.Started, *group.Progressed:
+				if l := group.LeaseOf(p); gr != nil && l != nil {
+					gr.lease = l.LeaseID
 				}
-			case protocol.EvtWorkSubmitted:
+			case *group.Submitted:
 				ok := gr != nil && ev.Actor.ID == gr.owner && p.Ownership != nil && p.Ownership.OwnershipEpoch == gr.epoch && p.LeaseID == gr.lease
 				if !ok {
 					problems = append(problems, fmt.Sprintf("%s/%d: %s submitted %s without the current grant", g, ev.Seq(), ev.Actor.ID, id))
 				}
 				pending[id] = ok
-			case protocol.EvtWorkResultAccepted:
+			case *group.ResultAccepted:
 				if p.ChildMissionID != "" {
 					continue
 				}
@@ -205,7 +205,7 @@ func CheckNoStaleCompletion(log EventLog, groups []string) InvariantResult {
 				}
 				pending[id] = false
 				accepted++
-			case protocol.EvtWorkOfferCreated, protocol.EvtWorkFailed, protocol.EvtWorkCancelled:
+			case *group.OfferCreated, *group.Failed, *group.Cancelled:
 				// An offer is only made without an active owner; failure and
 				// cancellation release every grant.
 				delete(cur, id)
@@ -278,9 +278,9 @@ func CheckMissionsApproved(log EventLog, missions []MissionSpec) InvariantResult
 		state := protocol.MissionState("")
 		for _, ev := range evs {
 			if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateMission {
-				var p group.MissionEvent
-				if json.Unmarshal(ev.Payload, &p) == nil && p.State != "" {
-					state = p.State
+				payload, err := group.Decode(ev.Type, ev.Payload)
+				if mp, ok := payload.(group.MissionPayload); err == nil && ok {
+					state = mp.Ref().State
 				}
 			}
 		}
