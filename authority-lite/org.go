@@ -256,7 +256,10 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 		gs := s.group(id)
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
-		out := gs.g.RevokeSession(p.AgentID, p.SessionEpoch, c.now)
+		out, err := gs.g.RevokeSession(p.AgentID, p.SessionEpoch, c.now)
+		if err != nil {
+			return nil, err
+		}
 		if len(out.Events) > 0 {
 			rp := &pending{now: protocol.NewTime(c.now), drafts: out.Events}
 			rp.leases = s.trackLeases(gs, out.Events, c.now)

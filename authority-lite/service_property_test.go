@@ -120,7 +120,65 @@ func TestServiceProperties(t *testing.T) {
 			}
 		}
 		checkProperties(rt, k.s, sent)
+		checkReplay(rt, k.s, "grp-a")
 	})
+}
+
+// checkReplay folds the durable log the way a worker does, with a restart
+// (the replica written out and read back) partway, and requires exactly
+// the authority's Mission and WorkItem records.
+func checkReplay(rt *rapid.T, s *Service, groupID string) {
+	evs, err := s.Events(groupID, 0, 0)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	replica := group.NewGroup(groupID, group.Limits{})
+	restartAt := rapid.IntRange(0, len(evs)).Draw(rt, "restartAt")
+	for i, se := range evs {
+		if i == restartAt {
+			raw, err := json.Marshal(replica)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			replica = group.NewGroup(groupID, group.Limits{})
+			if err := json.Unmarshal(raw, replica); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		var ev protocol.Event
+		if err := json.Unmarshal(se.Raw, &ev); err != nil {
+			rt.Fatal(err)
+		}
+		in, err := group.FromWire(&ev)
+		if err != nil {
+			rt.Fatalf("event %d %s: %v", se.Sequence, ev.Type, err)
+		}
+		if err := replica.Fold(in); err != nil {
+			rt.Fatalf("fold event %d %s: %v", se.Sequence, ev.Type, err)
+		}
+	}
+	m, ok := s.Mission(groupID)
+	if ok != (replica.Mission != nil) || ok && !jsonEqual(m, *replica.Mission) {
+		rt.Fatalf("replayed Mission %+v, authority %+v", replica.Mission, m)
+	}
+	ids := s.WorkItemIDs(groupID)
+	if len(ids) != len(replica.Items) {
+		rt.Fatalf("replayed %d WorkItems, authority %d", len(replica.Items), len(ids))
+	}
+	for _, id := range ids {
+		w, _ := s.WorkItem(groupID, id)
+		if r := replica.Items[id]; r == nil || !jsonEqual(w, *r) {
+			a, _ := json.Marshal(w)
+			b, _ := json.Marshal(r)
+			rt.Fatalf("WorkItem %s replayed\n%s\nauthority\n%s", id, b, a)
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
 
 func checkProperties(rt *rapid.T, s *Service, sent map[string]protocol.CommandType) {

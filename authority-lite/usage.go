@@ -42,14 +42,15 @@ func (s *Service) charge(gs *groupState, w *group.WorkItem, actor protocol.Actor
 	if err := s.chargeAncestors(gs, delta, p); err != nil {
 		return err
 	}
-	gs.usage[w.WorkItemID] = used
-	nw := w.Clone()
-	nw.Revision++
-	gs.g.Items[w.WorkItemID] = nw
-	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: nw.Revision, Actor: actor, Payload: &group.UsageRecorded{
-		WorkRef: group.WorkRef{WorkItemID: w.WorkItemID, State: nw.State}, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
+	d := group.EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: w.Revision + 1, Actor: actor, Payload: &group.UsageRecorded{
+		WorkRef: group.WorkRef{WorkItemID: w.WorkItemID, State: w.State}, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
 		HistoricalSessionEpoch: historical, ReconcilingSessionEpoch: reconciling,
-	}})
+	}}
+	if err := gs.g.FoldAll([]group.EventDraft{d}, p.now.Time); err != nil {
+		return err
+	}
+	gs.usage[w.WorkItemID] = used
+	p.drafts = append(p.drafts, d)
 	return nil
 }
 

@@ -223,7 +223,13 @@ type Blocked struct {
 	Progress       *protocol.Progress       `json:"progress,omitempty"`
 	Ownership      *protocol.OwnershipGrant `json:"ownership,omitempty"`
 	ChildMissionID string                   `json:"childMissionId,omitempty"`
-	Reason         string                   `json:"reason,omitempty"`
+	// ChildGroupID is set while a linked child Mission protects the
+	// ownership (mission.create_child); a block after the child ended
+	// names the child but no Group.
+	ChildGroupID string `json:"childGroupId,omitempty"`
+	// BlockedUntil bounds how long the blocked owner keeps ownership.
+	BlockedUntil *protocol.Time `json:"blockedUntil,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
 }
 
 // Unblocked is work.unblocked: back to queued under the same owner, or to

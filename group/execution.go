@@ -94,7 +94,7 @@ func (t *txn) block() error {
 	w.State = protocol.WorkBlocked
 	k, b := *w.Checkpoint, r
 	t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{
-		LeaseID: p.LeaseID, Checkpoint: &k, Blocker: &b, Progress: p.Progress, Ownership: copyGrant(w.Ownership),
+		LeaseID: p.LeaseID, Checkpoint: &k, Blocker: &b, Progress: p.Progress, Ownership: copyGrant(w.Ownership), BlockedUntil: &until,
 	})
 	return nil
 }
@@ -345,7 +345,7 @@ func (t *txn) childOutcome(o ChildOutcome) error {
 			w.BlockedUntil = &until
 		}
 		b := *w.Blocker
-		t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{Blocker: &b, ChildMissionID: o.ChildMissionID, Reason: reason, Ownership: copyGrant(w.Ownership)})
+		t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{Blocker: &b, ChildMissionID: o.ChildMissionID, Reason: reason, Ownership: copyGrant(w.Ownership), BlockedUntil: w.BlockedUntil})
 	default:
 		return protocol.InvalidCommand("child Mission %s is %s, not terminal", o.ChildMissionID, o.State)
 	}

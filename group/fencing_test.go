@@ -359,7 +359,7 @@ func TestChildMissionLifecycle(t *testing.T) {
 	if !ok || notice.ParentGroupID != "grp-a" || notice.Outcome.State != protocol.MissionCancelled {
 		t.Fatalf("child effects %+v", cout.Effects)
 	}
-	if _, err := k.g.ApplyChildOutcome(notice.Outcome, k.now); err != nil {
+	if _, err := k.childOutcome(notice.Outcome); err != nil {
 		t.Fatal(err)
 	}
 	k.wantState("wi", protocol.WorkBlocked)

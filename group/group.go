@@ -75,12 +75,67 @@ func NewGroup(groupID string, limits Limits) *Group {
 // (always a *protocol.Error) the Group is unchanged and the Outcome holds at
 // most audit effects.
 func (g *Group) Apply(in Input, now time.Time) (Outcome, error) {
+	out, err := g.Decide(in, now)
+	if err != nil {
+		return out, err
+	}
+	return out, g.FoldAll(out.Events, now)
+}
+
+// Decide decides one Command without changing the Group: the events to
+// append (and effects), or a *protocol.Error. Apply is Decide, then Fold
+// of each event.
+func (g *Group) Decide(in Input, now time.Time) (Outcome, error) {
 	t := g.begin(in, now)
 	if err := t.dispatch(); err != nil {
 		return Outcome{Effects: t.audit}, err
 	}
-	t.commit()
+	t.check()
 	return t.out, nil
+}
+
+// FoldAll folds events the Group just decided at now. An error means
+// Decide and Fold disagree: a defect, reported as INTERNAL_ERROR.
+func (g *Group) FoldAll(events []EventDraft, now time.Time) error {
+	at := protocol.NewTime(now)
+	for _, d := range events {
+		if err := g.Fold(d.At(at)); err != nil {
+			return protocol.Errorf(protocol.CodeInternalError, "fold %s: %v", d.Type, err)
+		}
+	}
+	return nil
+}
+
+// decidedCheck, when set (by tests), receives the state a decision left in
+// its working copies and the state Fold gives from its events; they must be
+// equal, or Fold has drifted from Decide.
+var decidedCheck func(decided, folded *Group)
+
+// check hands the decision's working state to decidedCheck with the state
+// Fold gives, both on copies of the Group.
+func (t *txn) check() {
+	if decidedCheck == nil {
+		return
+	}
+	decided, folded := t.g.shallowCopy(), t.g.shallowCopy()
+	t.commitTo(decided)
+	if err := folded.FoldAll(t.out.Events, t.now); err != nil {
+		panic(err)
+	}
+	decidedCheck(decided, folded)
+}
+
+func (g *Group) shallowCopy() *Group {
+	c := *g
+	c.Items = make(map[string]*WorkItem, len(g.Items))
+	for id, w := range g.Items {
+		c.Items[id] = w
+	}
+	c.Proposals = make(map[string]*Proposal, len(g.Proposals))
+	for id, p := range g.Proposals {
+		c.Proposals[id] = p
+	}
+	return &c
 }
 
 // ApplyChildOutcome applies a linked child Mission's terminal state to its
@@ -91,8 +146,7 @@ func (g *Group) ApplyChildOutcome(o ChildOutcome, now time.Time) (Outcome, error
 	if err := t.childOutcome(o); err != nil {
 		return Outcome{}, err
 	}
-	t.commit()
-	return t.out, nil
+	return t.apply()
 }
 
 // AuthorityActor is the actor of automatic events (spec 15.2: caused by an
@@ -127,8 +181,15 @@ func (g *Group) begin(in Input, now time.Time) *txn {
 	return t
 }
 
-func (t *txn) commit() {
-	g := t.g
+// apply ends a decision: the events are folded into the Group.
+func (t *txn) apply() (Outcome, error) {
+	t.check()
+	return t.out, t.g.FoldAll(t.out.Events, t.now)
+}
+
+// commitTo writes the decision's working copies into g; only the fold
+// check uses it, to compare them with what Fold gives.
+func (t *txn) commitTo(g *Group) {
 	if g.Items == nil {
 		g.Items = map[string]*WorkItem{}
 	}

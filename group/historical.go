@@ -22,7 +22,7 @@ func (g *Group) ApplyHistorical(in Input, historicalLeaseID string, now time.Tim
 			return Outcome{}, protocol.InvalidCommand("work item %s not found", p.WorkItemID).At("/payload/workItemId")
 		}
 		prog := p.Progress
-		t.emitWork(protocol.EvtWorkProgressed, w, &Progressed{LeaseID: historicalLeaseID, Progress: &prog, Reason: "offline_reconciled"})
+		t.emitWork(protocol.EvtWorkProgressed, w, &Progressed{LeaseID: historicalLeaseID, Progress: &prog, Reason: ReasonOfflineReconciled})
 	case *protocol.CheckpointWorkPayload:
 		w := t.item(p.WorkItemID)
 		if w == nil {
@@ -33,10 +33,9 @@ func (g *Group) ApplyHistorical(in Input, historicalLeaseID string, now time.Tim
 		}
 		w.Checkpoint = &protocol.CheckpointRef{CheckpointID: p.CheckpointID, StateDigest: p.StateDigest, At: protocol.NewTime(now)}
 		k, prog := *w.Checkpoint, p.Progress
-		t.emitWork(protocol.EvtWorkCheckpointed, w, &Checkpointed{LeaseID: historicalLeaseID, Checkpoint: &k, CheckpointReason: p.Reason, Progress: &prog, Reason: "offline_reconciled"})
+		t.emitWork(protocol.EvtWorkCheckpointed, w, &Checkpointed{LeaseID: historicalLeaseID, Checkpoint: &k, CheckpointReason: p.Reason, Progress: &prog, Reason: ReasonOfflineReconciled})
 	default:
 		return Outcome{}, protocol.InvalidCommand("%s has no historical form", in.Type)
 	}
-	t.commit()
-	return t.out, nil
+	return t.apply()
 }

@@ -26,12 +26,13 @@ func agent(id string) protocol.Actor { return protocol.Actor{Kind: protocol.Acto
 
 // kit drives one Group through commands on a clock it steps by hand.
 type kit struct {
-	t     testing.TB
-	g     *Group
-	now   time.Time
-	n     int
-	coord string
-	epoch uint64 // current coordinator epoch
+	t       testing.TB
+	g       *Group
+	replica *Group // changed only by Fold
+	now     time.Time
+	n       int
+	coord   string
+	epoch   uint64 // current coordinator epoch
 }
 
 func testLimits() Limits {
@@ -79,7 +80,50 @@ func (k *kit) worker(id string, typ protocol.CommandType, p any) Input {
 	return in
 }
 
-func (k *kit) apply(in Input) (Outcome, error) { return k.g.Apply(in, k.now) }
+// apply decides in and, when it is accepted, folds its events into the
+// kit's replica, a Group that only ever changes by Fold as a worker's
+// does: after every accepted input the two must be equal.
+func (k *kit) apply(in Input) (Outcome, error) {
+	out, err := k.g.Apply(in, k.now)
+	if err == nil {
+		k.fold(out)
+	}
+	return out, err
+}
+
+// childOutcome applies a linked child's outcome, folding it like apply.
+func (k *kit) childOutcome(o ChildOutcome) (Outcome, error) {
+	out, err := k.g.ApplyChildOutcome(o, k.now)
+	if err == nil {
+		k.fold(out)
+	}
+	return out, err
+}
+
+func (k *kit) fold(out Outcome) {
+	k.t.Helper()
+	if k.replica == nil {
+		k.replica = NewGroup(k.g.GroupID, k.g.Limits)
+	}
+	for _, d := range out.Events {
+		if err := k.replica.Fold(d.At(protocol.NewTime(k.now))); err != nil {
+			k.t.Fatalf("fold %s: %v", d.Type, err)
+		}
+	}
+	if got, want := snapshot(k.t, k.replica), snapshot(k.t, k.g); got != want {
+		k.t.Fatalf("folding the events of %v gives another state than deciding it:\n%s", eventTypes(out), diffJSON(got, want))
+	}
+}
+
+// diffJSON shows the first difference of two renderings with context.
+func diffJSON(got, want string) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	from := max(0, i-300)
+	return fmt.Sprintf("folded  …%s\ndecided …%s", got[from:min(len(got), i+200)], want[from:min(len(want), i+200)])
+}
 
 func (k *kit) must(in Input) Outcome {
 	k.t.Helper()

@@ -110,8 +110,7 @@ func (g *Group) CreateLinkedMission(link LinkedMission, now time.Time) (Outcome,
 	ev := &MissionCreated{Budgets: link.Budgets, Parent: link.Parent, Ancestors: t.ancestors, FollowUpOf: link.FollowUpOf}
 	t.emitMission(protocol.EvtMissionCreated, ev)
 	ev.Mission = t.missionCopy()
-	t.commit()
-	return t.out, nil
+	return t.apply()
 }
 
 func (t *txn) missionCopy() *protocol.Mission {
@@ -441,7 +440,7 @@ func (t *txn) createChild() error {
 		Title: p.Title, Objective: p.Objective, OnChildFailure: p.OnChildFailure,
 	}, Budgets: p.Budgets})
 	b := *w.Blocker
-	t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{Blocker: &b, ChildMissionID: p.ChildMissionID, Ownership: copyGrant(w.Ownership)})
+	t.emitWork(protocol.EvtWorkBlocked, w, &Blocked{Blocker: &b, ChildMissionID: p.ChildMissionID, ChildGroupID: p.ChildGroupID, Ownership: copyGrant(w.Ownership)})
 	t.effect(ChildMissionRequested{Link: LinkedMission{
 		MissionID: p.ChildMissionID, GroupID: p.ChildGroupID, Title: p.Title, Objective: p.Objective,
 		Owner: t.mission.Owner, PriorityClass: t.mission.PriorityClass, Budgets: p.Budgets,

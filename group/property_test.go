@@ -217,7 +217,7 @@ func TestPropertyRandomCommands(t *testing.T) {
 				id := pickItem(rt)
 				o := ChildOutcome{ParentWorkItemID: id, ChildMissionID: "mis-child-" + id, CausationID: "evt",
 					State: rapid.SampledFrom([]protocol.MissionState{"approved", "cancelled", "terminated", "active"}).Draw(rt, "childState")}
-				step(rt, "child_outcome", func() (Outcome, error) { return k.g.ApplyChildOutcome(o, k.now) })
+				step(rt, "child_outcome", func() (Outcome, error) { return k.childOutcome(o) })
 			},
 			"": func(rt *rapid.T) {
 				for _, id := range items {

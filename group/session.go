@@ -10,8 +10,9 @@ import (
 // execution lease the agent holds under an older session is revoked and
 // its WorkItem returns to queued, ownership kept, so the new session can
 // start it again with a new lease. Each affected WorkItem gets a
-// work.progressed event stating the revocation. It never fails.
-func (g *Group) RevokeSession(agentID string, newEpoch uint64, now time.Time) Outcome {
+// work.progressed event stating the revocation. It is refused by no rule;
+// an error is a defect (INTERNAL_ERROR).
+func (g *Group) RevokeSession(agentID string, newEpoch uint64, now time.Time) (Outcome, error) {
 	t := g.begin(Input{GroupID: g.GroupID, Actor: AuthorityActor}, now)
 	for _, id := range t.itemIDs() {
 		w := t.peek(id)
@@ -22,8 +23,7 @@ func (g *Group) RevokeSession(agentID string, newEpoch uint64, now time.Time) Ou
 		old := w.Lease.LeaseID
 		w.Lease = nil
 		w.State = protocol.WorkQueued
-		t.emitWork(protocol.EvtWorkProgressed, w, &Progressed{LeaseID: old, Reason: "session_replaced"})
+		t.emitWork(protocol.EvtWorkProgressed, w, &Progressed{LeaseID: old, Reason: ReasonSessionReplaced})
 	}
-	t.commit()
-	return t.out
+	return t.apply()
 }

@@ -30,7 +30,7 @@ func runRows(t *testing.T, cases []rowCase) {
 			}
 			do := func() (Outcome, error) {
 				if c.child != nil {
-					return k.g.ApplyChildOutcome(c.child(k), k.now)
+					return k.childOutcome(c.child(k))
 				}
 				return k.apply(c.in(k))
 			}
