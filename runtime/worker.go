@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -162,7 +161,7 @@ func (w *Worker) openSession(ctx context.Context, store *queue.Store) (agentSess
 		card.AgentID = cfg.AgentID
 		card.Keys = protocol.List[protocol.PublicKey]{cfg.Key.Public().Encode()}
 		card.IssuedAt = protocol.NewTime(cfg.Clock.Now())
-		signed, err := authoritylite.SignedCard(card, cfg.Key)
+		signed, err := protocol.SignedCard(card, cfg.Key)
 		if err != nil {
 			return agentSession{}, err
 		}

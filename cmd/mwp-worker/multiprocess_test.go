@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -238,7 +237,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if out, err := exec.Command(bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll).CombinedOutput(); err != nil {
 		t.Fatalf("enrollment: %v\n%s", err, out)
 	}
-	card, err := authoritylite.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
+	card, err := protocol.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
 		Keys: protocol.List[protocol.PublicKey]{ck.Public().Encode()}, Capabilities: protocol.List[protocol.Capability]{{ID: "coordination", Version: "1.0.0"}},
 		Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1, IssuedAt: protocol.NewTime(time.Now())}, ck)
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -218,7 +217,7 @@ func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error
 	for _, h := range cfg.Handlers {
 		card.Capabilities = append(card.Capabilities, h.Capability())
 	}
-	signed, err := authoritylite.SignedCard(card, cfg.Key)
+	signed, err := protocol.SignedCard(card, cfg.Key)
 	if err != nil {
 		return err
 	}
