@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -54,7 +55,7 @@ type run struct {
 	ctx     context.Context
 	log     *slog.Logger
 	out     io.Writer
-	auth    *runtime.EmbeddedAuthority
+	auth    *embed.Authority
 	svc     *authoritylite.Service
 	owner   *authoritylite.Principal
 	effects *EffectLog
@@ -148,7 +149,7 @@ func (r *run) key(kind protocol.ActorKind, id string) (protocol.PrivateKey, erro
 
 // setup starts the authority, the human, the workers and the coordinators.
 func (r *run) setup() error {
-	auth, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
+	auth, err := embed.Start(embed.Config{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
 		Limits: authoritylite.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
 	if err != nil {
 		return err
@@ -224,7 +225,7 @@ func (r *run) startWorker(id string, groups []string) error {
 		// and the run should not wait out a 30 s backoff after them.
 		Client: runtime.Config{Backoff: runtime.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: runtime.JitterFull}},
 	}
-	r.auth.Configure(&cfg)
+	cfg.UseInProcess(r.auth)
 	l := r.links[id]
 	if l == nil {
 		if l, err = newLink(r.auth.Addr.String()); err != nil {

@@ -169,10 +169,12 @@
 // replaced session (AUTH_STALE_SESSION on HELLO or on a command) drains the
 // same way and Run returns an error wrapping ErrSessionReplaced.
 //
-// EmbeddedAuthority (StartEmbedded) serves authority-lite over wss on a
-// loopback port with its self-signed certificate; workers connect to it
-// over real wss with the certificate pinned, the same path as a remote
-// authority.
+// An authority in the same process (authority-lite/embed, which serves
+// authority-lite over wss on a loopback port with its self-signed
+// certificate) is used through WorkerConfig.UseInProcess: the worker still
+// connects over real wss with the certificate pinned, the same path as a
+// remote authority. runtime never imports authority-lite; its end-to-end
+// tests do.
 //
 // Status: the Client is tested over loopback against an in-test fake
 // authority and against authority-lite/wss. The Worker is tested end to

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/slots"
@@ -24,7 +25,7 @@ type wkit struct {
 	t     *testing.T
 	fc    *fakeClock
 	ac    *skewClock
-	auth  *EmbeddedAuthority
+	auth  *embed.Authority
 	px    *proxy
 	alice *authoritylite.Principal
 	coord *authoritylite.Principal
@@ -44,16 +45,16 @@ func newWKit(t *testing.T) *wkit { return newWKitLease(t, 2*time.Minute) }
 func newWKitLease(t *testing.T, lease time.Duration) *wkit { return newWKitWith(t, lease, nil) }
 
 // newWKitWith is newWKitLease with the authority's configuration adjusted.
-func newWKitWith(t *testing.T, lease time.Duration, adjust func(*EmbeddedConfig)) *wkit {
+func newWKitWith(t *testing.T, lease time.Duration, adjust func(*embed.Config)) *wkit {
 	fc := newFakeClock()
 	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}}
-	ecfg := EmbeddedConfig{Dir: t.TempDir(), Clock: k.ac,
+	ecfg := embed.Config{Dir: t.TempDir(), Clock: k.ac,
 		Limits: authoritylite.Limits{LeaseDuration: lease, StartWithin: 10 * time.Minute},
 		Server: wss.Options{IdleTimeout: 24 * time.Hour, PingInterval: 24 * time.Hour, Tick: 20 * time.Millisecond}}
 	if adjust != nil {
 		adjust(&ecfg)
 	}
-	auth, err := StartEmbedded(ecfg)
+	auth, err := embed.Start(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func (k *wkit) workerConfig(id, dir string, h slots.Handler, nslots int) WorkerC
 		DrainTimeout: 10 * time.Second,
 		Client:       Config{PingInterval: -1, Backoff: Backoff{Base: 100 * time.Millisecond, Jitter: JitterNone}},
 	}
-	k.auth.Configure(&cfg)
+	cfg.UseInProcess(k.auth)
 	cfg.URL = k.px.url()
 	return cfg
 }

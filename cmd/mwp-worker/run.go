@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -131,12 +132,12 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		}
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
 	} else {
-		emb, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})
+		emb, err := embed.Start(embed.Config{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})
 		if err != nil {
 			return fail("embedded authority: %v", err)
 		}
 		defer emb.Close()
-		emb.Configure(&cfg)
+		cfg.UseInProcess(emb)
 		fmt.Fprintf(out, "embedded authority listening on %s\ncertificate fingerprint %s\n", emb.URL, emb.Fingerprint)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, emb.URL)
 	}
