@@ -17,6 +17,7 @@ import (
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // Options configure one proof-of-concept run (`mwp-worker poc`).
@@ -223,7 +224,7 @@ func (r *run) startWorker(id string, groups []string) error {
 		Tick:     200 * time.Millisecond,
 		// A short reconnect cap: the injected outages end at known times
 		// and the run should not wait out a 30 s backoff after them.
-		Client: runtime.Config{Backoff: runtime.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: runtime.JitterFull}},
+		Client: client.Config{Backoff: client.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: client.JitterFull}},
 	}
 	cfg.UseInProcess(r.auth)
 	l := r.links[id]

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -27,10 +29,10 @@ type WorkerConfig struct {
 	Card protocol.AgentCard
 
 	URL                   string
-	Trust                 Trust
+	Trust                 client.Trust
 	AllowInsecureLoopback bool
 	// AuthorityKeys verifies every event; nil skips the check (see
-	// Config.AuthorityKeys).
+	// client.Config.AuthorityKeys).
 	AuthorityKeys protocol.KeyResolver
 
 	// Groups to subscribe at start besides those the store knows.
@@ -49,7 +51,7 @@ type WorkerConfig struct {
 	// the authority refuses a manifest whose content it lacks.
 	Artifacts func(data []byte) (uri string, publish bool, err error)
 
-	Clock  Clock // nil: RealClock
+	Clock  clock.Timers // nil: clock.Real
 	Logger *slog.Logger
 
 	// GroupWeights and GroupQuotas set the scheduler's share per Group;
@@ -92,7 +94,7 @@ type WorkerConfig struct {
 
 	// Client tunes the connection; its URL, identity, store, clock and
 	// callbacks are set by the Worker.
-	Client Config
+	Client client.Config
 }
 
 // InProcessAuthority is an authority running in the worker's own process
@@ -111,7 +113,7 @@ type InProcessAuthority interface {
 // talks to it over wss, the same path as to a remote authority.
 func (c *WorkerConfig) UseInProcess(a InProcessAuthority) {
 	url, pin := a.Endpoint()
-	c.URL, c.Trust, c.AuthorityKeys = url, Trust{Pin: pin}, a.Keys()
+	c.URL, c.Trust, c.AuthorityKeys = url, client.Trust{Pin: pin}, a.Keys()
 	c.Enroll, c.Artifacts = a.Enroll, a.Artifacts
 }
 
@@ -133,7 +135,7 @@ func (c *WorkerConfig) check() error {
 		return errors.New("runtime: WorkerConfig.Key is not a key of agent " + c.AgentID)
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -18,7 +18,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
-	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // proc is a child process whose stdout is collected line by line.
@@ -125,11 +125,11 @@ func writeKey(t *testing.T, dir, name string, kind protocol.ActorKind, id string
 	return k
 }
 
-// coordinator is the test's coordinator agent: a runtime.Client of its
+// coordinator is the test's coordinator agent: a client.Client of its
 // own over wss, relaying the human owner's signed commands too.
 type coordinator struct {
 	t      *testing.T
-	c      *runtime.Client
+	c      *client.Client
 	store  *queue.Store
 	key    protocol.PrivateKey
 	human  protocol.PrivateKey
@@ -138,10 +138,10 @@ type coordinator struct {
 	logs   func() string // the worker's, for failures
 }
 
-func connectCoordinator(t *testing.T, cfg runtime.Config, epoch uint64) *coordinator {
+func connectCoordinator(t *testing.T, cfg client.Config, epoch uint64) *coordinator {
 	t.Helper()
 	cfg.SessionEpoch = epoch
-	c, err := runtime.New(cfg)
+	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func connectCoordinator(t *testing.T, cfg runtime.Config, epoch uint64) *coordin
 	co := &coordinator{t: t, c: c, store: cfg.Store.(*queue.Store), key: cfg.Key, cancel: cancel, done: make(chan error, 1)}
 	go func() { co.done <- c.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.State() != runtime.StateConnected {
+	for c.State() != client.StateConnected {
 		if time.Now().After(deadline) {
 			t.Fatalf("coordinator not connected: %v", c.State())
 		}
@@ -275,7 +275,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ccfg := runtime.Config{URL: url, Trust: runtime.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
+	ccfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
 	co := connectCoordinator(t, ccfg, 0)
 	rec, _ := protocol.Marshal(card)
 	co.do(coordActor, ck, protocol.CmdSessionOpen, protocol.Envelope{}, &protocol.OpenSessionPayload{AgentID: "coord", SessionEpoch: 1, AgentCardHash: protocol.Digest(rec)})

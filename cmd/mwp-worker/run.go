@@ -20,6 +20,7 @@ import (
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -120,7 +121,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 
 	if url := cmd.String("authority"); url != "" {
 		cfg.URL = url
-		cfg.Trust = runtime.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
+		cfg.Trust = client.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
 		if p := cmd.String("authority-key"); p != "" {
 			k, err := protocol.LoadPublicKey(p)
 			if err != nil {
