@@ -2,7 +2,6 @@ package authoritylite
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 
 	"github.com/missionweave/mwp-worker/group"
@@ -83,18 +82,6 @@ func (p *Principal) Build(typ protocol.CommandType, groupID string, payload any,
 	return protocol.BuildCommand(p.Actor, p.Key, typ, env, payload, p.s.Now())
 }
 
-// SignedCard returns card signed by key, as agent_card_register carries it.
-func SignedCard(card protocol.AgentCard, key protocol.PrivateKey) (protocol.AgentCard, error) {
-	card.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: key.KeyID, CreatedAt: card.IssuedAt}
-	raw, err := protocol.SignedValue(card, key)
-	if err != nil {
-		return card, err
-	}
-	var out protocol.AgentCard
-	err = json.Unmarshal(raw, &out)
-	return out, err
-}
-
 // Join registers an agent's card and opens its next session.
 func (p *Principal) Join(ctx context.Context, card protocol.AgentCard) error {
 	card.AgentID = p.Actor.ID
@@ -104,7 +91,7 @@ func (p *Principal) Join(ctx context.Context, card protocol.AgentCard) error {
 	if card.IssuedAt.IsZero() {
 		card.IssuedAt = protocol.NewTime(p.s.Now())
 	}
-	signed, err := SignedCard(card, p.Key)
+	signed, err := protocol.SignedCard(card, p.Key)
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ func TestOrganizationRows(t *testing.T) {
 	w4 := k.s.Principal(agent("w4"), mustKey(t, protocol.ActorAgent, "w4"))
 	card := protocol.AgentCard{AgentID: "w5", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "x", Keys: protocol.List[protocol.PublicKey]{w4.Key.Public().Encode()},
 		Capabilities: protocol.List[protocol.Capability]{{ID: "x", Version: "1.0.0"}}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}, MaxConcurrency: 1, IssuedAt: protocol.NewTime(k.clk.Now())}
-	signed, err := SignedCard(card, w4.Key)
+	signed, err := protocol.SignedCard(card, w4.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -22,7 +23,7 @@ import (
 // included.
 func TestMissionsOnTheRealRuntime(t *testing.T) {
 	dir := t.TempDir()
-	auth, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: filepath.Join(dir, "authority"),
+	auth, err := embed.Start(embed.Config{Dir: filepath.Join(dir, "authority"),
 		Limits: group.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestMissionsOnTheRealRuntime(t *testing.T) {
 		cfg := runtime.WorkerConfig{Dir: workerDirs[w.id], Key: k, AgentID: w.id, Card: card, Groups: w.groups,
 			Handlers: Handlers(HandlerConfig{AgentID: w.id, Artifacts: svc, Integration: eff}), Tick: 200 * time.Millisecond,
 			Logger: slog.New(slog.DiscardHandler)}
-		auth.Configure(&cfg)
+		cfg.UseInProcess(auth)
 		wk, err := runtime.NewWorker(cfg)
 		if err != nil {
 			t.Fatal(err)

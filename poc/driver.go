@@ -13,10 +13,12 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // Options configure one proof-of-concept run (`mwp-worker poc`).
@@ -55,7 +57,7 @@ type run struct {
 	ctx     context.Context
 	log     *slog.Logger
 	out     io.Writer
-	auth    *runtime.EmbeddedAuthority
+	auth    *embed.Authority
 	svc     *authoritylite.Service
 	owner   *authoritylite.Principal
 	effects *EffectLog
@@ -149,7 +151,7 @@ func (r *run) key(kind protocol.ActorKind, id string) (protocol.PrivateKey, erro
 
 // setup starts the authority, the human, the workers and the coordinators.
 func (r *run) setup() error {
-	auth, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
+	auth, err := embed.Start(embed.Config{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
 		Limits: group.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
 	if err != nil {
 		return err
@@ -223,9 +225,9 @@ func (r *run) startWorker(id string, groups []string) error {
 		Tick:     200 * time.Millisecond,
 		// A short reconnect cap: the injected outages end at known times
 		// and the run should not wait out a 30 s backoff after them.
-		Client: runtime.Config{Backoff: runtime.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: runtime.JitterFull}},
+		Client: client.Config{Backoff: client.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: client.JitterFull}},
 	}
-	r.auth.Configure(&cfg)
+	cfg.UseInProcess(r.auth)
 	l := r.links[id]
 	if l == nil {
 		if l, err = newLink(r.auth.Addr.String()); err != nil {

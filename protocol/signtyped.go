@@ -42,6 +42,20 @@ func SignedValue(v any, k PrivateKey) ([]byte, error) {
 	return Canonical(doc)
 }
 
+// SignedCard returns card signed by k (createdAt = issuedAt), as
+// agent_card_register carries it: the authority, the worker registering
+// itself and `run --enrollment` all sign cards the same way.
+func SignedCard(card AgentCard, k PrivateKey) (AgentCard, error) {
+	card.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: card.IssuedAt}
+	raw, err := SignedValue(card, k)
+	if err != nil {
+		return card, err
+	}
+	var out AgentCard
+	err = json.Unmarshal(raw, &out)
+	return out, err
+}
+
 func signTyped(v any, k PrivateKey, member string) ([]byte, error) {
 	doc, err := toDoc(v)
 	if err != nil {

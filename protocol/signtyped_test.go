@@ -45,3 +45,38 @@ func TestSignedCommandVerifies(t *testing.T) {
 		t.Fatal("tampered command verified")
 	}
 }
+
+// A signed card verifies with its own key (createdAt = issuedAt), and the
+// signature does not survive a change of what the card claims.
+func TestSignedCardVerifies(t *testing.T) {
+	k := testKey(t, KeyIDFor(ActorAgent, "w1", "k1"), 7)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	card := AgentCard{AgentID: "w1", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "w1",
+		Keys: List[PublicKey]{k.Public().Encode()}, Capabilities: List[Capability]{{ID: "code.patch", Version: "1.0.0"}},
+		Roles: List[Role]{RoleWorker}, MaxConcurrency: 2, IssuedAt: NewTime(now)}
+	signed, err := SignedCard(card, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signed.Signature.Value == "" || signed.Signature.KeyID != k.KeyID || signed.Signature.CreatedAt != card.IssuedAt {
+		t.Fatalf("signature %+v", signed.Signature)
+	}
+	check := func(c AgentCard) error {
+		raw, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := Parse(raw, DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Verify(doc.(map[string]any), NewKeySet(k.Public()))
+	}
+	if err := check(signed); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	signed.MaxConcurrency = 3
+	if err := check(signed); err == nil {
+		t.Fatal("a card with a changed maxConcurrency verified")
+	}
+}

@@ -123,7 +123,7 @@ func BenchmarkIngest(b *testing.B) {
 			}
 			receiveDur := time.Since(start)
 
-			// The ingest as the runtime runs it (runtime/conn_decode.go):
+			// The ingest as the runtime runs it (runtime/client/decode.go):
 			// decoding and verification on every core, in order, while
 			// one goroutine commits up to 256 events per fsync.
 			b.StartTimer()

@@ -12,11 +12,11 @@ import (
 	"sync"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/toolkeys"
 )
 
@@ -40,7 +40,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, log: cfg.Logger.With("component", "runtime.worker", "agent", cfg.AgentID)}
-	w.status = WorkerStatus{AgentID: cfg.AgentID, Slots: int(cfg.Card.MaxConcurrency), Connection: StateIdle.String()}
+	w.status = WorkerStatus{AgentID: cfg.AgentID, Slots: int(cfg.Card.MaxConcurrency), Connection: client.StateIdle.String()}
 	return w, nil
 }
 
@@ -56,7 +56,7 @@ func (w *Worker) AddGroup(groupID string) {
 }
 
 // Redeliver has the authority send a Group's events after `after` again
-// (see Client.Redeliver); a no-op while the worker is not running.
+// (see client.Client.Redeliver); a no-op while the worker is not running.
 func (w *Worker) Redeliver(groupID string, after uint64) {
 	w.mu.Lock()
 	eng := w.eng
@@ -77,7 +77,7 @@ func (w *Worker) Status() WorkerStatus {
 // (spec 11.3), then works until ctx ends: it stops taking work, asks every
 // running slot to reach a safe point, sends their checkpoints and returns
 // nil. A replaced session (AUTH_STALE_SESSION) stops the slots at a safe
-// point and returns an error wrapping ErrSessionReplaced.
+// point and returns an error wrapping client.ErrSessionReplaced.
 func (w *Worker) Run(ctx context.Context) (err error) {
 	w.mu.Lock()
 	if w.running {
@@ -92,7 +92,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		if err != nil {
 			w.status.LastError = err.Error()
 		}
-		w.status.Connection = StateStopped.String()
+		w.status.Connection = client.StateStopped.String()
 		w.mu.Unlock()
 	}()
 
@@ -162,7 +162,7 @@ func (w *Worker) openSession(ctx context.Context, store *queue.Store) (agentSess
 		card.AgentID = cfg.AgentID
 		card.Keys = protocol.List[protocol.PublicKey]{cfg.Key.Public().Encode()}
 		card.IssuedAt = protocol.NewTime(cfg.Clock.Now())
-		signed, err := authoritylite.SignedCard(card, cfg.Key)
+		signed, err := protocol.SignedCard(card, cfg.Key)
 		if err != nil {
 			return agentSession{}, err
 		}
@@ -222,19 +222,19 @@ func (w *Worker) bootstrap(ctx context.Context, store *queue.Store, epoch uint64
 	cfg := w.cfg
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	states := make(chan StateChange, 16)
+	states := make(chan client.StateChange, 16)
 	ccfg := cfg.Client
 	ccfg.URL, ccfg.Trust, ccfg.AllowInsecureLoopback = cfg.URL, cfg.Trust, cfg.AllowInsecureLoopback
 	ccfg.AgentID, ccfg.Key, ccfg.SessionEpoch, ccfg.Store = cfg.AgentID, cfg.Key, epoch, store
 	ccfg.AuthorityKeys, ccfg.Clock, ccfg.Logger = cfg.AuthorityKeys, cfg.Clock, cfg.Logger
 	ccfg.Groups, ccfg.OnApplied = nil, nil
-	ccfg.OnState = func(sc StateChange) {
+	ccfg.OnState = func(sc client.StateChange) {
 		select {
 		case states <- sc:
 		default:
 		}
 	}
-	c, err := New(ccfg)
+	c, err := client.New(ccfg)
 	if err != nil {
 		return err
 	}
@@ -256,10 +256,10 @@ func (w *Worker) bootstrap(ctx context.Context, store *queue.Store, epoch uint64
 			return err
 		case sc := <-states:
 			var pe *protocol.Error
-			if sc.State == StateDisconnected && errors.As(sc.Err, &pe) && pe.Code == protocol.CodeAuthInvalidSignature {
+			if sc.State == client.StateDisconnected && errors.As(sc.Err, &pe) && pe.Code == protocol.CodeAuthInvalidSignature {
 				return pe
 			}
-			if sc.State != StateConnected {
+			if sc.State != client.StateConnected {
 				continue
 			}
 			// Commands a previous run left unanswered are resent first;

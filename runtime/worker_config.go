@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -27,10 +29,10 @@ type WorkerConfig struct {
 	Card protocol.AgentCard
 
 	URL                   string
-	Trust                 Trust
+	Trust                 client.Trust
 	AllowInsecureLoopback bool
 	// AuthorityKeys verifies every event; nil skips the check (see
-	// Config.AuthorityKeys).
+	// client.Config.AuthorityKeys).
 	AuthorityKeys protocol.KeyResolver
 
 	// Groups to subscribe at start besides those the store knows.
@@ -40,8 +42,8 @@ type WorkerConfig struct {
 	// Enroll registers the agent out of band when the authority does not
 	// know it (HELLO refused as unregistered): the wss binding has no way
 	// for an unknown agent to authenticate. It receives the signed
-	// agent_card_register command. The embedded authority passes
-	// EmbeddedAuthority.Enroll; nil makes Run fail with ErrNotRegistered.
+	// agent_card_register command. UseInProcess sets it to the embedded
+	// authority's; nil makes Run fail with ErrNotRegistered.
 	Enroll func(ctx context.Context, signedRegister []byte) error
 	// Artifacts stores a published artifact's bytes and returns its URI.
 	// nil keeps them under Dir/artifacts (a file:// URI) and does not send
@@ -49,7 +51,7 @@ type WorkerConfig struct {
 	// the authority refuses a manifest whose content it lacks.
 	Artifacts func(data []byte) (uri string, publish bool, err error)
 
-	Clock  Clock // nil: RealClock
+	Clock  clock.Timers // nil: clock.Real
 	Logger *slog.Logger
 
 	// GroupWeights and GroupQuotas set the scheduler's share per Group;
@@ -92,7 +94,27 @@ type WorkerConfig struct {
 
 	// Client tunes the connection; its URL, identity, store, clock and
 	// callbacks are set by the Worker.
-	Client Config
+	Client client.Config
+}
+
+// InProcessAuthority is an authority running in the worker's own process
+// (authority-lite/embed.Authority). An interface, so that runtime never
+// imports the authority it talks to (DESIGN.md §2).
+type InProcessAuthority interface {
+	// Endpoint is the wss URL and the "sha256:" pin of its certificate.
+	Endpoint() (url, pin string)
+	Keys() protocol.KeyResolver // verifies its events
+	Enroll(ctx context.Context, signedRegister []byte) error
+	Artifacts(data []byte) (uri string, publish bool, err error)
+}
+
+// UseInProcess points the worker at a: its URL with the certificate
+// pinned, its event keys, enrollment and artifact store. The worker still
+// talks to it over wss, the same path as to a remote authority.
+func (c *WorkerConfig) UseInProcess(a InProcessAuthority) {
+	url, pin := a.Endpoint()
+	c.URL, c.Trust, c.AuthorityKeys = url, client.Trust{Pin: pin}, a.Keys()
+	c.Enroll, c.Artifacts = a.Enroll, a.Artifacts
 }
 
 // ErrNotRegistered is returned by Run when the authority does not know the
@@ -113,7 +135,7 @@ func (c *WorkerConfig) check() error {
 		return errors.New("runtime: WorkerConfig.Key is not a key of agent " + c.AgentID)
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

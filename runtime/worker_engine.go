@@ -13,6 +13,7 @@ import (
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 	"github.com/missionweave/mwp-worker/toolkeys"
@@ -28,7 +29,7 @@ type engine struct {
 	store  *queue.Store
 	cps    *checkpoint.Store
 	buf    *offline.Buffer
-	client *Client
+	client *client.Client
 	pool   *slots.Pool
 	sched  *scheduler.Scheduler
 	mon    *offline.Monitor
@@ -52,7 +53,7 @@ type engine struct {
 	draining    bool
 	poolDone    bool
 	reconciling bool
-	connState   State
+	connState   client.State
 	fatal       error
 	log_        statusLogs
 }
@@ -106,7 +107,7 @@ func (m *mailbox) take() []any {
 // Messages to the loop.
 type (
 	msgApplied    struct{ res queue.Result }
-	msgState      struct{ sc StateChange }
+	msgState      struct{ sc client.StateChange }
 	msgClientDone struct{ err error }
 	msgOutcome    struct{ o slots.Outcome }
 	msgProgress   struct {
@@ -170,8 +171,8 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	ccfg.Groups = append(append([]string(nil), cfg.Groups...), w.added...)
 	w.mu.Unlock()
 	ccfg.OnApplied = func(r queue.Result) { e.mb.post(msgApplied{r}) }
-	ccfg.OnState = func(sc StateChange) { e.mb.post(msgState{sc}) }
-	if e.client, err = New(ccfg); err != nil {
+	ccfg.OnState = func(sc client.StateChange) { e.mb.post(msgState{sc}) }
+	if e.client, err = client.New(ccfg); err != nil {
 		e.pool.Shutdown(context.Background())
 		return nil, err
 	}
@@ -275,13 +276,13 @@ func (e *engine) handle(m any) {
 		e.onState(m.sc, now)
 	case msgClientDone:
 		if m.err != nil && e.fatal == nil {
-			if errors.Is(m.err, ErrSessionReplaced) {
+			if errors.Is(m.err, client.ErrSessionReplaced) {
 				e.fatal = fmt.Errorf("runtime: worker stopped: %w", m.err)
 			} else {
 				e.fatal = m.err
 			}
 		}
-		e.connState = StateStopped
+		e.connState = client.StateStopped
 	case msgSent:
 		e.inflight--
 		e.onSent(m, now)
@@ -336,7 +337,7 @@ func (e *engine) step(now time.Time) {
 // or no way to send (offline: checkpoints are in the durable buffer and the
 // rest would only wait for a reconnect; or the connection is gone).
 func (e *engine) drained() bool {
-	if e.connState == StateStopped || e.mon.State() != stateOnline {
+	if e.connState == client.StateStopped || e.mon.State() != stateOnline {
 		return true
 	}
 	return e.inflight == 0 && e.queuedCommands() == 0

@@ -9,6 +9,7 @@ import (
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -20,7 +21,7 @@ var signBuffered = offline.SignBuffered
 func offlineItem(k itemKey) offline.Item { return offline.Item{GroupID: k.group, WorkItemID: k.id} }
 
 func errSessionReplacedBy(err error) error {
-	return fmt.Errorf("runtime: worker stopped: %w: %w", ErrSessionReplaced, err)
+	return fmt.Errorf("runtime: worker stopped: %w: %w", client.ErrSessionReplaced, err)
 }
 
 // schedule starts what the scheduler picks for free slots, then asks for a

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/group"
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -23,13 +26,16 @@ import (
 // coordinator and Mission mis-a in grp-a.
 type wkit struct {
 	t     *testing.T
-	fc    *fakeClock
+	fc    *clock.Fake
 	ac    *skewClock
-	auth  *EmbeddedAuthority
+	auth  *embed.Authority
 	px    *proxy
 	alice *authoritylite.Principal
 	coord *authoritylite.Principal
 }
+
+// t0 is where every test's fake clock starts.
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
 func testKey(t testing.TB, kind protocol.ActorKind, id string) protocol.PrivateKey {
 	k, err := protocol.GenerateKey(protocol.KeyIDFor(kind, id, "k1"), rand.Reader)
@@ -45,16 +51,16 @@ func newWKit(t *testing.T) *wkit { return newWKitLease(t, 2*time.Minute) }
 func newWKitLease(t *testing.T, lease time.Duration) *wkit { return newWKitWith(t, lease, nil) }
 
 // newWKitWith is newWKitLease with the authority's configuration adjusted.
-func newWKitWith(t *testing.T, lease time.Duration, adjust func(*EmbeddedConfig)) *wkit {
-	fc := newFakeClock()
+func newWKitWith(t *testing.T, lease time.Duration, adjust func(*embed.Config)) *wkit {
+	fc := clock.NewFake(t0)
 	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}}
-	ecfg := EmbeddedConfig{Dir: t.TempDir(), Clock: k.ac,
+	ecfg := embed.Config{Dir: t.TempDir(), Clock: k.ac,
 		Limits: group.Limits{LeaseDuration: lease, StartWithin: 10 * time.Minute},
 		Server: wss.Options{IdleTimeout: 24 * time.Hour, PingInterval: 24 * time.Hour, Tick: 20 * time.Millisecond}}
 	if adjust != nil {
 		adjust(&ecfg)
 	}
-	auth, err := StartEmbedded(ecfg)
+	auth, err := embed.Start(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +218,9 @@ func (k *wkit) workerConfig(id, dir string, h slots.Handler, nslots int) WorkerC
 		Handlers: []slots.Handler{h}, Clock: k.fc, Tick: time.Second, Estimate: 10 * time.Minute,
 		Logger:       testLogger(),
 		DrainTimeout: 10 * time.Second,
-		Client:       Config{PingInterval: -1, Backoff: Backoff{Base: 100 * time.Millisecond, Jitter: JitterNone}},
+		Client:       client.Config{PingInterval: -1, Backoff: client.Backoff{Base: 100 * time.Millisecond, Jitter: client.JitterNone}},
 	}
-	k.auth.Configure(&cfg)
+	cfg.UseInProcess(k.auth)
 	cfg.URL = k.px.url()
 	return cfg
 }

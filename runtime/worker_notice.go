@@ -9,6 +9,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // notices is the engine's notice state; the loop goroutine owns it.
@@ -242,7 +243,7 @@ func (e *engine) onNoticeSent(m msgNoticeSent) {
 		e.settleNotice(r, noticePosted, "")
 	case protocol.CodeOf(m.err) == protocol.CodeActionIDCollision:
 		e.settleNotice(r, noticePosted, "already in the log")
-	case errors.Is(m.err, context.Canceled) || errors.Is(m.err, ErrNotRunning):
+	case errors.Is(m.err, context.Canceled) || errors.Is(m.err, client.ErrNotRunning):
 		e.log.Info("notice left for the next start", "message", r.MessageID, "err", m.err)
 	default:
 		e.settleNotice(r, noticeDropped, m.err.Error())

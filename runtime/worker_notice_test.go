@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/scheduler"
 )
@@ -227,7 +228,7 @@ func TestWorkerDisclosureUpdates(t *testing.T) {
 // Group's work commands are not held back: the running item is submitted
 // and the queued one starts at once, with the clock standing still.
 func TestWorkerRateLimitedNoticeDoesNotStall(t *testing.T) {
-	k := newWKitWith(t, 2*time.Minute, func(c *EmbeddedConfig) { c.RateBurst, c.RateEvery = 1, time.Hour })
+	k := newWKitWith(t, 2*time.Minute, func(c *embed.Config) { c.RateBurst, c.RateEvery = 1, time.Hour })
 	h := newStepHandler(1)
 	cfg := k.workerConfig("w1", t.TempDir(), h, 1)
 	cfg.QueueDepth = 2

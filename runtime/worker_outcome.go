@@ -5,6 +5,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -153,23 +154,23 @@ func (e *engine) onPublish(m msgPublish) {
 
 // onState follows the connection: offline, no new starts; connected,
 // reconcile the offline buffer before anything else (spec 11.5).
-func (e *engine) onState(sc StateChange, now time.Time) {
-	if sc.State != StateGroupRejected { // not a connection state
+func (e *engine) onState(sc client.StateChange, now time.Time) {
+	if sc.State != client.StateGroupRejected { // not a connection state
 		e.connState = sc.State
 	}
 	switch sc.State {
-	case StateConnected:
+	case client.StateConnected:
 		e.mon.Connected(now)
 		if !e.reconciling {
 			e.reconciling = true
 			members := cloneMap(e.members)
 			go e.reconcile(members)
 		}
-	case StateDisconnected:
+	case client.StateDisconnected:
 		e.mon.Disconnected(now)
 		e.sched.SetOffline(true)
 		e.setOnline(false)
-	case StateGroupRejected:
+	case client.StateGroupRejected:
 		// Not (yet) a member: subscribe again later, the membership may
 		// come after the worker starts.
 		e.log.Warn("group rejected; retrying", "group", sc.GroupID, "err", sc.Err)
@@ -233,7 +234,7 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	if m.err != nil {
 		e.log.Warn("reconciliation incomplete", "err", m.err)
 	}
-	if e.connState != StateConnected {
+	if e.connState != client.StateConnected {
 		return // disconnected again: the next connection reconciles
 	}
 	settled := false

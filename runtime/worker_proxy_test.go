@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/internal/clock"
 )
 
 // skewClock is the authority's view of a shared fake clock, optionally
 // ahead of it: a worker whose clock lags stalls its renewals.
 type skewClock struct {
-	base *fakeClock
+	base *clock.Fake
 	skew atomic.Int64
 }
 

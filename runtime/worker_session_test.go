@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // A second process of the same agent opens a newer session: the first one's
 // lease is revoked, its slot stops at a safe point and its Run returns
-// ErrSessionReplaced once the authority refuses its stale session.
+// client.ErrSessionReplaced once the authority refuses its stale session.
 func TestWorkerSessionReplaced(t *testing.T) {
 	k := newWKit(t)
 	h := newStepHandler(2)
@@ -48,7 +49,7 @@ func TestWorkerSessionReplaced(t *testing.T) {
 			return false
 		}
 	}, nil)
-	if !errors.Is(err, ErrSessionReplaced) || protocol.CodeOf(err) != protocol.CodeAuthStaleSession {
+	if !errors.Is(err, client.ErrSessionReplaced) || protocol.CodeOf(err) != protocol.CodeAuthStaleSession {
 		t.Fatalf("Run: %v, want ErrSessionReplaced", err)
 	}
 	if st := tw.w.Status(); len(st.Running) != 0 || st.LastError == "" {

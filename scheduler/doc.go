@@ -2,7 +2,7 @@
 // fair sharing of slot-time across Groups, starvation-free priority within a
 // Group, eligibility, preemption victims, selection basis and schedule
 // disclosure. It is pure and deterministic: time comes in as an argument; it
-// reads no clock, does no I/O and starts no goroutine (purity_test.go checks).
+// reads no clock, does no I/O and starts no goroutine (internal/deptest checks).
 //
 // # Across Groups
 //

@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
-	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // proc is a child process whose stdout is collected line by line.
@@ -126,11 +125,11 @@ func writeKey(t *testing.T, dir, name string, kind protocol.ActorKind, id string
 	return k
 }
 
-// coordinator is the test's coordinator agent: a runtime.Client of its
+// coordinator is the test's coordinator agent: a client.Client of its
 // own over wss, relaying the human owner's signed commands too.
 type coordinator struct {
 	t      *testing.T
-	c      *runtime.Client
+	c      *client.Client
 	store  *queue.Store
 	key    protocol.PrivateKey
 	human  protocol.PrivateKey
@@ -139,10 +138,10 @@ type coordinator struct {
 	logs   func() string // the worker's, for failures
 }
 
-func connectCoordinator(t *testing.T, cfg runtime.Config, epoch uint64) *coordinator {
+func connectCoordinator(t *testing.T, cfg client.Config, epoch uint64) *coordinator {
 	t.Helper()
 	cfg.SessionEpoch = epoch
-	c, err := runtime.New(cfg)
+	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func connectCoordinator(t *testing.T, cfg runtime.Config, epoch uint64) *coordin
 	co := &coordinator{t: t, c: c, store: cfg.Store.(*queue.Store), key: cfg.Key, cancel: cancel, done: make(chan error, 1)}
 	go func() { co.done <- c.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.State() != runtime.StateConnected {
+	for c.State() != client.StateConnected {
 		if time.Now().After(deadline) {
 			t.Fatalf("coordinator not connected: %v", c.State())
 		}
@@ -238,7 +237,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if out, err := exec.Command(bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll).CombinedOutput(); err != nil {
 		t.Fatalf("enrollment: %v\n%s", err, out)
 	}
-	card, err := authoritylite.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
+	card, err := protocol.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
 		Keys: protocol.List[protocol.PublicKey]{ck.Public().Encode()}, Capabilities: protocol.List[protocol.Capability]{{ID: "coordination", Version: "1.0.0"}},
 		Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1, IssuedAt: protocol.NewTime(time.Now())}, ck)
 	if err != nil {
@@ -276,7 +275,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ccfg := runtime.Config{URL: url, Trust: runtime.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
+	ccfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
 	co := connectCoordinator(t, ccfg, 0)
 	rec, _ := protocol.Marshal(card)
 	co.do(coordActor, ck, protocol.CmdSessionOpen, protocol.Envelope{}, &protocol.OpenSessionPayload{AgentID: "coord", SessionEpoch: 1, AgentCardHash: protocol.Digest(rec)})

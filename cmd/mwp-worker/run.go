@@ -16,10 +16,11 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -120,7 +121,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 
 	if url := cmd.String("authority"); url != "" {
 		cfg.URL = url
-		cfg.Trust = runtime.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
+		cfg.Trust = client.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
 		if p := cmd.String("authority-key"); p != "" {
 			k, err := protocol.LoadPublicKey(p)
 			if err != nil {
@@ -132,12 +133,12 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		}
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
 	} else {
-		emb, err := runtime.StartEmbedded(runtime.EmbeddedConfig{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})
+		emb, err := embed.Start(embed.Config{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})
 		if err != nil {
 			return fail("embedded authority: %v", err)
 		}
 		defer emb.Close()
-		emb.Configure(&cfg)
+		cfg.UseInProcess(emb)
 		fmt.Fprintf(out, "embedded authority listening on %s\ncertificate fingerprint %s\n", emb.URL, emb.Fingerprint)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, emb.URL)
 	}
@@ -218,7 +219,7 @@ func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error
 	for _, h := range cfg.Handlers {
 		card.Capabilities = append(card.Capabilities, h.Capability())
 	}
-	signed, err := authoritylite.SignedCard(card, cfg.Key)
+	signed, err := protocol.SignedCard(card, cfg.Key)
 	if err != nil {
 		return err
 	}

@@ -23,3 +23,41 @@ func TestFakeAdvance(t *testing.T) {
 	}()
 	f.Advance(-1)
 }
+
+func TestFakeTimers(t *testing.T) {
+	start := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	f := NewFake(start)
+	var _ Timers = f
+	var _ Timers = Real{}
+	fired := func(tm Timer) bool {
+		select {
+		case <-tm.C():
+			return true
+		default:
+			return false
+		}
+	}
+	now := f.NewTimer(0)
+	if !fired(now) {
+		t.Fatal("a timer of 0 did not fire at once")
+	}
+	a, b, c := f.NewTimer(time.Second), f.NewTimer(2*time.Second), f.NewTimer(3*time.Second)
+	f.Advance(999 * time.Millisecond)
+	if fired(a) {
+		t.Fatal("fired before its time")
+	}
+	f.Advance(time.Millisecond)
+	if !fired(a) || fired(b) {
+		t.Fatal("Advance to the deadline fires exactly the timers due")
+	}
+	if !b.Stop() || b.Stop() {
+		t.Fatal("Stop reports true once, for a timer not yet fired")
+	}
+	f.Set(start.Add(time.Hour))
+	if fired(b) || !fired(c) {
+		t.Fatal("Set fires the due timers and not the stopped one")
+	}
+	if c.Stop() {
+		t.Fatal("Stop of a fired timer reports true")
+	}
+}

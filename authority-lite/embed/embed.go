@@ -1,4 +1,11 @@
-package runtime
+// Package embed runs authority-lite and its wss server in the caller's
+// process: `mwp-worker run` without --authority, the proof of concept and
+// the end-to-end tests. Workers still reach it over real wss with its
+// certificate pinned, the same code path as a remote authority, so
+// nothing is tested that production does not run. It sits beside the
+// authority rather than in runtime so that the worker never links the
+// authority it talks to.
+package embed
 
 import (
 	"context"
@@ -15,8 +22,8 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// EmbeddedConfig configures an authority-lite served in this process.
-type EmbeddedConfig struct {
+// Config configures an authority-lite served in this process.
+type Config struct {
 	// Dir is the authority's data directory (authority.db, its key, the
 	// artifact store and its TLS certificate).
 	Dir string
@@ -33,15 +40,12 @@ type EmbeddedConfig struct {
 	Server wss.Options
 }
 
-// EmbeddedAuthority is authority-lite with its wss server on a loopback
-// port: `mwp-worker run` without --authority, and the tests. Workers reach
-// it over real wss with its certificate pinned, the same code path as a
-// remote authority; only enrollment and artifact bytes use the Service
-// directly.
-type EmbeddedAuthority struct {
+// Authority is authority-lite with its wss server on a loopback port.
+// Only enrollment and artifact bytes use the Service directly.
+type Authority struct {
 	Service     *authoritylite.Service
 	URL         string // wss://127.0.0.1:PORT/mwp
-	Fingerprint string // sha256:… of the certificate, for Trust.Pin
+	Fingerprint string // sha256:… of the certificate, the pin a worker checks
 	Addr        net.Addr
 
 	server *wss.Server
@@ -49,8 +53,8 @@ type EmbeddedAuthority struct {
 	done   chan error
 }
 
-// StartEmbedded opens the authority in cfg.Dir and serves it.
-func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedAuthority, error) {
+// Start opens the authority in cfg.Dir and serves it.
+func Start(cfg Config) (*Authority, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
@@ -74,7 +78,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedAuthority, error) {
 	if cfg.Server.Logger == nil {
 		cfg.Server.Logger = cfg.Logger
 	}
-	e := &EmbeddedAuthority{
+	e := &Authority{
 		Service: svc, URL: fmt.Sprintf("wss://%s%s", ln.Addr(), wss.Path), Fingerprint: fp, Addr: ln.Addr(),
 		server: wss.NewServer(svc, cfg.Server), cancel: cancel, done: make(chan error, 1),
 	}
@@ -82,24 +86,24 @@ func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedAuthority, error) {
 	return e, nil
 }
 
-// Trust pins the embedded authority's certificate.
-func (e *EmbeddedAuthority) Trust() Trust { return Trust{Pin: e.Fingerprint} }
+// Endpoint is where a worker dials and the certificate pin it checks.
+func (e *Authority) Endpoint() (url, pin string) { return e.URL, e.Fingerprint }
 
 // Keys verifies the authority's events.
-func (e *EmbeddedAuthority) Keys() protocol.KeyResolver {
+func (e *Authority) Keys() protocol.KeyResolver {
 	return protocol.NewKeySet(e.Service.PublicKey())
 }
 
 // Enroll submits an agent's own signed agent_card_register in process:
 // the binding cannot authenticate an agent the authority does not know.
-func (e *EmbeddedAuthority) Enroll(ctx context.Context, signedRegister []byte) error {
+func (e *Authority) Enroll(ctx context.Context, signedRegister []byte) error {
 	_, err := e.Service.Submit(ctx, "", signedRegister)
 	return err
 }
 
 // Artifacts stores bytes in the authority's artifact store and publishes
 // their manifest with an "mwp-artifact:" URI.
-func (e *EmbeddedAuthority) Artifacts(data []byte) (string, bool, error) {
+func (e *Authority) Artifacts(data []byte) (string, bool, error) {
 	d, err := e.Service.PutArtifact(data)
 	if err != nil {
 		return "", false, err
@@ -107,15 +111,8 @@ func (e *EmbeddedAuthority) Artifacts(data []byte) (string, bool, error) {
 	return "mwp-artifact:" + d, true, nil
 }
 
-// Configure points a worker at this authority: URL, pin, event keys,
-// enrollment and artifact store.
-func (e *EmbeddedAuthority) Configure(cfg *WorkerConfig) {
-	cfg.URL, cfg.Trust, cfg.AuthorityKeys = e.URL, e.Trust(), e.Keys()
-	cfg.Enroll, cfg.Artifacts = e.Enroll, e.Artifacts
-}
-
 // Close stops the server (open connections get 1001) and closes the store.
-func (e *EmbeddedAuthority) Close() error {
+func (e *Authority) Close() error {
 	e.cancel()
 	err := <-e.done
 	e.done <- err

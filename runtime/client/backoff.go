@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"math"
@@ -27,15 +27,15 @@ type Backoff struct {
 	Jitter Jitter
 }
 
-// DefaultBackoff is used when Config.Backoff is the zero value.
-var DefaultBackoff = Backoff{Base: 250 * time.Millisecond, Cap: 30 * time.Second, Jitter: JitterFull}
+// defaultBackoff is used when Config.Backoff is the zero value.
+var defaultBackoff = Backoff{Base: 250 * time.Millisecond, Cap: 30 * time.Second, Jitter: JitterFull}
 
-// Delay returns the wait before reconnect attempt number attempt (0 for the
+// delay returns the wait before reconnect attempt number attempt (0 for the
 // first retry after a failure). prev is the delay returned for the previous
 // attempt (used by JitterDecorrelated) and u a uniform random draw in
-// [0, 1); passing the draw in keeps Delay a pure function. Values of u
+// [0, 1); passing the draw in keeps delay a pure function. Values of u
 // outside [0, 1) are clamped.
-func (b Backoff) Delay(attempt int, prev time.Duration, u float64) time.Duration {
+func (b Backoff) delay(attempt int, prev time.Duration, u float64) time.Duration {
 	if b.Base <= 0 {
 		return 0
 	}

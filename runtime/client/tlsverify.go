@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"crypto/sha256"
@@ -30,38 +30,38 @@ type Trust struct {
 	Pin string
 }
 
-// CertPin returns the pin of a DER certificate in Trust.Pin's form.
-func CertPin(der []byte) string {
+// certPin returns the pin of a DER certificate in Trust.Pin's form.
+func certPin(der []byte) string {
 	sum := sha256.Sum256(der)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// ParsePin checks a pin's form strictly and returns its digest.
-func ParsePin(pin string) ([sha256.Size]byte, error) {
+// parsePin checks a pin's form strictly and returns its digest.
+func parsePin(pin string) ([sha256.Size]byte, error) {
 	var out [sha256.Size]byte
 	h, ok := strings.CutPrefix(pin, "sha256:")
 	if !ok || len(h) != 2*sha256.Size {
-		return out, fmt.Errorf("runtime: pin %q is not sha256:<64 lowercase hex digits>", pin)
+		return out, fmt.Errorf("client: pin %q is not sha256:<64 lowercase hex digits>", pin)
 	}
 	for _, c := range h {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return out, fmt.Errorf("runtime: pin %q is not sha256:<64 lowercase hex digits>", pin)
+			return out, fmt.Errorf("client: pin %q is not sha256:<64 lowercase hex digits>", pin)
 		}
 	}
 	if _, err := hex.Decode(out[:], []byte(h)); err != nil {
-		return out, fmt.Errorf("runtime: pin %q: %w", pin, err)
+		return out, fmt.Errorf("client: pin %q: %w", pin, err)
 	}
 	return out, nil
 }
 
 // errPinMismatch is returned by the handshake when a pinned server
 // presents another certificate.
-var errPinMismatch = errors.New("runtime: server certificate does not match the pinned fingerprint")
+var errPinMismatch = errors.New("client: server certificate does not match the pinned fingerprint")
 
-// TLSConfig returns the client TLS configuration for t: TLS 1.3 only (spec
+// tlsConfig returns the client TLS configuration for t: TLS 1.3 only (spec
 // 17.1), and certificate checks by system roots, by the given PEM
 // certificates, or by the pin.
-func (t Trust) TLSConfig() (*tls.Config, error) {
+func (t Trust) tlsConfig() (*tls.Config, error) {
 	modes := 0
 	for _, set := range []bool{t.CAFile != "", len(t.CAPEM) > 0, t.Pin != ""} {
 		if set {
@@ -69,12 +69,12 @@ func (t Trust) TLSConfig() (*tls.Config, error) {
 		}
 	}
 	if modes > 1 {
-		return nil, errors.New("runtime: set only one of Trust.CAFile, Trust.CAPEM and Trust.Pin")
+		return nil, errors.New("client: set only one of Trust.CAFile, Trust.CAPEM and Trust.Pin")
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13}
 	switch {
 	case t.Pin != "":
-		want, err := ParsePin(t.Pin)
+		want, err := parsePin(t.Pin)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +90,7 @@ func (t Trust) TLSConfig() (*tls.Config, error) {
 			}
 			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
 			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				return fmt.Errorf("%w (got %s)", errPinMismatch, CertPin(cs.PeerCertificates[0].Raw))
+				return fmt.Errorf("%w (got %s)", errPinMismatch, certPin(cs.PeerCertificates[0].Raw))
 			}
 			return nil
 		}
@@ -99,7 +99,7 @@ func (t Trust) TLSConfig() (*tls.Config, error) {
 		if t.CAFile != "" {
 			var err error
 			if data, err = os.ReadFile(t.CAFile); err != nil {
-				return nil, fmt.Errorf("runtime: read CA file: %w", err)
+				return nil, fmt.Errorf("client: read CA file: %w", err)
 			}
 		}
 		pool, err := certPool(data)
@@ -124,20 +124,20 @@ func certPool(data []byte) (*x509.CertPool, error) {
 			break
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("runtime: CA PEM holds a %q block, want only CERTIFICATE", block.Type)
+			return nil, fmt.Errorf("client: CA PEM holds a %q block, want only CERTIFICATE", block.Type)
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: CA PEM certificate %d: %w", n+1, err)
+			return nil, fmt.Errorf("client: CA PEM certificate %d: %w", n+1, err)
 		}
 		pool.AddCert(cert)
 		n++
 	}
 	if n == 0 {
-		return nil, errors.New("runtime: CA PEM holds no certificate")
+		return nil, errors.New("client: CA PEM holds no certificate")
 	}
 	if len(strings.TrimSpace(string(data))) > 0 {
-		return nil, errors.New("runtime: CA PEM has trailing data that is not a PEM block")
+		return nil, errors.New("client: CA PEM has trailing data that is not a PEM block")
 	}
 	return pool, nil
 }
@@ -148,22 +148,22 @@ func certPool(data []byte) (*x509.CertPool, error) {
 func checkURL(raw string, allowInsecure bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: authority URL: %w", err)
+		return nil, fmt.Errorf("client: authority URL: %w", err)
 	}
 	if u.Host == "" || u.User != nil || u.Fragment != "" {
-		return nil, fmt.Errorf("runtime: authority URL %q must be wss://host:port/path", raw)
+		return nil, fmt.Errorf("client: authority URL %q must be wss://host:port/path", raw)
 	}
 	switch u.Scheme {
 	case "wss":
 	case "ws":
 		if !allowInsecure {
-			return nil, fmt.Errorf("runtime: authority URL %q is not TLS (wss); plain ws needs the insecure-loopback option", raw)
+			return nil, fmt.Errorf("client: authority URL %q is not TLS (wss); plain ws needs the insecure-loopback option", raw)
 		}
 		if !isLoopback(u.Hostname()) {
-			return nil, fmt.Errorf("runtime: plain ws is allowed only to a loopback address, not %q", u.Hostname())
+			return nil, fmt.Errorf("client: plain ws is allowed only to a loopback address, not %q", u.Hostname())
 		}
 	default:
-		return nil, fmt.Errorf("runtime: authority URL scheme %q is not wss", u.Scheme)
+		return nil, fmt.Errorf("client: authority URL scheme %q is not wss", u.Scheme)
 	}
 	if u.Path == "" {
 		u.Path = "/mwp"

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"crypto/rand"

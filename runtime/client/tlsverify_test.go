@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"crypto/ecdsa"
@@ -54,7 +54,7 @@ func tlsServer(t *testing.T, cert tls.Certificate, maxVersion uint16) string {
 }
 
 func handshake(addr string, tr Trust) error {
-	cfg, err := tr.TLSConfig()
+	cfg, err := tr.tlsConfig()
 	if err != nil {
 		return err
 	}
@@ -81,13 +81,13 @@ func TestTrustModes(t *testing.T) {
 		trust   Trust
 		wantErr string // substring; "" = handshake succeeds
 	}{
-		{"pin of the server's certificate", addr, Trust{Pin: CertPin(certA.Leaf.Raw)}, ""},
-		{"pin of another certificate", addr, Trust{Pin: CertPin(certB.Leaf.Raw)}, "pinned fingerprint"},
+		{"pin of the server's certificate", addr, Trust{Pin: certPin(certA.Leaf.Raw)}, ""},
+		{"pin of another certificate", addr, Trust{Pin: certPin(certB.Leaf.Raw)}, "pinned fingerprint"},
 		{"CA PEM of the server's certificate", addr, Trust{CAPEM: pemA}, ""},
 		{"CA file of the server's certificate", addr, Trust{CAFile: caFile}, ""},
 		{"CA PEM of another certificate", addr, Trust{CAPEM: pemB}, "certificate"},
 		{"system roots refuse a self-signed certificate", addr, Trust{}, "certificate"},
-		{"TLS 1.2 server refused even with the right pin", addr12, Trust{Pin: CertPin(certA.Leaf.Raw)}, "version"},
+		{"TLS 1.2 server refused even with the right pin", addr12, Trust{Pin: certPin(certA.Leaf.Raw)}, "version"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestTrustModes(t *testing.T) {
 
 func TestTrustConfigErrors(t *testing.T) {
 	_, pemA := selfSigned(t, "a")
-	pin := CertPin([]byte("x"))
+	pin := certPin([]byte("x"))
 	tests := []struct {
 		name  string
 		trust Trust
@@ -123,12 +123,12 @@ func TestTrustConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.trust.TLSConfig(); err == nil {
-				t.Fatal("TLSConfig accepted it")
+			if _, err := tt.trust.tlsConfig(); err == nil {
+				t.Fatal("tlsConfig accepted it")
 			}
 		})
 	}
-	cfg, err := Trust{}.TLSConfig()
+	cfg, err := Trust{}.tlsConfig()
 	if err != nil || cfg.MinVersion != tls.VersionTLS13 || cfg.InsecureSkipVerify || cfg.RootCAs != nil {
 		t.Fatalf("system-roots config = %+v, %v", cfg, err)
 	}
@@ -144,13 +144,13 @@ func TestClientOverWSSWithPin(t *testing.T) {
 	fs.setLog("grp-a", groupLog(t, "grp-a", 3))
 	store := openStore(t, t.TempDir())
 	defer store.Close()
-	r := startClient(t, fs, Config{Store: store, Groups: []string{"grp-a"}, Trust: Trust{Pin: CertPin(certA.Leaf.Raw)}})
+	r := startClient(t, fs, Config{Store: store, Groups: []string{"grp-a"}, Trust: Trust{Pin: certPin(certA.Leaf.Raw)}})
 	waitFor(t, r.sig, "events over wss", func() bool { return store.Cursor("grp-a") == 3 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
-	r2 := startClient(t, fs, Config{Store: store, Trust: Trust{Pin: CertPin(certB.Leaf.Raw)}})
+	r2 := startClient(t, fs, Config{Store: store, Trust: Trust{Pin: certPin(certB.Leaf.Raw)}})
 	waitFor(t, r2.sig, "failed attempts", func() bool { return r2.st.count(StateDisconnected) >= 2 })
 	if ch, _ := r2.st.last(StateDisconnected); !errors.Is(ch.Err, errPinMismatch) {
 		t.Fatalf("disconnect error %v, want the pin mismatch", ch.Err)

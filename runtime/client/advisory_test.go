@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -28,7 +29,7 @@ func TestSendAdvisoryIsNotRetriedNorPausesItsGroup(t *testing.T) {
 				sc.control(protocol.ErrorFrame{Type: protocol.FrameError, FrameID: "s-" + frameID, InReplyTo: frameID, Error: e})
 				return true
 			}
-			clk := newFakeClock()
+			clk := clock.NewFake(t0)
 			fs.now = clk.Now
 			store := openStore(t, t.TempDir())
 			defer store.Close()

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 )
@@ -54,15 +55,15 @@ func New(cfg Config) (*Client, error) {
 	}
 	switch {
 	case cfg.AgentID == "":
-		return nil, errors.New("runtime: Config.AgentID is required")
+		return nil, errors.New("client: Config.AgentID is required")
 	case !protocol.ValidKeyID(cfg.Key.KeyID) || len(cfg.Key.Key) != ed25519.PrivateKeySize:
-		return nil, errors.New("runtime: Config.Key is not a valid Ed25519 signing key")
+		return nil, errors.New("client: Config.Key is not a valid Ed25519 signing key")
 	case cfg.Store == nil:
-		return nil, errors.New("runtime: Config.Store is required")
+		return nil, errors.New("client: Config.Store is required")
 	case cfg.FetchSnapshot != nil && cfg.VerifySnapshot == nil && cfg.AuthorityKeys == nil:
-		return nil, errors.New("runtime: restoring snapshots needs VerifySnapshot or AuthorityKeys")
+		return nil, errors.New("client: restoring snapshots needs VerifySnapshot or AuthorityKeys")
 	}
-	tc, err := cfg.Trust.TLSConfig()
+	tc, err := cfg.Trust.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -82,10 +83,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.DecodeWorkers = decodeWorkers(goruntime.GOMAXPROCS(0))
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Backoff == (Backoff{}) {
-		cfg.Backoff = DefaultBackoff
+		cfg.Backoff = defaultBackoff
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
@@ -98,7 +99,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.Default()
 	}
 	c := &Client{
-		cfg: cfg, url: u, tls: tc, ids: newIDs(), log: cfg.Logger.With("component", "runtime.conn"),
+		cfg: cfg, url: u, tls: tc, ids: newIDs(), log: cfg.Logger.With("component", "runtime.client"),
 		cmds: make(chan *pendingCmd), kick: make(chan struct{}, 1),
 		groups: map[string]bool{}, rejected: map[string]bool{}, replays: map[string]uint64{},
 	}
@@ -266,7 +267,7 @@ func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
 		c.mu.Unlock()
-		return errors.New("runtime: Run is already active")
+		return errors.New("client: Run is already active")
 	}
 	done := make(chan struct{})
 	c.running, c.runDone = true, done
@@ -312,7 +313,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		c.log.Info("disconnected from authority", "err", err)
 		c.setState(StateChange{State: StateDisconnected, Err: err})
-		prev = c.cfg.Backoff.Delay(attempt, prev, c.cfg.Rand())
+		prev = c.cfg.Backoff.delay(attempt, prev, c.cfg.Rand())
 		attempt++
 		if !c.pause(ctx, q, prev) {
 			q.failAll(ErrNotRunning)

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 )
@@ -114,7 +115,7 @@ func TestBackpressurePausesOnlyItsGroup(t *testing.T) {
 		}
 		return false
 	}
-	clk := newFakeClock()
+	clk := clock.NewFake(t0)
 	fs.now = clk.Now
 	store := openStore(t, t.TempDir())
 	defer store.Close()

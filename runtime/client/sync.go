@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 // The pure parts of the connection: which Commands to send now, when to
 // ping and give up on a ping, and when a Group's gap has waited long enough
 // to replay it. They take the time as an argument and do no I/O, so the
-// session loop (conn_session.go) only glues them to the socket and store.
+// session loop (session.go) only glues them to the socket and store.
 
 // cmdResult answers one Send.
 type cmdResult struct {

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"math"
@@ -43,8 +43,8 @@ func TestBackoffDelayTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.b.Delay(tt.attempt, tt.prev, tt.u); got != tt.want {
-				t.Fatalf("Delay(%d, %v, %v) = %v, want %v", tt.attempt, tt.prev, tt.u, got, tt.want)
+			if got := tt.b.delay(tt.attempt, tt.prev, tt.u); got != tt.want {
+				t.Fatalf("delay(%d, %v, %v) = %v, want %v", tt.attempt, tt.prev, tt.u, got, tt.want)
 			}
 		})
 	}
@@ -57,7 +57,7 @@ func TestBackoffBounds(t *testing.T) {
 		b := Backoff{Base: time.Duration(1 + r.IntN(1000)), Cap: time.Duration(1 + r.IntN(100000)), Jitter: j}
 		var prev time.Duration
 		for attempt := range 200 {
-			d := b.Delay(attempt, prev, r.Float64())
+			d := b.delay(attempt, prev, r.Float64())
 			capd := max(b.Cap, b.Base)
 			if d < 0 || d > capd {
 				t.Fatalf("jitter %d attempt %d: delay %v outside [0, %v]", j, attempt, d, capd)

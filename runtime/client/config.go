@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"context"
@@ -24,33 +24,6 @@ type Store interface {
 	AckOutbox(actionID string) error
 	Outbox() iter.Seq2[queue.OutboxEntry, error]
 }
-
-// Timer is the part of *time.Timer the client uses.
-type Timer interface {
-	C() <-chan time.Time
-	Stop() bool
-}
-
-// Clock tells the time and makes timers; tests inject a manual one so ping
-// timeouts and pauses are exercised without sleeping.
-type Clock interface {
-	clock.Clock
-	NewTimer(d time.Duration) Timer
-}
-
-// RealClock is the system clock.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// NewTimer returns a time.Timer.
-func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (r realTimer) C() <-chan time.Time { return r.t.C }
-func (r realTimer) Stop() bool          { return r.t.Stop() }
 
 // Config configures a Client. URL, AgentID, Key and Store are required.
 type Config struct {
@@ -78,8 +51,8 @@ type Config struct {
 	// with AuthorityKeys.
 	VerifySnapshot func(doc map[string]any) error
 
-	Clock   Clock          // nil: RealClock
-	Backoff Backoff        // zero: DefaultBackoff
+	Clock   clock.Timers   // nil: clock.Real
+	Backoff Backoff        // zero: from 250ms, doubling up to 30s, full jitter
 	Rand    func() float64 // uniform [0,1) draws for jitter; nil: math/rand/v2
 
 	PingInterval     time.Duration // 0: 15s; negative: no PINGs
@@ -155,8 +128,8 @@ type StateChange struct {
 
 // ErrSessionReplaced is returned by Run (wrapped with the AUTH_STALE_SESSION
 // error) when the authority says a newer session of this agent exists.
-var ErrSessionReplaced = errors.New("runtime: agent session replaced")
+var ErrSessionReplaced = errors.New("client: agent session replaced")
 
 // ErrNotRunning is returned by Send when Run is not active, and to waiting
 // Sends when Run returns; their Commands stay in the outbox.
-var ErrNotRunning = errors.New("runtime: client is not running")
+var ErrNotRunning = errors.New("client: not running")

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"errors"
@@ -45,7 +45,7 @@ func (s *session) apply(batch []queue.Incoming) error {
 	if err != nil {
 		// Nothing of the batch is durable; reconnecting replays it from the
 		// durable cursors.
-		return fmt.Errorf("runtime: store: %w", err)
+		return fmt.Errorf("client: store: %w", err)
 	}
 	if err := s.ack(res.Cursors); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -17,7 +18,7 @@ func TestPingTimeoutReconnects(t *testing.T) {
 	noLeaks(t)
 	fs := newFakeServer(t, nil)
 	fs.echoPings = false
-	clk := newFakeClock()
+	clk := clock.NewFake(t0)
 	fs.now = clk.Now
 	store := openStore(t, t.TempDir())
 	defer store.Close()

@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"bytes"
@@ -326,7 +326,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"short key", func(c *Config) { c.Key.Key = c.Key.Key[:10] }},
 		{"no store", func(c *Config) { c.Store = nil }},
 		{"snapshots without a signature check", func(c *Config) { c.FetchSnapshot = fetch }},
-		{"two trust modes", func(c *Config) { c.Trust = Trust{Pin: CertPin(nil), CAPEM: []byte("x")} }},
+		{"two trust modes", func(c *Config) { c.Trust = Trust{Pin: certPin(nil), CAPEM: []byte("x")} }},
 	}
 	for _, tt := range tests {
 		cfg := good

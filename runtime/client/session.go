@@ -1,4 +1,4 @@
-package runtime
+package client
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 )
 
 // errPingTimeout ends a connection whose PING went unanswered.
-var errPingTimeout = errors.New("runtime: authority did not answer PING in time")
+var errPingTimeout = errors.New("client: authority did not answer PING in time")
 
 // readItem is what the reader goroutine hands the session loop: a decoded
 // frame, a frame that failed to decode (bad: logged, skipped) or the end of
@@ -58,7 +59,7 @@ type session struct {
 	restoring  map[string]bool
 	snaps      chan snapResult
 
-	timer   Timer
+	timer   clock.Timer
 	timerAt time.Time
 }
 
@@ -69,7 +70,7 @@ func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (
 	ws, _, err := websocket.Dial(dctx, c.url.String(), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
 	dcancel()
 	if err != nil {
-		return false, fmt.Errorf("runtime: dial %s: %w", c.url.Redacted(), err)
+		return false, fmt.Errorf("client: dial %s: %w", c.url.Redacted(), err)
 	}
 	ws.SetReadLimit(int64(c.cfg.MaxFrameBytes))
 	// Reads are not tied to ctx: cancelling a coder/websocket Read closes
@@ -124,7 +125,7 @@ func (s *session) read(ctx context.Context) {
 		typ, data, err := s.ws.Read(ctx)
 		switch {
 		case err != nil:
-			pool.fail(fmt.Errorf("runtime: read: %w", err))
+			pool.fail(fmt.Errorf("client: read: %w", err))
 			return
 		case typ != websocket.MessageText:
 			pool.fail(protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent a binary WebSocket message (spec 17.1)"))
@@ -158,7 +159,7 @@ func (s *session) write(b []byte) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.WriteTimeout)
 	defer cancel()
 	if err := s.send(ctx, b); err != nil {
-		return fmt.Errorf("runtime: write: %w", err)
+		return fmt.Errorf("client: write: %w", err)
 	}
 	return nil
 }
@@ -184,7 +185,7 @@ func (s *session) hello() error {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		case <-t.C():
-			return errors.New("runtime: no HELLO answer in time")
+			return errors.New("client: no HELLO answer in time")
 		case p := <-c.cmds:
 			s.q.add(p)
 		case it := <-s.in:
@@ -192,7 +193,7 @@ func (s *session) hello() error {
 			case it.err != nil:
 				return it.err
 			case it.bad != nil:
-				return fmt.Errorf("runtime: HELLO answer: %w", it.bad)
+				return fmt.Errorf("client: HELLO answer: %w", it.bad)
 			case it.f.errf != nil:
 				return sessionError(it.f.errf.Error)
 			case it.f.hello == nil:

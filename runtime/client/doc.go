@@ -1,0 +1,42 @@
+// Package client is a worker's connection to its Group Authority over the
+// WebSocket binding (spec 17): one socket for every Group, reconnected with
+// backoff. It knows the wire and the worker's store (Store, which
+// *queue.Store implements), not what the worker decides: the runtime
+// drives it, and so can any agent that needs a connection (the
+// multi-process test's coordinator). It never imports runtime.
+//
+// On every connection: HELLO with a proof signed by the agent's key (a fresh
+// 256-bit nonce, so a recorded HELLO cannot be replayed); one SUBSCRIBE per
+// Group from the store's durable cursor, so that a GROUP_NOT_FOUND or
+// CURSOR_TOO_OLD names its Group by inReplyTo; then every Command still in
+// the durable outbox, in put order and with its original bytes, before any
+// new one. No attention filter is sent: a filter thins live delivery (spec
+// 17.2), and a durable cursor may only pass contiguous sequences (spec 16),
+// so a filtering worker would stall at its first filtered-out event.
+//
+// Inbound frames are decoded and their signatures checked by a pool of
+// goroutines (decode.go), because verification is most of an event's cost;
+// they reach the session loop in arrival order all the same. The loop
+// takes the events already waiting into one store transaction (group
+// commit) and ACKs only the cursors that transaction made durable, so an
+// ACK is never ahead of the disk. A Group stuck on a gap for GapTimeout is
+// re-subscribed from its cursor (the store drops the duplicates); a
+// CURSOR_TOO_OLD with a snapshot reference is restored through
+// FetchSnapshot.
+//
+// Send writes the Command to the outbox before the socket, so a crash or a
+// disconnect loses nothing: it is resent until answered, also after a
+// restart. RATE_LIMITED and BACKPRESSURE pause only the Group concerned;
+// SendAdvisory returns them instead, so a refused message never holds back
+// work Commands.
+//
+// A PING every PingInterval detects a dead connection the kernel has not
+// noticed. Reconnects wait a jittered, capped exponential delay (Backoff),
+// reset only after a connection that lasted ten seconds, so an authority
+// that drops every worker right after HELLO is not hammered.
+//
+// Time-dependent decisions are pure functions of the time they are given
+// (sync.go: Command ordering and pauses, the ping tracker, gap timing) and
+// timers come from Config.Clock, so tests step a clock.Fake instead of
+// sleeping. OnState and OnApplied are called on the client's goroutine.
+package client
