@@ -18,10 +18,4 @@
 // Offline reconciliation (spec 11.5) reuses package offline's pure
 // CheckBuffered, so the worker and the authority judge a binding by the
 // same rules; that is the one import beyond protocol and internal.
-//
-// Status (issue 3): pipeline, log, group commit, receipts, Organization
-// service, membership and delegation, messages with rate limits, spec 20
-// policies with cooperation-override grants, artifacts, usage and budgets
-// (WorkItem, Mission and the whole ancestry across Groups), snapshots with
-// retention and CURSOR_TOO_OLD, offline reconciliation, pipeline benchmark.
 package authoritylite

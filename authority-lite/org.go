@@ -340,7 +340,7 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 	return receipt, nil
 }
 
-// Hello checks a HELLO frame's proof (WIRE.md): signature by a key of the
+// Hello checks a HELLO frame's proof (docs/wire.md): signature by a key of the
 // agent, freshness, a nonce never seen before, and the session epoch.
 func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 	if h.Proof == nil {

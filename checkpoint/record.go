@@ -121,7 +121,7 @@ func indexKey(k Key, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(p, seq)
 }
 
-// validID reports whether s is a wire id (WIRE.md).
+// validID reports whether s is a wire id (docs/wire.md).
 func validID(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false

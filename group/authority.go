@@ -7,7 +7,7 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// Who may act (DESIGN.md §11, spec 15.1): the MissionOwner is a human; the
+// Who may act (docs/design.md §11, spec 15.1): the MissionOwner is a human; the
 // coordinator is an agent holding the current coordinator epoch and an
 // unexpired coordinator lease; an Organization service acts by policy.
 // Membership and roles were already checked by the pipeline; these checks

@@ -310,7 +310,7 @@ func TestContractRules(t *testing.T) {
 }
 
 // TestMessagesNeverAuthorize: whatever a message says, the state machines
-// refuse it and nothing changes (DESIGN.md §11).
+// refuse it and nothing changes (docs/design.md §11).
 func TestMessagesNeverAuthorize(t *testing.T) {
 	k := newKit(t)
 	k.to("wi", protocol.WorkSubmitted)

@@ -9,7 +9,7 @@ import (
 // Group is the decision state of one Group: its Mission, WorkItems and open
 // work proposals. It is pure: Apply takes an Input and the authority's time
 // and returns the events to append; it never reads a clock, disk or network.
-// One writer per Group owns a Group value (DESIGN.md §8).
+// One writer per Group owns a Group value (docs/design.md §8).
 //
 // Values reachable from a Group are copy-on-write: a contract, slice or
 // pointed-to record is replaced, never edited in place, so a failed Apply

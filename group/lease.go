@@ -9,7 +9,7 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// Ownership and leases (spec 11.3, WIRE.md). Expiry is never an event: it is
+// Ownership and leases (spec 11.3, docs/wire.md). Expiry is never an event: it is
 // decided from the time passed in, so replaying the log at any speed gives
 // the same decisions.
 

@@ -6,7 +6,7 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// The Mission state machine of DESIGN.md §11 (our stand-in for the missing
+// The Mission state machine of docs/design.md §11 (our stand-in for the missing
 // spec 7.1). Every row names who may take it; anything else is
 // INVALID_STATE_TRANSITION.
 

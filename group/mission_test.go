@@ -63,7 +63,7 @@ func renew(k *kit) Input {
 }
 
 // TestMissionRows has a positive and a negative case for every row of the
-// Mission table in DESIGN.md §11; case names start with the row.
+// Mission table in docs/design.md §11; case names start with the row.
 func TestMissionRows(t *testing.T) {
 	create := func(actor protocol.Actor) func(k *kit) Input {
 		return func(k *kit) Input {

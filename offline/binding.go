@@ -109,7 +109,7 @@ func BindingOf(cmd *protocol.Command) (protocol.OfflineBinding, error) {
 	return b, nil
 }
 
-// bindingMembers are the members every binding carries (WIRE.md); the exact
+// bindingMembers are the members every binding carries (docs/wire.md); the exact
 // decode refuses unknown ones but would let a missing one read as zero.
 var bindingMembers = []string{
 	"agentId", "groupId", "workItemId", "originalSessionEpoch", "ownershipEpoch", "historicalLeaseId",

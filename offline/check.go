@@ -40,7 +40,7 @@ type LeaseHistory struct {
 //   - AUTH_FORBIDDEN: the historical lease belongs to another agent, as
 //     for any command naming someone else's lease.
 //   - WORK_STALE_OWNERSHIP: the WorkItem changed owner or ownership epoch
-//     since (spec 11.5 "for a changed owner"; WIRE.md: older epoch).
+//     since (spec 11.5 "for a changed owner"; docs/wire.md: older epoch).
 //   - WORK_LEASE_EXPIRED: buffered at or after the lease closed, before it
 //     started, or at or after the end of its grace window — the binding's
 //     own graceDeadline or the authority's expiry plus its grace, whichever

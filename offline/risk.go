@@ -8,7 +8,7 @@ import (
 
 // Risk flags what an operation would do beyond reversible local computation
 // (spec 11.5); the flags combine with |. slots.Risk describes a tool call
-// with the same three facts, but DESIGN.md §2 lets offline import neither
+// with the same three facts, but docs/design.md §2 lets offline import neither
 // slots nor anything above protocol, so the runtime converts with RiskFrom.
 type Risk uint8
 

@@ -80,7 +80,7 @@ type Item struct {
 }
 
 // Lease is what the worker knows of one active item's execution lease
-// (WIRE.md "Leases"): the last grant or renewal the authority acknowledged.
+// (docs/wire.md "Leases"): the last grant or renewal the authority acknowledged.
 type Lease struct {
 	Item
 	AgentID        string

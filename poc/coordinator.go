@@ -42,7 +42,7 @@ type CoordinatorConfig struct {
 	Logger   *slog.Logger
 }
 
-// Coordinator is an in-process coordinator agent (DESIGN.md §3, §11): it
+// Coordinator is an in-process coordinator agent (docs/design.md §3, §11): it
 // follows its Group's log and drives the Mission graph through signed
 // commands on its coordinator lease.
 type Coordinator struct {

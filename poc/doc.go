@@ -33,8 +33,4 @@
 // stores only (the authority's log, the worker stores, the effect log, the
 // journal), and the report (report*.go, REPORT.md) and an SVG timeline are
 // written.
-//
-// Status (issue 7): the two-Mission run, the approval page (tested in
-// headless Chromium), the report and timeline, and all seven faults are
-// implemented, with the terminal fallback.
 package poc

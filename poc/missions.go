@@ -24,7 +24,7 @@ const (
 type StageKind string
 
 // The stage kinds. StageApproval is the human approval of the Mission
-// (mission.submit_for_approval then mission.approve, DESIGN.md §11): a
+// (mission.submit_for_approval then mission.approve, docs/design.md §11): a
 // stage of the graph, but not a WorkItem, because only agents execute
 // WorkItems and the approval is the human MissionOwner's alone.
 const (
@@ -248,7 +248,7 @@ func templateFor(k StageKind, f Feature) stageTemplate {
 }
 
 // stage builds a WorkItem stage with a complete Work Contract (every
-// member of WIRE.md); deps are verified-policy dependencies.
+// member of docs/wire.md); deps are verified-policy dependencies.
 func stage(base time.Time, m MissionSpec, name string, k StageKind, id string, deps []string) Stage {
 	t := templateFor(k, m.Feature)
 	ds := make(protocol.List[protocol.Dependency], len(deps))

@@ -40,7 +40,7 @@ func TestMissionContractsValid(t *testing.T) {
 		for i, s := range m.WorkStages() {
 			validContract(t, s.Contract)
 			c := s.Contract
-			// Every WIRE.md member is really filled, not just present.
+			// Every docs/wire.md member is really filled, not just present.
 			if len(c.AllowedTools) == 0 || len(c.AllowedData) == 0 || len(c.AllowedOperations) == 0 || c.ResourceLimits.CPU == nil ||
 				c.RetryPolicy.AttemptTimeoutMs == 0 || c.RetryPolicy.CostLimit == 0 || !c.Deadline.After(base) {
 				t.Errorf("%s: a member is empty: %+v", s.WorkItemID, c)

@@ -63,7 +63,7 @@ func TestCanonicalGoValues(t *testing.T) {
 // TestJCSVectors checks the RFC 8785 input/output pairs of
 // cyberphone/json-canonicalization byte for byte.
 func TestJCSVectors(t *testing.T) {
-	dir := filepath.Join(sharedTestdata(t), "jcs")
+	dir := filepath.Join(publicVectors(t), "jcs")
 	names, err := filepath.Glob(filepath.Join(dir, "input", "*.json"))
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no JCS inputs: %v", err)
@@ -92,7 +92,7 @@ func TestJCSVectors(t *testing.T) {
 // TestES6Numbers checks number serialization against the ES6 vectors, both
 // from the binary64 value and from a literal that parses to it.
 func TestES6Numbers(t *testing.T) {
-	dir := filepath.Join(sharedTestdata(t), "jcs", "numbers")
+	dir := filepath.Join(publicVectors(t), "jcs", "numbers")
 	for _, name := range []string{"es6testfile-10k.txt", "es6-discrete-from-verify-numbers-go.txt"} {
 		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {

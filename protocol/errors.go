@@ -53,7 +53,7 @@ var Codes = []Code{
 }
 
 // Retryable reports whether a request that failed with c is safe to resend
-// unchanged (WIRE.md): only transient capacity and internal failures are.
+// unchanged (docs/wire.md): only transient capacity and internal failures are.
 // Every other code needs a corrected or new command (spec 19).
 func (c Code) Retryable() bool {
 	switch c {

@@ -100,7 +100,7 @@ func DecodePublicKey(p PublicKey) (VerifyingKey, error) {
 	return decodeKeyMembers(map[string]any{"keyId": p.KeyID, "alg": p.Alg, "publicKey": p.PublicKey}, "publicKey", ed25519.PublicKeySize)
 }
 
-// KeyIDFor names a principal's key: "<kind>:<id>#<name>", as in WIRE.md's
+// KeyIDFor names a principal's key: "<kind>:<id>#<name>", as in docs/wire.md's
 // agent:w1#k1.
 func KeyIDFor(kind ActorKind, id, name string) string {
 	return string(kind) + ":" + id + "#" + name

@@ -44,7 +44,7 @@ const (
 
 // Organization-owned ext.missionweaveprotocol.* Command types of the
 // reference core (spec 15.1). The spec names their purpose, not all their
-// names; the names without a spelling in the spec are ours (DESIGN.md).
+// names; the names without a spelling in the spec are ours (docs/design.md).
 const (
 	CmdAgentCardRegister   CommandType = "ext.missionweaveprotocol.registry.agent_card_register"
 	CmdSessionOpen         CommandType = "ext.missionweaveprotocol.identity.session_open"
@@ -152,7 +152,7 @@ func (t EventType) OrganizationScoped() bool {
 	return t == EvtAgentCardRegistered || t == EvtSessionOpened
 }
 
-// FrameType names a WebSocket frame (spec 17, WIRE.md).
+// FrameType names a WebSocket frame (spec 17, docs/wire.md).
 type FrameType string
 
 // The eight frame types.

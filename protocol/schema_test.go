@@ -447,7 +447,7 @@ func requiredOf(t *testing.T, file string) []string {
 	return s.Required
 }
 
-// contractMembers are the members WIRE.md requires of every Work Contract.
+// contractMembers are the members docs/wire.md requires of every Work Contract.
 var contractMembers = []string{
 	"contractId", "revision", "goal", "requiredOutputs", "acceptanceCriteria", "inputs",
 	"dependencies", "allowedTools", "allowedData", "allowedOperations", "resourceLimits",

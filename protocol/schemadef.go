@@ -11,7 +11,7 @@ var defSchemas sync.Map // definition name -> *jsonschema.Schema
 
 // ValidateDef checks v (a decoded JSON value, as Parse returns) against one
 // definition of common.schema.json, e.g. "selectionBasis", "progress" or
-// "usage": the shapes WIRE.md names that appear inside other documents.
+// "usage": the shapes docs/wire.md names that appear inside other documents.
 func ValidateDef(def string, v any) error {
 	set, err := loadSchemas()
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Signatures (WIRE.md "Signature"): every Command, Event and Signed Document
+// Signatures (docs/wire.md "Signature"): every Command, Event and Signed Document
 // carries
 //
 //	"signature": {"alg": "Ed25519", "keyId": "...", "createdAt": "<time>", "value": "<base64url>"}
@@ -96,7 +96,7 @@ func appendSigningInput(dst []byte, doc, sig map[string]any) ([]byte, error) {
 	return out, nil
 }
 
-// Sign sets doc's signature by k with the given createdAt (WIRE.md time
+// Sign sets doc's signature by k with the given createdAt (docs/wire.md time
 // form). When doc has issuedAt, occurredAt or createdAt, createdAt must be
 // the same instant, else the result would not verify. doc is changed only
 // on success.
@@ -107,7 +107,7 @@ func Sign(doc map[string]any, k PrivateKey, createdAt time.Time) error {
 	return signAt(doc, k, NewTime(createdAt).String())
 }
 
-// SignCommand signs a Command; createdAt is its issuedAt (WIRE.md).
+// SignCommand signs a Command; createdAt is its issuedAt (docs/wire.md).
 func SignCommand(doc map[string]any, k PrivateKey) error {
 	return signWithMember(doc, k, "issuedAt")
 }

@@ -27,7 +27,7 @@ const maxSafeInteger = MaxSafeInteger
 // bound of every epoch, sequence and revision.
 const MaxSafeInteger = 1<<53 - 1
 
-// Parse decodes one JSON text under the strict I-JSON rules of WIRE.md and
+// Parse decodes one JSON text under the strict I-JSON rules of docs/wire.md and
 // returns it as map[string]any, []any, string, json.Number, bool or nil.
 // Every breach is a *Error with code PROTOCOL_VIOLATION and a JSON pointer:
 // malformed JSON, a byte-order mark, duplicate member names at any depth,

@@ -11,13 +11,14 @@ import (
 	"testing"
 )
 
-// sharedTestdata is the public vector folder beside the project; tests that
-// use it skip cleanly when it is absent (../shared/testdata/README.md).
-func sharedTestdata(t testing.TB) string {
+// publicVectors is the folder of public test vectors copied into the
+// repository (testdata/vectors/README.md). They are part of the repository,
+// so a missing folder is a failure, never a skip.
+func publicVectors(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "testdata")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("public vectors not present at %s", dir)
+	dir := filepath.Join("testdata", "vectors")
+	if _, err := os.Stat(filepath.Join(dir, "PROVENANCE.md")); err != nil {
+		t.Fatalf("public vectors missing: %v", err)
 	}
 	return dir
 }
@@ -148,11 +149,11 @@ func TestParseLimits(t *testing.T) {
 
 // TestJSONTestSuite runs the public nst/JSONTestSuite subset against the
 // verdicts its manifest proposes for a strict I-JSON receiver. Our policy on
-// the "policy" rows follows WIRE.md: integer literals beyond ±(2^53−1) and
+// the "policy" rows follows docs/wire.md: integer literals beyond ±(2^53−1) and
 // nesting past the depth limit are rejected; extra decimal precision that
-// binary64 rounds away is not on WIRE.md's list and is accepted.
+// binary64 rounds away is not on docs/wire.md's list and is accepted.
 func TestJSONTestSuite(t *testing.T) {
-	dir := filepath.Join(sharedTestdata(t), "json-suite")
+	dir := filepath.Join(publicVectors(t), "json-suite")
 	f, err := os.Open(filepath.Join(dir, "MANIFEST.csv"))
 	if err != nil {
 		t.Fatal(err)

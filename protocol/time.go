@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Time is a wire timestamp (WIRE.md): RFC 3339 in UTC with a literal Z and at
+// Time is a wire timestamp (docs/wire.md): RFC 3339 in UTC with a literal Z and at
 // most millisecond precision. It always marshals as 2026-11-30T08:00:00Z when
 // the milliseconds are zero and as 2026-11-30T08:00:00.120Z (three digits)
 // otherwise, so a value decoded from our own output re-encodes to the same

@@ -7,7 +7,7 @@ import (
 // ActorKind says who signed a Command or caused an Event.
 type ActorKind string
 
-// The three actor kinds (WIRE.md).
+// The three actor kinds (docs/wire.md).
 const (
 	ActorAgent   ActorKind = "agent"
 	ActorHuman   ActorKind = "human"
@@ -55,7 +55,7 @@ type Extensions map[string]Extension
 // Uint64 returns a pointer to v, for the optional epochs and revisions.
 func Uint64(v uint64) *uint64 { return &v }
 
-// Command is the signed request envelope (spec 15.1, WIRE.md). The optional
+// Command is the signed request envelope (spec 15.1, docs/wire.md). The optional
 // epochs are pointers because spec 15.1 makes their absence meaningful: an
 // absent epoch and epoch 0 are different commands.
 type Command struct {
@@ -98,7 +98,7 @@ type Aggregate struct {
 	ID   string        `json:"id"`
 }
 
-// Event is an accepted, immutable fact (spec 15.2, WIRE.md). Organization-
+// Event is an accepted, immutable fact (spec 15.2, docs/wire.md). Organization-
 // scoped events omit GroupID, Sequence, Aggregate and Revision, so those are
 // optional here; a Group event always carries all four.
 type Event struct {

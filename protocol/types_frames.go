@@ -1,6 +1,6 @@
 package protocol
 
-// Hello opens a session (spec 17, WIRE.md). The client sends
+// Hello opens a session (spec 17, docs/wire.md). The client sends
 // protocolVersions, agentId, sessionEpoch and proof; the server answers with
 // protocolVersion, sessionEpoch and serverTime. One struct carries both
 // forms; the members of the other form stay absent.

@@ -73,7 +73,7 @@ type PresenceRecord struct {
 	ObservedAt      Time          `json:"observedAt"`
 }
 
-// MissionState is a state of the Mission state machine (DESIGN.md §11, our
+// MissionState is a state of the Mission state machine (docs/design.md §11, our
 // stand-in for the unavailable spec 7.1).
 type MissionState string
 
@@ -250,7 +250,7 @@ const (
 )
 
 // Message is conversation text. It never authorizes anything and has no
-// member that changes other state (DESIGN.md §11).
+// member that changes other state (docs/design.md §11).
 type Message struct {
 	MessageID      string       `json:"messageId"`
 	GroupID        string       `json:"groupId"`

@@ -171,7 +171,7 @@ func typesSemantic(t *testing.T, b []byte) any {
 
 const typesWireSignature = `{"alg": "Ed25519", "keyId": "agent:w1#k1", "createdAt": "2026-11-30T08:00:00Z", "value": "c2lnbmF0dXJl"}`
 
-// The examples of WIRE.md, with its comments and placeholders for nested
+// The examples of docs/wire.md, with its comments and placeholders for nested
 // objects filled in.
 var typesWireExamples = []struct {
 	name   string

@@ -98,7 +98,7 @@ func (b BusinessImpact) Rank() int { return level(string(b)) }
 func (b BusinessImpact) Known() bool { return b.Rank() >= 0 }
 
 // WorkContract is the versioned, machine-readable contract every WorkItem
-// carries (spec 10.1, WIRE.md). All members but Notes are required; prose in
+// carries (spec 10.1, docs/wire.md). All members but Notes are required; prose in
 // Notes never replaces a field.
 type WorkContract struct {
 	ContractID           string                    `json:"contractId"`

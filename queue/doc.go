@@ -1,6 +1,6 @@
 // Package queue is the worker's durable store: per Group an inbox, a durable
 // cursor and a work-queue projection, all in one bbolt file and rebuildable
-// by replaying the inbox (spec 11.1, 16; DESIGN.md §3–4).
+// by replaying the inbox (spec 11.1, 16; docs/design.md §3–4).
 //
 // # Files
 //

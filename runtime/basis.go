@@ -7,7 +7,7 @@ import (
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
-// WireBasis converts the scheduler's selection basis into the WIRE.md
+// WireBasis converts the scheduler's selection basis into the docs/wire.md
 // shape (spec 10.3) recorded with an offer acceptance or a start; it lives
 // here because the scheduler stays free of the protocol's schema code. The
 // caller

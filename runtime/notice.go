@@ -25,7 +25,7 @@ const (
 	NoticeDisclosure = "schedule.disclosure"
 )
 
-// RejectionNotice is the object of a refusal notice: the WIRE.md
+// RejectionNotice is the object of a refusal notice: the docs/wire.md
 // AdmissionRejection plus the ids it is about.
 type RejectionNotice struct {
 	Kind       string                   `json:"kind"`
@@ -36,7 +36,7 @@ type RejectionNotice struct {
 	Detail     string                   `json:"detail"`
 }
 
-// DisclosureNotice is the object of a schedule update: the WIRE.md
+// DisclosureNotice is the object of a schedule update: the docs/wire.md
 // ScheduleDisclosure plus the ids it is about.
 type DisclosureNotice struct {
 	Kind       string `json:"kind"`

@@ -20,7 +20,7 @@ import (
 	"github.com/missionweave/mwp-worker/toolkeys"
 )
 
-// Worker is the worker process (DESIGN.md §3): the connection, the durable
+// Worker is the worker process (docs/design.md §3): the connection, the durable
 // queue, the global scheduler, the execution slots, lease renewal, offline
 // buffering and reconciliation, wired together (see doc.go "The Worker").
 type Worker struct {

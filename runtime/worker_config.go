@@ -99,7 +99,7 @@ type WorkerConfig struct {
 
 // InProcessAuthority is an authority running in the worker's own process
 // (authority-lite/embed.Authority). An interface, so that runtime never
-// imports the authority it talks to (DESIGN.md §2).
+// imports the authority it talks to (docs/design.md §2).
 type InProcessAuthority interface {
 	// Endpoint is the wss URL and the "sha256:" pin of its certificate.
 	Endpoint() (url, pin string)

@@ -596,7 +596,7 @@ func (s *Scheduler) Remove(id string) error {
 }
 
 // SetOffline stops (true) or resumes (false) new starts: while disconnected
-// from the authority no new WorkItem starts (DESIGN.md §7).
+// from the authority no new WorkItem starts (docs/design.md §7).
 func (s *Scheduler) SetOffline(offline bool) { s.offline = offline }
 
 // Status is an item's current place.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Urgency is the coordinator's requested urgency (WIRE.md Work Contract).
+// Urgency is the coordinator's requested urgency (docs/wire.md Work Contract).
 // It is an input to the ordering within a Group, never an override.
 type Urgency uint8
 
@@ -229,7 +229,7 @@ func (r Rules) Names() []string {
 func (r Rules) MarshalJSON() ([]byte, error) { return json.Marshal(r.Names()) }
 
 // SelectionBasis is the structured basis recorded with every decision (spec
-// 10.3; WIRE.md). It holds no free-form reasoning.
+// 10.3; docs/wire.md). It holds no free-form reasoning.
 type SelectionBasis struct {
 	CapabilityMatches     []string  `json:"capabilityMatches"`
 	AuthorizationEligible bool      `json:"authorizationEligible"`
@@ -260,7 +260,7 @@ type PreemptRequest struct {
 // CapacityState is the disclosed capacity state (11.2).
 type CapacityState string
 
-// Capacity states (WIRE.md).
+// Capacity states (docs/wire.md).
 const (
 	CapacityAvailable   CapacityState = "available"
 	CapacityConstrained CapacityState = "constrained"

@@ -205,7 +205,7 @@ func TestCredentialsExpire(t *testing.T) {
 	e.host.wait(t)
 }
 
-// The key handed to fn is the WIRE.md toolkey of this slot's execution;
+// The key handed to fn is the docs/wire.md toolkey of this slot's execution;
 // through the Ledger a repeated operation returns its first result
 // without running or charging again.
 func TestToolCallKeysAndLedger(t *testing.T) {

@@ -22,7 +22,7 @@ type Op struct {
 // would get another prefix, so keys never collide across versions.
 const KeyPrefix = "tk1_"
 
-// Key derives the idempotency key of op (WIRE.md, spec 16):
+// Key derives the idempotency key of op (docs/wire.md, spec 16):
 // "tk1_" + base64url(sha256(JCS([missionId, workItemId, ownershipEpoch, operationId]))).
 // The same Op gives the same key in every process; a new ownership epoch
 // gives new keys. Ids must be non-empty valid UTF-8 (JCS is defined on

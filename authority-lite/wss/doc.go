@@ -1,5 +1,5 @@
 // Package wss serves the MissionWeaveProtocol 0.1 WebSocket binding (spec
-// 17, WIRE.md "Frames") in front of a Group Authority, the Backend.
+// 17, docs/wire.md "Frames") in front of a Group Authority, the Backend.
 //
 // # Connections
 //

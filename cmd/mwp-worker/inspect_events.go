@@ -18,7 +18,7 @@ func inspectEventsCommand() *cli.Command {
 		Name:  "events",
 		Usage: "print the events of an authority-lite log (read-only)",
 		Description: "Reads DIR/authority.db or DIR/authority/authority.db (the layout `mwp-worker poc --data DIR`\n" +
-			"leaves). With --json: one signed event envelope (WIRE.md) per line, Organization events first,\n" +
+			"leaves). With --json: one signed event envelope (docs/wire.md) per line, Organization events first,\n" +
 			"then each Group's in sequence order. Without: one summary line per event. Fails while an\n" +
 			"authority holds the log. Exit 1 on any problem.",
 		Flags: []cli.Flag{

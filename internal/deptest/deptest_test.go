@@ -57,7 +57,7 @@ var (
 
 func cat(lists ...[]string) []string { return slices.Concat(lists...) }
 
-// rules is DESIGN.md §2 as a table, one row per package of the module.
+// rules is docs/design.md §2 as a table, one row per package of the module.
 // Dependencies point down: nothing imports runtime/ or poc/ except cmd/
 // (and poc imports runtime), and runtime never links authority-lite.
 var rules = map[string]rule{
@@ -86,7 +86,7 @@ var rules = map[string]rule{
 	"group/grouptest": {imports: []string{"protocol"}},
 	// Deterministic: the same inputs and clock readings give the same
 	// decisions, so nothing that does I/O, draws random numbers or runs
-	// concurrently. DESIGN.md §2 lets it use protocol's types, but
+	// concurrently. docs/design.md §2 lets it use protocol's types, but
 	// protocol links os and net/url; the scheduler has its own.
 	"scheduler": {
 		banned: cat(noIO, noRandom, noThreads),
@@ -221,7 +221,7 @@ func TestImportRules(t *testing.T) {
 	pkgs := listModule(t)
 	for _, name := range slices.Sorted(maps.Keys(pkgs)) {
 		if _, ok := rules[name]; !ok {
-			t.Errorf("package %s has no row in internal/deptest's rules: decide what it may import (DESIGN.md §2)", name)
+			t.Errorf("package %s has no row in internal/deptest's rules: decide what it may import (docs/design.md §2)", name)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(rules)) {
@@ -329,7 +329,7 @@ func checkSource(t *testing.T, name string, r rule, p pkg) {
 	}
 }
 
-// TestRulesPointDown checks the table itself against DESIGN.md §2, so a
+// TestRulesPointDown checks the table itself against docs/design.md §2, so a
 // row cannot quietly allow what the design forbids.
 func TestRulesPointDown(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(rules)) {

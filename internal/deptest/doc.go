@@ -1,6 +1,6 @@
 // Package deptest holds the module's import rules and the test that
 // enforces them (deptest_test.go), in the manner of tailscale's
-// tstest/deptest: DESIGN.md §2 says which way dependencies point and which
+// tstest/deptest: docs/design.md §2 says which way dependencies point and which
 // packages are pure, and a rule only a document states is broken by the
 // first convenient import. One table names every package of the module,
 // the module packages it may import, what it must never link, and, for the
