@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -103,14 +104,17 @@ func (s *stream) authorized(wi string, c protocol.WorkContract) {
 		obj{"workItemId": wi, "missionId": "mis-" + s.group, "contract": c})
 }
 
+// offered is work.offer.created as the authority writes it (the one
+// payload type), expiring an hour after t0.
 func (s *stream) offered(wi string, c *protocol.WorkContract, candidates ...string) {
-	cands := []obj{}
-	for _, a := range candidates {
-		cands = append(cands, obj{"agentId": a, "selectionBasis": obj{"authorizationEligible": true}})
-	}
-	p := obj{"workItemId": wi, "offerId": "off-" + wi, "candidates": cands, "expiresAt": protocol.NewTime(t0.Add(time.Hour))}
+	exp := protocol.NewTime(t0.Add(time.Hour))
+	p := group.OfferCreated{WorkRef: group.WorkRef{WorkItemID: wi, State: protocol.WorkOffered}, OfferID: "off-" + wi,
+		Contract: c, OfferExpiresAt: &exp}
 	if c != nil {
-		p["contract"] = *c
+		p.ContractRevision = c.Revision
+	}
+	for _, a := range candidates {
+		p.Candidates = append(p.Candidates, protocol.OfferCandidate{AgentID: a, SelectionBasis: protocol.SelectionBasis{AuthorizationEligible: true}})
 	}
 	s.add(protocol.EvtWorkOfferCreated, protocol.AggregateWorkItem, wi, "coord-1", p)
 }

@@ -34,12 +34,14 @@ func factOf(ev *protocol.Event) fact {
 // command's payload plus authority-assigned members (docs/shapes.md); the
 // authority-assigned ones are read defensively (see doc.go).
 type payload struct {
-	WorkItemID       string                   `json:"workItemId"`
-	MissionID        string                   `json:"missionId"`
-	Contract         *contractInputs          `json:"contract"`
-	OfferID          string                   `json:"offerId"`
-	Candidates       []candidate              `json:"candidates"`
-	ExpiresAt        *protocol.Time           `json:"expiresAt"`
+	WorkItemID string          `json:"workItemId"`
+	MissionID  string          `json:"missionId"`
+	Contract   *contractInputs `json:"contract"`
+	OfferID    string          `json:"offerId"`
+	Candidates []candidate     `json:"candidates"`
+	ExpiresAt  *protocol.Time  `json:"expiresAt"`
+	// OfferExpiresAt is work.offer.created's expiry (group.OfferCreated).
+	OfferExpiresAt   *protocol.Time           `json:"offerExpiresAt"`
 	ContractRevision *uint64                  `json:"contractRevision"`
 	OwnershipEpoch   *uint64                  `json:"ownershipEpoch"`
 	Ownership        *protocol.OwnershipGrant `json:"ownership"`
@@ -286,8 +288,8 @@ func (s *stepper) apply(f *fact, p *payload) *protocol.Error {
 		for _, c := range p.Candidates {
 			o.Candidates = append(o.Candidates, string(c))
 		}
-		if p.ExpiresAt != nil {
-			o.ExpiresAt = *p.ExpiresAt
+		if p.OfferExpiresAt != nil {
+			o.ExpiresAt = *p.OfferExpiresAt
 		}
 		// An offer replaces the previous one; an expired owner is fenced
 		// first (spec 10.2), so the view drops ownership and lease.

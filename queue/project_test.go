@@ -584,3 +584,23 @@ func TestSessionReplacementReturnsItemToQueue(t *testing.T) {
 		t.Fatalf("after replacement: state %s lease %v owner %q", e.State, e.Lease, e.Owner)
 	}
 }
+
+// TestLiveOfferKeepsItsExpiry is the regression for the drift between the
+// authority's offerExpiresAt and the member the view read (expiresAt):
+// an offer decided by the Group state machine reaches the worker's view
+// with its expiry, so admission can refuse it once it has passed.
+func TestLiveOfferKeepsItsExpiry(t *testing.T) {
+	s := newStream("g")
+	s.missionCreated()
+	c := testContract(1, protocol.UrgencyNormal, false)
+	s.authorized("wi-1", c)
+	s.offered("wi-1", &c, "w1")
+	g := viewOf(t, "g", s.evs)
+	e := g.items["wi-1"]
+	if e == nil || e.Offer == nil {
+		t.Fatalf("no offer in the view: %+v", e)
+	}
+	if want := protocol.NewTime(t0.Add(time.Hour)); !e.Offer.ExpiresAt.Equal(want.Time) {
+		t.Fatalf("offer expires at %v, want %v", e.Offer.ExpiresAt, want)
+	}
+}

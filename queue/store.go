@@ -113,7 +113,7 @@ var (
 // ProjectionVersion names how this build projects events; see doc.go.
 // 2: memberships are projected. 3: a Mission's priority class is also read
 // from a nested mission record.
-const ProjectionVersion = 3
+const ProjectionVersion = 4
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().
