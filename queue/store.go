@@ -112,7 +112,8 @@ var (
 
 // ProjectionVersion names how this build projects events; see doc.go.
 // 2: memberships are projected. 3: a Mission's priority class is also read
-// from a nested mission record.
+// from a nested mission record. 4: an offer's expiry is read from
+// offerExpiresAt.
 const ProjectionVersion = 4
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
