@@ -29,7 +29,7 @@ type pending struct {
 	now       protocol.Time
 	grants    bool // the Group's grant records changed
 	leases    bool // the Group's lease records changed
-	archived  bool // the group.Group was archived
+	archived  bool // the Group was archived
 	artifacts bool // the Group's artifact revisions changed
 	// ancestors are charges to ancestor Groups, locked until written.
 	ancestors []*ancestorCharge

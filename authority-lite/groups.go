@@ -16,7 +16,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		return nil, protocol.Forbidden("%s: a Mission is created by a human, never by a %s", cmd.Type, cmd.Actor.Kind)
 	}
 	if cmd.GroupID == "" {
-		return nil, protocol.InvalidCommand("%s carries the id of the group.Group it creates", cmd.Type).At("/groupId")
+		return nil, protocol.InvalidCommand("%s carries the id of the Group it creates", cmd.Type).At("/groupId")
 	}
 	s.orgMu.Lock()
 	defer s.orgMu.Unlock()

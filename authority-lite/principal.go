@@ -44,23 +44,10 @@ func (p *Principal) Envelope(typ protocol.CommandType, groupID string) protocol.
 	} else {
 		env.MembershipEpoch = protocol.Uint64(0)
 	}
-	if m, ok := p.s.Mission(groupID); ok && m.Coordinator != nil && m.Coordinator.AgentID == p.Actor.ID && needsCoordinatorEpoch(typ) {
+	if m, ok := p.s.Mission(groupID); ok && m.Coordinator != nil && m.Coordinator.AgentID == p.Actor.ID && protocol.CarriesCoordinatorEpoch(typ) {
 		env.CoordinatorEpoch = protocol.Uint64(m.Coordinator.CoordinatorEpoch)
 	}
 	return env
-}
-
-// needsCoordinatorEpoch lists the agent commands authorized by the
-// coordinator lease (spec 15.1 plus the coordinator-only work commands).
-func needsCoordinatorEpoch(t protocol.CommandType) bool {
-	switch t {
-	case protocol.CmdMissionRenewCoordinator, protocol.CmdMissionSubmitForApproval, protocol.CmdMissionCreateChild,
-		protocol.CmdMembershipGrantDelegation, protocol.CmdWorkAcceptResult, protocol.CmdMissionTerminate,
-		protocol.CmdWorkAuthorize, protocol.CmdWorkOffer, protocol.CmdWorkUnblock, protocol.CmdWorkFail,
-		protocol.CmdWorkCancel, protocol.CmdDependencyInsert, protocol.CmdMembershipChange, protocol.CmdMembershipEnd:
-		return true
-	}
-	return false
 }
 
 // Do builds, signs and submits one command; edit adjusts the envelope

@@ -245,7 +245,7 @@ func (s *Service) SnapshotDocument(groupID string) (protocol.GroupSnapshot, erro
 func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 	pl := c.payload.(*protocol.ArchiveGroupPayload)
 	if c.cmd.Actor.Kind != protocol.ActorService {
-		return protocol.Forbidden("a group.Group is archived by an Organization policy actor")
+		return protocol.Forbidden("a Group is archived by an Organization policy actor")
 	}
 	m := gs.g.Mission
 	if m == nil || (m.State != protocol.MissionApproved && m.State != protocol.MissionCancelled && m.State != protocol.MissionTerminated) {
@@ -261,7 +261,7 @@ func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 		return protocol.Errorf(protocol.CodeAuthInvalidSignature, "snapshot is not signed by this authority: %v", err).At("/payload/snapshot/signature")
 	}
 	if snap.GroupID != gs.id || snap.Sequence != gs.last {
-		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "snapshot is of %s at %d; the group.Group is at %d", snap.GroupID, snap.Sequence, gs.last).At("/payload/snapshot/sequence"), "sequence", gs.last)
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeRevisionConflict, "snapshot is of %s at %d; the Group is at %d", snap.GroupID, snap.Sequence, gs.last).At("/payload/snapshot/sequence"), "sequence", gs.last)
 	}
 	policy, err := protocol.Marshal(gs.grants)
 	if err != nil || protocol.Digest(policy) != snap.PolicyLogDigest {

@@ -97,7 +97,7 @@ func (s *Service) chargeAncestors(gs *groupState, delta protocol.Usage, p *pendi
 		}
 		if !lockSoon(&ags.mu) {
 			s.releaseAncestors(p)
-			return protocol.Errorf(protocol.CodeInternalError, "ancestor group.Group %s is busy; retry", ags.id)
+			return protocol.Errorf(protocol.CodeInternalError, "ancestor Group %s is busy; retry", ags.id)
 		}
 		p.ancestors = append(p.ancestors, &ancestorCharge{gs: ags, descendants: ags.descendants.Add(delta)})
 		if m := ags.g.Mission; m != nil && m.Budgets != nil {

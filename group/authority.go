@@ -85,3 +85,21 @@ func durationMs(ms uint64, pointer string) (time.Duration, error) {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// requireSender checks who sent the command against the rules table's
+// Sender column (protocol.Commands).
+func (t *txn) requireSender() error {
+	switch protocol.Commands[t.in.Type].Sender {
+	case protocol.SenderOwner:
+		return t.requireOwner()
+	case protocol.SenderCoordinator:
+		return t.requireCoordinator()
+	case protocol.SenderCoordinatorOrOwner:
+		return t.requireCoordinatorOrOwner()
+	case protocol.SenderCoordinatorOrPolicy:
+		return t.requireCoordinatorOrService()
+	case protocol.SenderWorker:
+		return t.requireAgent()
+	}
+	return protocol.Errorf(protocol.CodeInternalError, "%s: no sender rule the Group state machine checks", t.in.Type)
+}

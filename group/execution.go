@@ -107,14 +107,14 @@ func (t *txn) unblock() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinatorOrOwner(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
 	if err != nil {
 		return err
 	}
-	if err := t.inState(w, protocol.WorkBlocked); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if w.ChildMissionID != "" {
@@ -179,14 +179,14 @@ func (t *txn) acceptResult() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinator(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
 	if err != nil {
 		return err
 	}
-	if err := t.inState(w, protocol.WorkSubmitted); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.ContractRevision != w.Contract.Revision {
@@ -198,11 +198,6 @@ func (t *txn) acceptResult() error {
 		ContractRevision: p.ContractRevision, Evidence: append([]protocol.Evidence(nil), p.ReviewEvidence...), Comment: p.Comment,
 	})
 	return nil
-}
-
-var failable = []protocol.WorkItemState{
-	protocol.WorkOpen, protocol.WorkOffered, protocol.WorkQueued,
-	protocol.WorkActive, protocol.WorkBlocked, protocol.WorkSubmitted,
 }
 
 // fail: open … submitted → failed with failure Evidence, reported by the
@@ -224,7 +219,7 @@ func (t *txn) fail() error {
 			w, err = t.existing(p.WorkItemID)
 		}
 		if err == nil {
-			err = t.inState(w, failable...)
+			err = t.allowedFrom(w)
 		}
 	}
 	if err != nil {
@@ -253,14 +248,14 @@ func (t *txn) cancel() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinatorOrOwner(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
 	if err != nil {
 		return err
 	}
-	if err := t.inState(w, failable...); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.Reason == "" {

@@ -162,7 +162,8 @@ func missionPayload[T any](t *txn, id func(*T) string) (*T, error) {
 
 // missionStep checks revision and source states, in that order, after the
 // caller checked authority.
-func (t *txn) missionStep(from ...protocol.MissionState) error {
+func (t *txn) missionStep() error {
+	from := protocol.Commands[t.in.Type].MissionFrom
 	if err := t.checkRevision(protocol.AggregateMission, t.mission.MissionID, t.mission.Revision); err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func (t *txn) assignCoordinator() error {
 			return err
 		}
 	}
-	if err := t.missionStep(protocol.MissionActive); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if p.AgentID == "" {
@@ -215,10 +216,10 @@ func (t *txn) renewCoordinator() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinator(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
-	if err := t.missionStep(protocol.MissionActive); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	d, err := durationMs(p.LeaseDurationMs, "/payload/leaseDurationMs")
@@ -236,10 +237,10 @@ func (t *txn) submitForApproval() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinator(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
-	if err := t.missionStep(protocol.MissionActive); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	var unverified []string
@@ -267,10 +268,10 @@ func (t *txn) approveMission() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireOwner(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
-	if err := t.missionStep(protocol.MissionAwaitingApproval); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if p.ApprovalID == "" {
@@ -288,10 +289,10 @@ func (t *txn) requestChanges() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireOwner(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
-	if err := t.missionStep(protocol.MissionAwaitingApproval); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if len(p.Changes) == 0 {
@@ -307,10 +308,10 @@ func (t *txn) cancelMission() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireOwner(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
-	if err := t.missionStep(protocol.MissionActive, protocol.MissionAwaitingApproval); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	t.mission.State = protocol.MissionCancelled
@@ -335,7 +336,7 @@ func (t *txn) terminateMission() error {
 	default:
 		return protocol.Forbidden("mission.terminate: the coordinator or Organization policy terminates; the MissionOwner cancels")
 	}
-	if err := t.missionStep(protocol.MissionActive, protocol.MissionAwaitingApproval); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	t.mission.State = protocol.MissionTerminated
@@ -400,10 +401,10 @@ func (t *txn) createChild() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinator(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
-	if err := t.missionStep(protocol.MissionActive); err != nil {
+	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if p.OnChildFailure != protocol.ChildFailureBlock && p.OnChildFailure != protocol.ChildFailureFail {
@@ -455,14 +456,8 @@ func (t *txn) createChild() error {
 // childBlocks checks the WorkItem side of mission.create_child: from open,
 // offered, queued, active or blocked, one linked child at a time.
 func (t *txn) childBlocks(w *WorkItem) error {
-	switch w.State {
-	case protocol.WorkOpen, protocol.WorkOffered, protocol.WorkQueued, protocol.WorkActive:
-		return nil
-	case protocol.WorkBlocked:
-		if w.ChildMissionID == "" {
-			return nil
-		}
+	if w.State == protocol.WorkBlocked && w.ChildMissionID != "" {
 		return protocol.InvalidTransition("WorkItem %s already waits for child Mission %s", w.WorkItemID, w.ChildMissionID)
 	}
-	return protocol.WithDetails(protocol.InvalidTransition("mission.create_child is not allowed from WorkItem state %s", w.State), "state", string(w.State))
+	return t.allowedFrom(w)
 }

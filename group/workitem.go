@@ -67,6 +67,12 @@ func (t *txn) existing(id string) (*WorkItem, error) {
 }
 
 // inState refuses a transition whose source state is not in the row.
+// allowedFrom is the transition guard of the rules table
+// (protocol.Commands): the states the command is allowed from.
+func (t *txn) allowedFrom(w *WorkItem) error {
+	return t.inState(w, protocol.Commands[t.in.Type].WorkFrom...)
+}
+
 func (t *txn) inState(w *WorkItem, from ...protocol.WorkItemState) error {
 	for _, s := range from {
 		if w.State == s {
@@ -130,7 +136,7 @@ func (t *txn) authorize() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinator(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	if p.MissionID != t.mission.MissionID {
@@ -194,15 +200,14 @@ func (t *txn) offer() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinator(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
 	if err != nil {
 		return err
 	}
-	if err := t.inState(w, protocol.WorkOpen, protocol.WorkOffered, protocol.WorkQueued,
-		protocol.WorkActive, protocol.WorkBlocked, protocol.WorkFailed); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if w.OwnerActive(t.now) {
@@ -318,7 +323,7 @@ func (t *txn) acceptOffer() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireAgent(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
@@ -403,7 +408,7 @@ func (t *txn) grantExecution() error {
 	if err != nil {
 		return err
 	}
-	if err := t.inState(w, protocol.WorkQueued); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.ApprovalID == "" {
@@ -443,7 +448,7 @@ func (t *txn) start() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireAgent(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
@@ -453,7 +458,7 @@ func (t *txn) start() error {
 	if err := w.CheckOwnership(t.in.Actor.ID, p.OwnershipEpoch); err != nil {
 		return err
 	}
-	if err := t.inState(w, protocol.WorkQueued); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if !before(t.now, w.Ownership.StartDeadline) {
@@ -491,14 +496,14 @@ func (t *txn) insertDependency() error {
 	if err != nil {
 		return err
 	}
-	if err := t.requireCoordinatorOrService(); err != nil {
+	if err := t.requireSender(); err != nil {
 		return err
 	}
 	w, err := t.existing(p.WorkItemID)
 	if err != nil {
 		return err
 	}
-	if err := t.inState(w, protocol.WorkOpen, protocol.WorkOffered, protocol.WorkQueued, protocol.WorkBlocked, protocol.WorkFailed); err != nil {
+	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.ContractRevision != w.Contract.Revision+1 {

@@ -249,7 +249,9 @@ func TestWorkItemRows(t *testing.T) {
 			events: []protocol.EventType{protocol.EvtWorkFailed}},
 		{name: "child_failed/not-terminal", setup: child(protocol.ChildFailureFail), child: outcome(protocol.MissionActive, "mis-c"), code: protocol.CodeInvalidCommand},
 	}
-	for _, s := range failable {
+	// Spec 10.2: fail and cancel from every unfinished state, open … submitted.
+	for _, s := range []protocol.WorkItemState{protocol.WorkOpen, protocol.WorkOffered, protocol.WorkQueued,
+		protocol.WorkActive, protocol.WorkBlocked, protocol.WorkSubmitted} {
 		cases = append(cases,
 			rowCase{name: "fail/from-" + string(s), setup: at(s), in: func(k *kit) Input { return k.failIn("wi") }, want: protocol.WorkFailed,
 				events: []protocol.EventType{protocol.EvtWorkFailed}, post: revoked},

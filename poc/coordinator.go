@@ -272,24 +272,13 @@ func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action
 	_, err := c.p.Do(ctx, typ, c.cfg.Mission.GroupID, payload, func(e *protocol.Envelope) {
 		e.ActionID = fmt.Sprintf("act-%s-%d-%s-%s", c.cfg.AgentID, c.v.lastSeq, a.kind, a.item)
 		e.CorrelationID = c.cfg.Mission.MissionID
-		if e.CoordinatorEpoch != nil || needsEpoch(typ) {
+		if e.CoordinatorEpoch != nil || protocol.CarriesCoordinatorEpoch(typ) {
 			e.CoordinatorEpoch = protocol.Uint64(epoch)
 		}
 	})
 	return err
 }
 
-// needsEpoch lists the commands this coordinator sends on its lease; it
-// names its own epoch even when the authority has moved on, so a fenced
-// coordinator hears AUTH_STALE_COORDINATOR.
-func needsEpoch(t protocol.CommandType) bool {
-	switch t {
-	case protocol.CmdMissionRenewCoordinator, protocol.CmdMissionSubmitForApproval, protocol.CmdWorkAuthorize,
-		protocol.CmdWorkOffer, protocol.CmdWorkAcceptResult, protocol.CmdWorkFail, protocol.CmdMembershipChange:
-		return true
-	}
-	return false
-}
 
 func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) error {
 	m := c.cfg.Mission

@@ -30,17 +30,6 @@ func CheckExtensions(doc any, known func(uri string) bool) error {
 	return nil
 }
 
-// coordinatorEpochRequired lists the Command types whose authority comes from
-// the coordinator lease (spec 15.1); mission.terminate needs it only when an
-// agent issues it.
-var coordinatorEpochRequired = map[CommandType]bool{
-	CmdMissionRenewCoordinator:   true,
-	CmdMissionSubmitForApproval:  true,
-	CmdMissionCreateChild:        true,
-	CmdMembershipGrantDelegation: true,
-	CmdWorkAcceptResult:          true,
-}
-
 // CheckCommandEpochs applies the presence and absence rules of spec 15.1 to a
 // parsed Command envelope (which should already satisfy command.schema.json).
 // A breach is INVALID_COMMAND with the pointer of the offending member.
@@ -56,10 +45,11 @@ func CheckCommandEpochs(doc any) error {
 	bad := func(name, format string, args ...any) error {
 		return Errorf(CodeInvalidCommand, "%s: %s", typ, fmt.Sprintf(format, args...)).At("/" + name)
 	}
-	ct := CommandType(typ)
+	rule := Commands[CommandType(typ)]
+	leaseOnly := rule.CoordinatorEpoch == EpochRequired
 
-	switch ct {
-	case CmdAgentCardRegister, CmdSessionOpen:
+	switch rule.Scope {
+	case ScopeOrganization:
 		// Organization bootstrap: no Group and none of the three epochs.
 		for _, f := range []string{"groupId", "sessionEpoch", "membershipEpoch", "coordinatorEpoch"} {
 			if has(f) {
@@ -67,7 +57,7 @@ func CheckCommandEpochs(doc any) error {
 			}
 		}
 		return nil
-	case CmdMissionCreate, CmdMissionCreateFollowUp:
+	case ScopeNewGroup:
 		// They name the Group being created; no membership or session exists yet.
 		if !has("groupId") {
 			return bad("groupId", "must name the Group it creates")
@@ -77,7 +67,7 @@ func CheckCommandEpochs(doc any) error {
 				return bad(f, "must not carry %s: the Group does not exist yet", f)
 			}
 		}
-		if kind != "human" {
+		if rule.Sender == SenderAnyHuman && kind != "human" {
 			return Errorf(CodeInvalidCommand, "%s: only a human may create a Mission", typ).At("/actor/kind")
 		}
 		return nil
@@ -94,7 +84,7 @@ func CheckCommandEpochs(doc any) error {
 		if !has("membershipEpoch") {
 			return bad("membershipEpoch", "an agent command must carry its current membershipEpoch")
 		}
-		if (coordinatorEpochRequired[ct] || ct == CmdMissionTerminate) && !has("coordinatorEpoch") {
+		if (leaseOnly || rule.CoordinatorEpoch == EpochForAgents) && !has("coordinatorEpoch") {
 			return bad("coordinatorEpoch", "authority comes from the coordinator lease: coordinatorEpoch is required")
 		}
 	case "human":
@@ -107,7 +97,7 @@ func CheckCommandEpochs(doc any) error {
 		if has("coordinatorEpoch") {
 			return bad("coordinatorEpoch", "coordinator leases are held by agents")
 		}
-		if coordinatorEpochRequired[ct] {
+		if leaseOnly {
 			return Errorf(CodeInvalidCommand, "%s: needs the coordinator lease, held by an agent", typ).At("/actor/kind")
 		}
 	case "service":
@@ -116,7 +106,7 @@ func CheckCommandEpochs(doc any) error {
 				return bad(f, "an Organization service must not invent %s", f)
 			}
 		}
-		if coordinatorEpochRequired[ct] {
+		if leaseOnly {
 			return Errorf(CodeInvalidCommand, "%s: needs the coordinator lease, held by an agent", typ).At("/actor/kind")
 		}
 	default:
