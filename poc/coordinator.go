@@ -279,7 +279,6 @@ func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action
 	return err
 }
 
-
 func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) error {
 	m := c.cfg.Mission
 	switch a.kind {
