@@ -106,13 +106,41 @@ func (k *kit) fold(out Outcome) {
 		k.replica = NewGroup(k.g.GroupID, k.g.Limits)
 	}
 	for _, d := range out.Events {
-		if err := k.replica.Fold(d.At(protocol.NewTime(k.now))); err != nil {
+		// The replica reads the event as a worker does: from its JSON.
+		raw, err := json.Marshal(d.Payload)
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		rev := d.Revision
+		ev, err := FromWire(&protocol.Event{Type: d.Type, Aggregate: &d.Aggregate, Revision: &rev, OccurredAt: protocol.NewTime(k.now), Payload: raw})
+		if err != nil {
+			k.t.Fatalf("decode %s: %v", d.Type, err)
+		}
+		if err := k.replica.Fold(ev); err != nil {
 			k.t.Fatalf("fold %s: %v", d.Type, err)
 		}
 	}
 	if got, want := snapshot(k.t, k.replica), snapshot(k.t, k.g); got != want {
 		k.t.Fatalf("folding the events of %v gives another state than deciding it:\n%s", eventTypes(out), diffJSON(got, want))
 	}
+}
+
+// restartReplica writes the replica out and reads it back, as a worker's
+// stored view survives a restart.
+func (k *kit) restartReplica() {
+	k.t.Helper()
+	if k.replica == nil {
+		return
+	}
+	raw, err := json.Marshal(k.replica)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	r := NewGroup(k.g.GroupID, k.g.Limits)
+	if err := json.Unmarshal(raw, r); err != nil {
+		k.t.Fatal(err)
+	}
+	k.replica = r
 }
 
 // diffJSON shows the first difference of two renderings with context.

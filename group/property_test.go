@@ -1,8 +1,10 @@
 package group
 
 import (
+	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +15,23 @@ import (
 
 // fromEach maps each source to to; an empty to means "stays where it is".
 
+// atLeastChecks raises rapid's number of generated sequences for this test
+// (at least n, unless -short or a larger -rapid.checks was given).
+func atLeastChecks(t *testing.T, n int) {
+	f := flag.Lookup("rapid.checks")
+	if f == nil || testing.Short() {
+		return
+	}
+	old := f.Value.String()
+	if cur, err := strconv.Atoi(old); err == nil && cur >= n {
+		return
+	}
+	if err := f.Value.Set(strconv.Itoa(n)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
+
 // TestPropertyRandomCommands drives two WorkItems with random, often wrong,
 // commands from three workers and a coordinator on a randomly stepped clock.
 // Invariants: every accepted transition is in the table, refusals change
@@ -20,6 +39,7 @@ import (
 // owner's, ownership epochs strictly increase, revisions step by one, and
 // verified and cancelled are terminal.
 func TestPropertyRandomCommands(t *testing.T) {
+	atLeastChecks(t, 1000)
 	reached := map[string]int{}
 	defer func() {
 		keys := make([]string, 0, len(reached))
@@ -165,6 +185,7 @@ func TestPropertyRandomCommands(t *testing.T) {
 		}
 
 		rt.Repeat(map[string]func(*rapid.T){
+			"restartReplica": func(rt *rapid.T) { k.restartReplica() },
 			"advance": func(rt *rapid.T) {
 				k.advance(rapid.SampledFrom([]time.Duration{0, time.Second, 10 * time.Second, 30 * time.Second, 30 * time.Second, 90 * time.Second, 3 * time.Minute, 11 * time.Minute, 31 * time.Minute}).Draw(rt, "d"))
 			},
