@@ -1,8 +1,6 @@
 package group
 
 import (
-	"fmt"
-
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -61,7 +59,10 @@ func (g *Group) Fold(ev Event) error {
 	case WorkPayload:
 		w := g.Items[p.Ref().WorkItemID]
 		if w == nil {
-			return fmt.Errorf("group: %s for unknown WorkItem %s", ev.Type, p.Ref().WorkItemID)
+			return protocol.Errorf(protocol.CodeProtocolViolation, "%s names WorkItem %s, unknown to this Group", ev.Type, p.Ref().WorkItemID).At("/payload/workItemId")
+		}
+		if err := complete(ev, p); err != nil {
+			return err
 		}
 		w = w.Clone()
 		w.Revision, w.UpdatedAt, w.State = ev.Revision, ev.OccurredAt, p.Ref().State
@@ -74,13 +75,13 @@ func (g *Group) Fold(ev Event) error {
 func (g *Group) foldMission(ev Event, p MissionPayload) error {
 	if c, ok := p.(*MissionCreated); ok {
 		if c.Mission == nil {
-			return fmt.Errorf("group: mission.created without the Mission")
+			return missing(ev, "mission")
 		}
 		m := *c.Mission
 		g.Mission, g.Ancestors = &m, c.Ancestors
 	}
 	if g.Mission == nil {
-		return fmt.Errorf("group: %s before mission.created", ev.Type)
+		return protocol.Errorf(protocol.CodeProtocolViolation, "%s before mission.created", ev.Type)
 	}
 	m := *g.Mission
 	m.Revision, m.State = ev.Revision, p.Ref().State
@@ -90,6 +91,9 @@ func (g *Group) foldMission(ev Event, p MissionPayload) error {
 	case *CoordinatorRenewed:
 		m.Coordinator = copyCoordinator(p.Coordinator)
 	case *ChildCreated:
+		if p.Child == nil {
+			return missing(ev, "child")
+		}
 		if w := g.Items[p.Child.ParentWorkItemID]; w != nil {
 			w = w.Clone()
 			w.ChildMissionID, w.ChildGroupID, w.ChildFailure = p.Child.ChildMissionID, p.Child.ChildGroupID, p.Child.OnChildFailure
@@ -102,7 +106,7 @@ func (g *Group) foldMission(ev Event, p MissionPayload) error {
 
 func (g *Group) foldAuthorized(ev Event, p *Authorized) error {
 	if p.Contract == nil {
-		return fmt.Errorf("group: work.authorized without a contract")
+		return missing(ev, "contract")
 	}
 	g.Items[p.WorkItemID] = &WorkItem{WorkItem: protocol.WorkItem{
 		WorkItemID: p.WorkItemID, MissionID: p.MissionID, GroupID: g.GroupID, State: p.State,
@@ -194,6 +198,56 @@ func foldWork(w *WorkItem, ev Event, p WorkPayload) {
 	case *Failed, *Cancelled:
 		releaseAll(w)
 	}
+}
+
+// complete checks the members Fold dereferences; the event schemas require
+// them, and Fold must not panic on an event that skipped validation.
+func complete(ev Event, p WorkPayload) error {
+	switch p := p.(type) {
+	case *ContractRevised:
+		if p.Contract == nil {
+			return missing(ev, "contract")
+		}
+	case *OfferCreated:
+		if p.Contract == nil || p.OfferExpiresAt == nil {
+			return missing(ev, "contract and offerExpiresAt")
+		}
+	case *OfferAccepted:
+		if p.Ownership == nil {
+			return missing(ev, "ownership")
+		}
+	case *ExecutionGranted:
+		if p.Approval == nil {
+			return missing(ev, "approval")
+		}
+	case *Checkpointed:
+		if p.Checkpoint == nil {
+			return missing(ev, "checkpoint")
+		}
+	case *Blocked:
+		if p.Blocker == nil {
+			return missing(ev, "blocker")
+		}
+	}
+	return nil
+}
+
+func missing(ev Event, what string) error {
+	return protocol.Errorf(protocol.CodeSchemaValidationFailed, "%s payload lacks %s", ev.Type, what).At("/payload")
+}
+
+// Touches lists the WorkItems an event changes when folded: the ones a
+// follower holding only some of the Group's records must supply.
+func Touches(ev Event) []string {
+	switch p := ev.Payload.(type) {
+	case WorkPayload:
+		return []string{p.Ref().WorkItemID}
+	case *ChildCreated:
+		if p.Child != nil {
+			return []string{p.Child.ParentWorkItemID}
+		}
+	}
+	return nil
 }
 
 // The reasons of automatic events that Fold tells apart.

@@ -143,3 +143,17 @@ func CapabilityTokenOf(payload any) *protocol.CapabilityToken {
 	}
 	return nil
 }
+
+// ContractOf returns the Work Contract a WorkItem payload carries in full
+// (work.authorized, work.offer.created, work.contract.revised), or nil.
+func ContractOf(payload any) *protocol.WorkContract {
+	switch p := payload.(type) {
+	case *Authorized:
+		return p.Contract
+	case *OfferCreated:
+		return p.Contract
+	case *ContractRevised:
+		return p.Contract
+	}
+	return nil
+}

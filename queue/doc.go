@@ -82,27 +82,19 @@
 // owned by this worker (Entry.Concerns), because dependency states need the
 // others. project is pure (view, event → changed entries); it reads only
 // the event, never a clock, so Rebuild reproduces the stored bytes exactly.
-// EnqueuedAt is the authority's occurredAt of the event that queued the
-// item. A terminal Mission propagates to unfinished items (cancelled →
-// cancelled, terminated → failed).
 //
-// Event payloads mirror their command's payload plus authority-assigned
-// members (docs/shapes.md). Where shapes.md does not name the latter, the
-// projection assumes and accepts:
-//   - work.offer.accepted: "ownership" (OwnershipGrant); else top-level
-//     "ownershipEpoch" and "startDeadline", with "ownerAgentId" or the
-//     event's actor as owner.
-//   - work.started and work.progressed (lease renewal): "lease"
-//     (ExecutionLease, at least leaseId and expiresAt); else top-level
-//     "leaseId" and "expiresAt". A work.progressed without a lease changes
-//     only the item's revision.
-//   - work.checkpointed, work.blocked: "checkpoint" (CheckpointRef); else
-//     the command's checkpointId and stateDigest with occurredAt as time.
-//   - work.unblocked: "state" ("queued" or "open") when the authority says
-//     which; otherwise queued when the item still has an owner, else open.
-//   - work.contract.revised: a full "contract" replaces the inputs;
-//     otherwise "dependencies" are added and "contractRevision" is taken.
-//   - work.offer.created: "candidates" as the command's objects or as ids.
+// Mission and WorkItem state is the Group state machine's: each event's
+// payload is decoded into its one Go type (group.Decode) and applied with
+// group.Fold, the function the authority applies its own events with, to
+// the records the event touches (Entry.Item, MissionView.Record). The
+// entry's other members are derived from that record plus what only the
+// worker keeps: the scheduling inputs of the last contract an event carried
+// (ContractSeq names that event; the full contract stays in the inbox), the
+// dependencies' states, and EnqueuedAt, the authority's occurredAt of the
+// event that put the item into queued. A terminal Mission's unfinished
+// items follow by their own work.cancelled or work.failed events.
+// Memberships and the archive are followed here (group does not fold them
+// yet).
 //
 // # Snapshots
 //

@@ -3,6 +3,8 @@ package queue
 import (
 	"slices"
 
+	"github.com/missionweave/mwp-worker/group"
+
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -55,6 +57,11 @@ type Entry struct {
 
 	UpdatedSeq uint64        `json:"updatedSeq"`
 	UpdatedAt  protocol.Time `json:"updatedAt,omitzero"`
+
+	// Item is the WorkItem record as group.Fold leaves it, without its
+	// contract (kept in the inbox: Store.Contract): the state the next
+	// event folds onto. The members above are derived from it.
+	Item group.WorkItem `json:"item"`
 }
 
 // Dependency is one prerequisite with the state the view last saw it in
@@ -207,4 +214,7 @@ type MissionView struct {
 	Archived      bool                   `json:"archived,omitempty"`
 	Revision      uint64                 `json:"revision,omitempty"`
 	UpdatedSeq    uint64                 `json:"updatedSeq,omitempty"`
+	// Record is the Mission as group.Fold leaves it; the members above are
+	// derived from it.
+	Record *protocol.Mission `json:"record,omitempty"`
 }

@@ -26,10 +26,16 @@ type stream struct {
 	seq   uint64
 	revs  map[string]uint64
 	evs   []Incoming
+	// What the authority's payloads repeat: each item's contract, grant
+	// and lease.
+	contracts map[string]protocol.WorkContract
+	grants    map[string]*protocol.OwnershipGrant
+	leases    map[string]*protocol.ExecutionLease
 }
 
 func newStream(group string) *stream {
-	return &stream{group: group, revs: make(map[string]uint64)}
+	return &stream{group: group, revs: make(map[string]uint64), contracts: map[string]protocol.WorkContract{},
+		grants: map[string]*protocol.OwnershipGrant{}, leases: map[string]*protocol.ExecutionLease{}}
 }
 
 // add appends one event and returns it.
@@ -94,25 +100,50 @@ func testContract(rev uint64, urgency protocol.Urgency, approval bool, deps ...s
 
 type obj = map[string]any
 
-func (s *stream) missionCreated() {
-	s.add(protocol.EvtMissionCreated, protocol.AggregateMission, "mis-"+s.group, "human-1",
-		obj{"missionId": "mis-" + s.group, "title": "t", "objective": "o", "priorityClass": "high"})
+func (s *stream) missionCreated() { s.missionCreatedWith(protocol.PriorityHigh) }
+
+func (s *stream) missionCreatedWith(pc protocol.PriorityClass) {
+	id := "mis-" + s.group
+	m := &protocol.Mission{MissionID: id, GroupID: s.group, Title: "t", Objective: "o", State: protocol.MissionActive,
+		Owner: protocol.Actor{Kind: protocol.ActorHuman, ID: "human-1"}, PriorityClass: pc, CreatedAt: protocol.NewTime(t0), Revision: 1}
+	s.add(protocol.EvtMissionCreated, protocol.AggregateMission, id, "human-1",
+		group.MissionCreated{MissionRef: group.MissionRef{MissionID: id, State: protocol.MissionActive}, Mission: m})
+}
+
+// missionClosed is mission.cancelled (to cancelled) or mission.terminated.
+func (s *stream) missionClosed(typ protocol.EventType, to protocol.MissionState) {
+	id := "mis-" + s.group
+	s.add(typ, protocol.AggregateMission, id, "human-1", group.MissionClosed{MissionRef: group.MissionRef{MissionID: id, State: to}, Reason: "r"})
 }
 
 func (s *stream) authorized(wi string, c protocol.WorkContract) {
+	s.contracts[wi] = c
 	s.add(protocol.EvtWorkAuthorized, protocol.AggregateWorkItem, wi, "coord-1",
-		obj{"workItemId": wi, "missionId": "mis-" + s.group, "contract": c})
+		group.Authorized{WorkRef: ref(wi, protocol.WorkOpen), MissionID: "mis-" + s.group, Contract: &c, ContractRevision: c.Revision})
+}
+
+func ref(wi string, st protocol.WorkItemState) group.WorkRef {
+	return group.WorkRef{WorkItemID: wi, State: st}
 }
 
 // offered is work.offer.created as the authority writes it (the one
-// payload type), expiring an hour after t0.
+// payload type), expiring an hour after t0; c nil repeats the item's
+// contract.
 func (s *stream) offered(wi string, c *protocol.WorkContract, candidates ...string) {
-	exp := protocol.NewTime(t0.Add(time.Hour))
-	p := group.OfferCreated{WorkRef: group.WorkRef{WorkItemID: wi, State: protocol.WorkOffered}, OfferID: "off-" + wi,
-		Contract: c, OfferExpiresAt: &exp}
-	if c != nil {
-		p.ContractRevision = c.Revision
+	if c == nil {
+		cur := s.contracts[wi]
+		c = &cur
 	}
+	s.contracts[wi] = *c
+	var fenced *uint64
+	if g := s.grants[wi]; g != nil {
+		fenced = protocol.Uint64(g.OwnershipEpoch)
+	}
+	delete(s.grants, wi)
+	delete(s.leases, wi)
+	exp := protocol.NewTime(t0.Add(time.Hour))
+	p := group.OfferCreated{WorkRef: ref(wi, protocol.WorkOffered), OfferID: "off-" + wi,
+		Contract: c, ContractRevision: c.Revision, OfferExpiresAt: &exp, FencedOwnershipEpoch: fenced}
 	for _, a := range candidates {
 		p.Candidates = append(p.Candidates, protocol.OfferCandidate{AgentID: a, SelectionBasis: protocol.SelectionBasis{AuthorizationEligible: true}})
 	}
@@ -120,26 +151,109 @@ func (s *stream) offered(wi string, c *protocol.WorkContract, candidates ...stri
 }
 
 func (s *stream) accepted(wi, owner string, epoch uint64, contractRev uint64) {
-	s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, wi, owner, obj{
-		"workItemId": wi, "offerId": "off-" + wi, "contractRevision": contractRev,
-		"ownership": protocol.OwnershipGrant{WorkItemID: wi, OwnerAgentID: owner, OwnershipEpoch: epoch, StartDeadline: protocol.NewTime(t0.Add(2 * time.Hour))},
-	})
+	g := &protocol.OwnershipGrant{WorkItemID: wi, OwnerAgentID: owner, OwnershipEpoch: epoch, StartDeadline: protocol.NewTime(t0.Add(2 * time.Hour))}
+	s.grants[wi] = g
+	s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, wi, owner, group.OfferAccepted{
+		WorkRef: ref(wi, protocol.WorkQueued), OfferID: "off-" + wi, ContractRevision: contractRev, Ownership: g})
 }
 
 func (s *stream) started(wi, owner string, epoch uint64, lease string) {
-	s.add(protocol.EvtWorkStarted, protocol.AggregateWorkItem, wi, owner, obj{
-		"workItemId": wi, "ownershipEpoch": epoch,
-		"lease": protocol.ExecutionLease{LeaseID: lease, AgentID: owner, SessionEpoch: 1, WorkItemID: wi, OwnershipEpoch: epoch,
-			StartedAt: protocol.NewTime(t0), Renewals: []protocol.Time{}, ExpiresAt: protocol.NewTime(t0.Add(10 * time.Minute))},
-	})
+	l := &protocol.ExecutionLease{LeaseID: lease, AgentID: owner, SessionEpoch: 1, WorkItemID: wi, OwnershipEpoch: epoch,
+		StartedAt: protocol.NewTime(t0), Renewals: []protocol.Time{}, ExpiresAt: protocol.NewTime(t0.Add(10 * time.Minute))}
+	s.leases[wi] = l
+	s.add(protocol.EvtWorkStarted, protocol.AggregateWorkItem, wi, owner, group.Started{WorkRef: ref(wi, protocol.WorkActive), Lease: l, Ownership: s.grants[wi]})
 }
 
-func (s *stream) simple(typ protocol.EventType, wi, actor string, extra obj) {
-	p := obj{"workItemId": wi}
-	for k, v := range extra {
-		p[k] = v
+// renewed is a lease renewal (work.progressed with the lease).
+func (s *stream) renewed(wi string, expires time.Time) {
+	l := *s.leases[wi]
+	l.ExpiresAt = protocol.NewTime(expires)
+	s.leases[wi] = &l
+	s.add(protocol.EvtWorkProgressed, protocol.AggregateWorkItem, wi, l.AgentID, group.Progressed{WorkRef: ref(wi, protocol.WorkActive), LeaseID: l.LeaseID, Lease: &l})
+}
+
+// progressed is plain progress: no scheduling input changes.
+func (s *stream) progressed(wi string) {
+	s.add(protocol.EvtWorkProgressed, protocol.AggregateWorkItem, wi, self, group.Progressed{WorkRef: ref(wi, protocol.WorkActive),
+		LeaseID: s.leases[wi].LeaseID, Progress: &protocol.Progress{Phase: "x"}})
+}
+
+func (s *stream) checkpointed(wi, cp string) {
+	l := s.leases[wi]
+	delete(s.leases, wi)
+	s.add(protocol.EvtWorkCheckpointed, protocol.AggregateWorkItem, wi, l.AgentID, group.Checkpointed{WorkRef: ref(wi, protocol.WorkQueued),
+		LeaseID: l.LeaseID, Checkpoint: &protocol.CheckpointRef{CheckpointID: cp, StateDigest: protocol.Digest([]byte(cp)), At: protocol.NewTime(t0)},
+		CheckpointReason: protocol.CheckpointPreempted, Ownership: s.grants[wi]})
+}
+
+func (s *stream) blocked(wi, cp string, r protocol.Resolution) {
+	l := s.leases[wi]
+	delete(s.leases, wi)
+	until := protocol.NewTime(t0.Add(time.Hour))
+	s.add(protocol.EvtWorkBlocked, protocol.AggregateWorkItem, wi, l.AgentID, group.Blocked{WorkRef: ref(wi, protocol.WorkBlocked),
+		LeaseID: l.LeaseID, Checkpoint: &protocol.CheckpointRef{CheckpointID: cp, StateDigest: protocol.Digest([]byte(cp)), At: protocol.NewTime(t0)},
+		Blocker: &r, Ownership: s.grants[wi], BlockedUntil: &until})
+}
+
+// unblocked returns the item to queued under its owner, or to open when
+// the owner's hold lapsed (fenced).
+func (s *stream) unblocked(wi string, fenced bool) {
+	p := group.Unblocked{WorkRef: ref(wi, protocol.WorkQueued), Resolution: "answered", Ownership: s.grants[wi]}
+	if fenced {
+		p.WorkRef.State, p.Ownership = protocol.WorkOpen, nil
+		p.FencedOwnershipEpoch = protocol.Uint64(s.grants[wi].OwnershipEpoch)
+		delete(s.grants, wi)
 	}
-	s.add(typ, protocol.AggregateWorkItem, wi, actor, p)
+	s.add(protocol.EvtWorkUnblocked, protocol.AggregateWorkItem, wi, "coord-1", p)
+}
+
+func (s *stream) submitted(wi string) {
+	l := s.leases[wi]
+	delete(s.leases, wi)
+	s.add(protocol.EvtWorkSubmitted, protocol.AggregateWorkItem, wi, l.AgentID, group.Submitted{WorkRef: ref(wi, protocol.WorkSubmitted),
+		LeaseID: l.LeaseID, Ownership: s.grants[wi], Evidence: []protocol.Evidence{}})
+}
+
+func (s *stream) resultAccepted(wi string) {
+	s.add(protocol.EvtWorkResultAccepted, protocol.AggregateWorkItem, wi, "coord-1", group.ResultAccepted{WorkRef: ref(wi, protocol.WorkVerified),
+		ContractRevision: s.contracts[wi].Revision})
+}
+
+func (s *stream) failed(wi string) {
+	delete(s.grants, wi)
+	delete(s.leases, wi)
+	s.add(protocol.EvtWorkFailed, protocol.AggregateWorkItem, wi, "coord-1", group.Failed{WorkRef: ref(wi, protocol.WorkFailed), Reason: "broke", Evidence: []protocol.Evidence{}})
+}
+
+func (s *stream) cancelled(wi string) {
+	delete(s.grants, wi)
+	delete(s.leases, wi)
+	s.add(protocol.EvtWorkCancelled, protocol.AggregateWorkItem, wi, "coord-1", group.Cancelled{WorkRef: ref(wi, protocol.WorkCancelled), Reason: "not needed"})
+}
+
+// approved is approval.execution.granted for contract revision rev,
+// expiring at exp (zero: no expiry).
+func (s *stream) approved(wi string, rev uint64, exp time.Time) {
+	a := &protocol.Approval{ApprovalID: "apr-" + wi, Kind: protocol.ApprovalExecution, MissionID: "mis-" + s.group, GroupID: s.group,
+		WorkItemID: wi, ContractRevision: protocol.Uint64(rev), Approver: protocol.Actor{Kind: protocol.ActorHuman, ID: "human-1"},
+		Decision: protocol.DecisionApproved, DecidedAt: protocol.NewTime(t0)}
+	if !exp.IsZero() {
+		e := protocol.NewTime(exp)
+		a.ExpiresAt = &e
+	}
+	s.add(protocol.EvtApprovalExecutionGranted, protocol.AggregateWorkItem, wi, "human-1", group.ExecutionGranted{WorkRef: ref(wi, protocol.WorkQueued), Approval: a})
+}
+
+// revised is work.contract.revised to c (deps: the inserted dependencies).
+func (s *stream) revised(wi string, c protocol.WorkContract, deps ...protocol.Dependency) {
+	prev := s.contracts[wi].Revision
+	s.contracts[wi] = c
+	st := protocol.WorkOpen
+	if s.grants[wi] != nil {
+		st = protocol.WorkQueued
+	}
+	s.add(protocol.EvtWorkContractRevised, protocol.AggregateWorkItem, wi, "coord-1", group.ContractRevised{WorkRef: ref(wi, st),
+		Contract: &c, ContractRevision: c.Revision, PreviousRevision: prev, Dependencies: deps})
 }
 
 // member records principal's membership as the authority does: the whole
@@ -178,13 +292,12 @@ func randomStream(group string, n int, r *rand.Rand) *stream {
 		owner := []string{self, "worker-2"}[r.IntN(2)]
 		s.offered(wi, nil, self, "worker-2")
 		if r.IntN(8) == 0 {
-			s.simple(protocol.EvtWorkCancelled, wi, "coord-1", obj{"reason": "not needed"})
+			s.cancelled(wi)
 			continue
 		}
 		s.accepted(wi, owner, 1, 1)
 		if approval {
-			s.add(protocol.EvtApprovalExecutionGranted, protocol.AggregateApproval, "apr-"+wi, "human-1",
-				obj{"approvalId": "apr-" + wi, "workItemId": wi, "contractRevision": 1})
+			s.approved(wi, 1, time.Time{})
 		}
 		if r.IntN(3) == 0 {
 			s.message("status?")
@@ -193,20 +306,18 @@ func randomStream(group string, n int, r *rand.Rand) *stream {
 			continue // stays queued
 		}
 		s.started(wi, owner, 1, "lease-"+wi+"-1")
-		s.simple(protocol.EvtWorkProgressed, wi, owner, obj{"leaseId": "lease-" + wi + "-1", "ownershipEpoch": 1,
-			"lease": obj{"leaseId": "lease-" + wi + "-1", "expiresAt": protocol.NewTime(t0.Add(20 * time.Minute))}})
+		s.renewed(wi, t0.Add(20*time.Minute))
 		switch r.IntN(4) {
 		case 0:
-			s.simple(protocol.EvtWorkCheckpointed, wi, owner, obj{"leaseId": "lease-" + wi + "-1", "ownershipEpoch": 1,
-				"checkpointId": "cp-" + wi, "stateDigest": protocol.Digest([]byte(wi)), "reason": "preempted"})
+			s.checkpointed(wi, "cp-"+wi)
 			continue
 		case 1:
-			s.simple(protocol.EvtWorkFailed, wi, owner, obj{"reason": "broke"})
+			s.failed(wi)
 			continue
 		}
-		s.simple(protocol.EvtWorkSubmitted, wi, owner, obj{"leaseId": "lease-" + wi + "-1", "ownershipEpoch": 1})
+		s.submitted(wi)
 		if r.IntN(2) == 0 {
-			s.simple(protocol.EvtWorkResultAccepted, wi, "coord-1", obj{"contractRevision": 1})
+			s.resultAccepted(wi)
 		}
 	}
 	return s

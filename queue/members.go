@@ -33,15 +33,15 @@ func memberKey(a protocol.Actor) string { return string(a.Kind) + ":" + a.ID }
 // membership projects a membership.changed, membership.ended or
 // membership.delegation_granted event: each carries the principal's whole
 // membership record (the delegate's for a delegation).
-func (s *stepper) membership(f *fact, p *payload) *protocol.Error {
-	if p.Principal == nil || p.Principal.ID == "" || p.MembershipEpoch == nil {
-		return missing(f, "principal and membershipEpoch")
+func (s *stepper) membership(f *fact, p *protocol.Membership) *protocol.Error {
+	if p.Principal.ID == "" {
+		return missing(f, "principal")
 	}
-	st := protocol.MembershipState(p.State)
+	st := p.State
 	if f.Type == protocol.EvtMembershipEnded && st == protocol.MembershipActive {
 		st = protocol.MembershipEnded
 	}
-	s.members = append(s.members, Member{Principal: *p.Principal, Epoch: *p.MembershipEpoch, State: st, UpdatedSeq: f.Seq})
+	s.members = append(s.members, Member{Principal: p.Principal, Epoch: p.MembershipEpoch, State: st, UpdatedSeq: f.Seq})
 	return nil
 }
 

@@ -1,9 +1,11 @@
 package queue
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
+
+	"github.com/missionweave/mwp-worker/group"
 
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -29,87 +31,20 @@ func factOf(ev *protocol.Event) fact {
 	}
 }
 
-// payload holds every payload member the projection reads, for all event
-// types at once; encoding/json skips the rest. Event payloads mirror their
-// command's payload plus authority-assigned members (docs/shapes.md); the
-// authority-assigned ones are read defensively (see doc.go).
-type payload struct {
-	WorkItemID string          `json:"workItemId"`
-	MissionID  string          `json:"missionId"`
-	Contract   *contractInputs `json:"contract"`
-	OfferID    string          `json:"offerId"`
-	Candidates []candidate     `json:"candidates"`
-	ExpiresAt  *protocol.Time  `json:"expiresAt"`
-	// OfferExpiresAt is work.offer.created's expiry (group.OfferCreated).
-	OfferExpiresAt   *protocol.Time           `json:"offerExpiresAt"`
-	ContractRevision *uint64                  `json:"contractRevision"`
-	OwnershipEpoch   *uint64                  `json:"ownershipEpoch"`
-	Ownership        *protocol.OwnershipGrant `json:"ownership"`
-	OwnerAgentID     string                   `json:"ownerAgentId"`
-	StartDeadline    *protocol.Time           `json:"startDeadline"`
-	Lease            *Lease                   `json:"lease"`
-	LeaseID          string                   `json:"leaseId"`
-	CheckpointID     string                   `json:"checkpointId"`
-	StateDigest      string                   `json:"stateDigest"`
-	// Resolution is an object in work.blocked and a string in work.unblocked.
-	Resolution       json.RawMessage         `json:"resolution"`
-	State            protocol.WorkItemState  `json:"state"`
-	Dependencies     []protocol.Dependency   `json:"dependencies"`
-	PriorityClass    protocol.PriorityClass  `json:"priorityClass"`
-	ParentWorkItemID string                  `json:"parentWorkItemId"`
-	ChildMissionID   string                  `json:"childMissionId"`
-	Checkpoint       *protocol.CheckpointRef `json:"checkpoint"`
-	// Membership events carry the whole record; its state ("active",
-	// "ended") decodes into State above.
-	Principal       *protocol.Actor `json:"principal"`
-	MembershipEpoch *uint64         `json:"membershipEpoch"`
-	// Mission is the whole record some authorities put in Mission events
-	// (authority-lite does: {missionId, state, mission: {...}}).
-	Mission *struct {
-		PriorityClass protocol.PriorityClass `json:"priorityClass"`
-	} `json:"mission"`
-}
-
-// candidate is an offer candidate: {agentId, selectionBasis} in a
-// work.offer.created payload, a bare agent id in a WorkItem's offer.
-type candidate string
-
-func (c *candidate) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = candidate(s)
-		return nil
+// projected reports whether the view follows events of type typ: the
+// Mission and WorkItem events (through group.Fold), memberships and the
+// archive. Messages, artifacts, policy grants, usage records and snapshots
+// are stored but never decoded.
+func projected(typ protocol.EventType) bool {
+	switch typ {
+	case protocol.EvtMembershipChanged, protocol.EvtMembershipEnded, protocol.EvtMembershipDelegationGranted,
+		protocol.EvtGroupArchived:
+		return true
+	case protocol.EvtWorkProposed, protocol.EvtResourceUsageRecorded:
+		return false
 	}
-	var o struct {
-		AgentID string `json:"agentId"`
-	}
-	if err := json.Unmarshal(b, &o); err != nil {
-		return err
-	}
-	*c = candidate(o.AgentID)
-	return nil
-}
-
-// projected lists the event types the view reads; the payloads of the rest
-// (messages, memberships, proposals, artifacts, coordinator leases, policy
-// grants, usage records, snapshots, unknown extensions) are never decoded.
-var projected = map[protocol.EventType]bool{
-	protocol.EvtMissionCreated: true, protocol.EvtMissionSubmittedForApproval: true,
-	protocol.EvtMissionApproved: true, protocol.EvtMissionChangesRequested: true,
-	protocol.EvtMissionCancelled: true, protocol.EvtMissionTerminated: true,
-	protocol.EvtGroupArchived: true, protocol.EvtMissionChildCreated: true,
-	protocol.EvtWorkAuthorized: true, protocol.EvtWorkOfferCreated: true,
-	protocol.EvtWorkOfferAccepted: true, protocol.EvtWorkStarted: true,
-	protocol.EvtWorkProgressed: true, protocol.EvtWorkCheckpointed: true,
-	protocol.EvtWorkBlocked: true, protocol.EvtWorkUnblocked: true,
-	protocol.EvtWorkSubmitted: true, protocol.EvtWorkResultAccepted: true,
-	protocol.EvtWorkFailed: true, protocol.EvtWorkCancelled: true,
-	protocol.EvtWorkContractRevised: true, protocol.EvtApprovalExecutionGranted: true,
-	protocol.EvtMembershipChanged: true, protocol.EvtMembershipEnded: true,
-	protocol.EvtMembershipDelegationGranted: true,
+	r, ok := group.Events[typ]
+	return ok && (r.Aggregate == protocol.AggregateMission || r.Aggregate == protocol.AggregateWorkItem)
 }
 
 // view is what the pure projection step reads: the Group's current
@@ -179,31 +114,40 @@ func (s *stepper) editMission() *MissionView {
 
 // project applies one event to a Group's projection and returns what
 // changed. It is pure: the same view and event give the same change, with
-// no clock, randomness or I/O. The authority already validated the
-// transition, so the view follows its facts; an event the view cannot
-// interpret changes nothing and yields a *protocol.Error (the event itself
-// stays in the inbox and the cursor moves on).
+// no clock, randomness or I/O. Mission and WorkItem state follows
+// group.Fold, the authority's own; the view adds the worker's scheduling
+// inputs beside it. An event the view cannot interpret changes nothing and
+// yields a *protocol.Error (the event itself stays in the inbox and the
+// cursor moves on).
 func project(v view, f *fact) (change, *protocol.Error) {
-	if !projected[f.Type] {
+	if !projected(f.Type) {
 		return change{}, nil
 	}
-	var p payload
-	if len(f.Payload) > 0 && !bytes.Equal(f.Payload, []byte("null")) {
-		if err := json.Unmarshal(f.Payload, &p); err != nil {
-			return change{}, protocol.Errorf(protocol.CodeSchemaValidationFailed,
-				"%s payload: %v", f.Type, err).At("/payload")
-		}
+	p, err := group.Decode(f.Type, f.Payload)
+	if err != nil {
+		return change{}, protocolError(err)
 	}
-	return projectPayload(v, f, &p)
+	return projectPayload(v, f, p)
 }
 
-// projectPayload is project with the payload already decoded.
-func projectPayload(v view, f *fact, p *payload) (change, *protocol.Error) {
-	if !projected[f.Type] {
+// projectPayload is project with the payload already decoded (a pointer
+// to the type group.Events names).
+func projectPayload(v view, f *fact, p any) (change, *protocol.Error) {
+	if !projected(f.Type) {
 		return change{}, nil
 	}
 	s := &stepper{v: v}
-	if err := s.apply(f, p); err != nil {
+	var err *protocol.Error
+	switch p := p.(type) {
+	case *protocol.Membership:
+		err = s.membership(f, p)
+	case *group.GroupArchived:
+		m := s.editMission()
+		m.Archived, m.UpdatedSeq = true, f.Seq
+	default:
+		err = s.fold(f, p)
+	}
+	if err != nil {
 		return change{}, err
 	}
 	s.propagate(f)
@@ -214,337 +158,125 @@ func projectPayload(v view, f *fact, p *payload) (change, *protocol.Error) {
 	return c, nil
 }
 
-func (s *stepper) apply(f *fact, p *payload) *protocol.Error {
-	switch f.Type {
-	case protocol.EvtMembershipChanged, protocol.EvtMembershipEnded, protocol.EvtMembershipDelegationGranted:
-		return s.membership(f, p)
-	case protocol.EvtMissionCreated:
+// fold applies a Mission or WorkItem event with group.Fold to the records
+// it touches and derives their entries.
+func (s *stepper) fold(f *fact, p any) *protocol.Error {
+	ev := group.Event{Type: f.Type, Revision: f.Revision, OccurredAt: f.OccurredAt, Payload: p}
+	if f.Aggregate != nil {
+		ev.Aggregate = *f.Aggregate
+	}
+	g := &group.Group{Items: map[string]*group.WorkItem{}, Mission: s.missionRecord()}
+	touched := group.Touches(ev)
+	for _, id := range touched {
+		if e := s.get(id); e != nil {
+			w := e.Item
+			g.Items[id] = &w
+		}
+	}
+	mission := g.Mission
+	if err := g.Fold(ev); err != nil {
+		return protocolError(err)
+	}
+	if g.Mission != mission {
 		m := s.editMission()
-		m.MissionID, m.State, m.PriorityClass = p.MissionID, protocol.MissionActive, p.PriorityClass
-		if m.PriorityClass == "" && p.Mission != nil {
-			m.PriorityClass = p.Mission.PriorityClass
+		r := *g.Mission
+		m.MissionID, m.State, m.PriorityClass, m.Revision, m.UpdatedSeq = r.MissionID, r.State, r.PriorityClass, r.Revision, f.Seq
+		m.Record = &r
+	}
+	carried := group.ContractOf(p)
+	for _, id := range touched {
+		w := g.Items[id]
+		if w == nil {
+			continue
 		}
-		m.Revision, m.UpdatedSeq = f.Revision, f.Seq
-	case protocol.EvtMissionSubmittedForApproval:
-		s.missionState(f, protocol.MissionAwaitingApproval)
-	case protocol.EvtMissionApproved:
-		s.missionState(f, protocol.MissionApproved)
-	case protocol.EvtMissionChangesRequested:
-		s.missionState(f, protocol.MissionActive)
-	case protocol.EvtMissionCancelled:
-		s.missionState(f, protocol.MissionCancelled)
-		s.endUnfinished(f, protocol.WorkCancelled)
-	case protocol.EvtMissionTerminated:
-		s.missionState(f, protocol.MissionTerminated)
-		s.endUnfinished(f, protocol.WorkFailed)
-	case protocol.EvtGroupArchived:
-		m := s.editMission()
-		m.Archived, m.UpdatedSeq = true, f.Seq
-	case protocol.EvtMissionChildCreated:
-		if p.ParentWorkItemID == "" {
-			return missing(f, "parentWorkItemId")
-		}
-		e := s.edit(p.ParentWorkItemID)
-		if e == nil {
-			return unknownItem(f, p.ParentWorkItemID)
-		}
-		e.State, e.ChildMissionID, e.Lease = protocol.WorkBlocked, p.ChildMissionID, nil
-		touch(e, f, false)
-
-	case protocol.EvtWorkAuthorized:
-		if p.WorkItemID == "" || p.Contract == nil {
-			return missing(f, "workItemId and contract")
-		}
-		e := s.get(p.WorkItemID)
-		if e == nil {
-			e = &Entry{WorkItemID: p.WorkItemID}
-		} else {
-			e = e.clone()
-		}
-		e.MissionID = p.MissionID
-		e.State = protocol.WorkOpen
-		e.setContract(p.Contract, f.Seq)
-		s.fillDependencies(e)
-		touch(e, f, true)
-		s.put(e)
-	case protocol.EvtWorkOfferCreated:
-		if p.WorkItemID == "" {
-			return missing(f, "workItemId")
-		}
-		e := s.get(p.WorkItemID)
-		switch {
-		case e != nil:
-			e = e.clone()
-		case p.Contract != nil:
-			e = &Entry{WorkItemID: p.WorkItemID, MissionID: p.MissionID}
-		default:
-			return unknownItem(f, p.WorkItemID)
-		}
-		if p.Contract != nil {
-			e.setContract(p.Contract, f.Seq)
+		e := entryOf(s.get(id), w, f, carried)
+		if carried != nil {
 			s.fillDependencies(e)
 		}
-		o := &Offer{OfferID: p.OfferID}
-		for _, c := range p.Candidates {
-			o.Candidates = append(o.Candidates, string(c))
-		}
-		if p.OfferExpiresAt != nil {
-			o.ExpiresAt = *p.OfferExpiresAt
-		}
-		// An offer replaces the previous one; an expired owner is fenced
-		// first (spec 10.2), so the view drops ownership and lease.
-		e.State, e.Offer, e.Lease = protocol.WorkOffered, o, nil
-		e.Owner, e.OwnershipEpoch, e.StartDeadline = "", 0, protocol.Time{}
-		e.EnqueuedAt = protocol.Time{}
-		touch(e, f, true)
 		s.put(e)
-	case protocol.EvtWorkOfferAccepted:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		owner, epoch, deadline := f.Actor.ID, p.OwnershipEpoch, p.StartDeadline
-		if g := p.Ownership; g != nil {
-			owner, epoch, deadline = g.OwnerAgentID, &g.OwnershipEpoch, &g.StartDeadline
-		} else if p.OwnerAgentID != "" {
-			owner = p.OwnerAgentID
-		}
-		if epoch == nil {
-			return missing(f, "ownership.ownershipEpoch")
-		}
-		e.Owner, e.OwnershipEpoch = owner, *epoch
-		e.StartDeadline = protocol.Time{}
-		if deadline != nil {
-			e.StartDeadline = *deadline
-		}
-		if p.ContractRevision != nil {
-			e.ContractRevision = *p.ContractRevision
-		}
-		e.State, e.Offer, e.Lease = protocol.WorkQueued, nil, nil
-		e.EnqueuedAt = f.OccurredAt
-		touch(e, f, true)
-	case protocol.EvtWorkStarted:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		l := leaseOf(p)
-		if l == nil {
-			return missing(f, "lease.leaseId")
-		}
-		e.State, e.Lease = protocol.WorkActive, l
-		e.StartDeadline = protocol.Time{}
-		e.Attempts++
-		touch(e, f, true)
-	case protocol.EvtWorkProgressed:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		// A lease renewal carries the new expiry; plain progress changes
-		// no scheduling input.
-		if l := leaseOf(p); l != nil && l.ExpiresAt != (protocol.Time{}) {
-			if e.Lease != nil && e.Lease.LeaseID == l.LeaseID {
-				if l.AgentID == "" {
-					l.AgentID = e.Lease.AgentID
-				}
-				if l.SessionEpoch == 0 {
-					l.SessionEpoch = e.Lease.SessionEpoch
-				}
-			}
-			e.Lease = l
-		}
-		// A replacement session revokes the lease and returns the item to
-		// queued, ownership kept (spec 11.3): the event says so in its state.
-		if p.State == protocol.WorkQueued && e.State == protocol.WorkActive {
-			e.State, e.Lease = protocol.WorkQueued, nil
-			e.EnqueuedAt = f.OccurredAt
-		}
-		touch(e, f, true)
-	case protocol.EvtWorkCheckpointed:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		s.checkpoint(e, f, p)
-		if p.State != "" && p.State != protocol.WorkQueued {
-			// A reconciled offline checkpoint of a lease no longer current
-			// (authority-lite's historical form, state unchanged) records
-			// the checkpoint only.
-			touch(e, f, true)
-			break
-		}
-		e.State, e.Lease = protocol.WorkQueued, nil
-		e.EnqueuedAt = f.OccurredAt
-		touch(e, f, true)
-	case protocol.EvtWorkBlocked:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		s.checkpoint(e, f, p)
-		var r protocol.Resolution
-		if len(p.Resolution) > 0 && p.Resolution[0] == '{' {
-			if err := json.Unmarshal(p.Resolution, &r); err != nil {
-				return protocol.Errorf(protocol.CodeSchemaValidationFailed, "%s payload: %v", f.Type, err).At("/payload/resolution")
-			}
-			e.Blocker = &r
-		}
-		e.State, e.Lease = protocol.WorkBlocked, nil
-		touch(e, f, true)
-	case protocol.EvtWorkUnblocked:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		// The authority decides between queued and open (ownership may have
-		// expired on its clock); without its answer, ownership decides.
-		next := p.State
-		if next != protocol.WorkQueued && next != protocol.WorkOpen {
-			next = protocol.WorkOpen
-			if e.Owner != "" {
-				next = protocol.WorkQueued
-			}
-		}
-		e.State, e.Blocker, e.Lease = next, nil, nil
-		if next == protocol.WorkQueued {
-			e.EnqueuedAt = f.OccurredAt
-		} else {
-			e.Owner, e.OwnershipEpoch, e.StartDeadline = "", 0, protocol.Time{}
-			e.EnqueuedAt = protocol.Time{}
-		}
-		touch(e, f, true)
-	case protocol.EvtWorkSubmitted:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		e.State, e.Lease = protocol.WorkSubmitted, nil
-		touch(e, f, true)
-	case protocol.EvtWorkResultAccepted:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		e.State, e.Lease = protocol.WorkVerified, nil
-		touch(e, f, true)
-	case protocol.EvtWorkFailed:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		// Failure returns control to the coordinator: only a new offer moves
-		// the item on, so ownership ends. The checkpoint stays for a
-		// reassignment that resumes from it (spec 11.5).
-		e.State, e.Lease, e.Offer = protocol.WorkFailed, nil, nil
-		e.Owner, e.OwnershipEpoch, e.StartDeadline = "", 0, protocol.Time{}
-		touch(e, f, true)
-	case protocol.EvtWorkCancelled:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		e.State, e.Lease, e.Offer = protocol.WorkCancelled, nil, nil
-		touch(e, f, true)
-	case protocol.EvtWorkContractRevised:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		if p.Contract != nil {
-			e.setContract(p.Contract, f.Seq)
-		} else {
-			for _, d := range p.Dependencies {
-				if !slices.ContainsFunc(e.Dependencies, func(x Dependency) bool { return x.WorkItemID == d.WorkItemID }) {
-					e.Dependencies = append(e.Dependencies, Dependency{WorkItemID: d.WorkItemID, Policy: d.Policy})
-				}
-			}
-			if p.ContractRevision != nil {
-				e.ContractRevision = *p.ContractRevision
-			}
-		}
-		s.fillDependencies(e)
-		touch(e, f, true)
-	case protocol.EvtApprovalExecutionGranted:
-		e, err := s.target(f, p)
-		if err != nil {
-			return err
-		}
-		if p.ContractRevision == nil {
-			return missing(f, "contractRevision")
-		}
-		e.ApprovedRevision = *p.ContractRevision
-		e.ApprovalExpiresAt = protocol.Time{}
-		if p.ExpiresAt != nil {
-			e.ApprovalExpiresAt = *p.ExpiresAt
-		}
-		// The approval is its own aggregate: the item's revision stays.
-		touch(e, f, false)
 	}
 	return nil
 }
 
-// target returns a private copy of the item named by the payload.
-func (s *stepper) target(f *fact, p *payload) (*Entry, *protocol.Error) {
-	id := p.WorkItemID
-	if id == "" && f.Aggregate != nil && f.Aggregate.Kind == protocol.AggregateWorkItem {
-		id = f.Aggregate.ID
+// missionRecord returns a copy of the Mission record the view holds, or nil.
+func (s *stepper) missionRecord() *protocol.Mission {
+	m := s.v.mission()
+	if s.mission != nil {
+		m = *s.mission
 	}
-	if id == "" {
-		return nil, missing(f, "workItemId")
+	if m.Record == nil {
+		return nil
 	}
-	e := s.edit(id)
-	if e == nil {
-		return nil, unknownItem(f, id)
-	}
-	return e, nil
+	r := *m.Record
+	return &r
 }
 
-func (s *stepper) missionState(f *fact, st protocol.MissionState) {
-	m := s.editMission()
-	m.State, m.UpdatedSeq = st, f.Seq
-	if f.Aggregate != nil && f.Aggregate.Kind == protocol.AggregateMission {
-		m.Revision = f.Revision
+// entryOf derives the worker's entry for w, the record Fold left, from the
+// previous entry (nil for a new item): the scheduling inputs come from the
+// contract the event carried, if any; the wait's start is the time the
+// item entered queued.
+func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract) *Entry {
+	e := &Entry{}
+	if prev != nil {
+		e = prev.clone()
 	}
-}
-
-// endUnfinished propagates a terminal Mission to every unfinished item
-// (spec 10.2, last row). Items are visited in id order so the step is
-// deterministic.
-func (s *stepper) endUnfinished(f *fact, to protocol.WorkItemState) {
-	for _, id := range s.allItems() {
-		e := s.get(id)
-		switch e.State {
-		case protocol.WorkOpen, protocol.WorkOffered, protocol.WorkQueued, protocol.WorkActive,
-			protocol.WorkBlocked, protocol.WorkSubmitted:
-			c := s.edit(id)
-			c.State, c.Lease, c.Offer = to, nil, nil
-			touch(c, f, false)
+	e.WorkItemID, e.MissionID, e.State, e.Revision = w.WorkItemID, w.MissionID, w.State, w.Revision
+	if contract != nil {
+		e.setContract(inputsOf(contract), f.Seq)
+	}
+	e.ApprovedRevision, e.ApprovalExpiresAt = 0, protocol.Time{}
+	// An approval covers one contract revision (spec 10.2).
+	if a := w.ExecutionApproval; a != nil && a.ContractRevision != nil && *a.ContractRevision == e.ContractRevision {
+		e.ApprovedRevision = *a.ContractRevision
+		if a.ExpiresAt != nil {
+			e.ApprovalExpiresAt = *a.ExpiresAt
 		}
 	}
-}
-
-// allItems lists the ids of the view and of items created in this step,
-// in sorted order.
-func (s *stepper) allItems() []string {
-	ids := s.v.itemIDs()
-	for _, id := range s.order {
-		if s.v.item(id) == nil {
-			ids = append(slices.Clip(ids), id)
+	e.Offer = nil
+	if o := w.Offer; o != nil {
+		e.Offer = &Offer{OfferID: o.OfferID, Candidates: slices.Clone([]string(o.Candidates)), ExpiresAt: o.ExpiresAt}
+	}
+	e.Owner, e.OwnershipEpoch, e.StartDeadline = "", 0, protocol.Time{}
+	if o := w.Ownership; o != nil {
+		e.Owner, e.OwnershipEpoch = o.OwnerAgentID, o.OwnershipEpoch
+		if w.State != protocol.WorkActive {
+			e.StartDeadline = o.StartDeadline
 		}
 	}
-	slices.Sort(ids)
-	return ids
-}
-
-func (s *stepper) checkpoint(e *Entry, f *fact, p *payload) {
-	switch {
-	case p.Checkpoint != nil:
-		cp := *p.Checkpoint
+	e.Lease = nil
+	if l := w.Lease; l != nil {
+		e.Lease = &Lease{LeaseID: l.LeaseID, AgentID: l.AgentID, SessionEpoch: l.SessionEpoch, ExpiresAt: l.ExpiresAt}
+	}
+	e.Checkpoint, e.Blocker = nil, nil
+	if c := w.Checkpoint; c != nil {
+		cp := *c
 		e.Checkpoint = &cp
-	case p.CheckpointID != "":
-		e.Checkpoint = &protocol.CheckpointRef{CheckpointID: p.CheckpointID, StateDigest: p.StateDigest, At: f.OccurredAt}
 	}
+	if b := w.Blocker; b != nil {
+		r := *b
+		e.Blocker = &r
+	}
+	e.ChildMissionID, e.Attempts = w.ChildMissionID, w.Attempts
+	switch {
+	case w.State == protocol.WorkQueued && (prev == nil || prev.State != protocol.WorkQueued):
+		e.EnqueuedAt = f.OccurredAt
+	case w.State == protocol.WorkOffered || w.State == protocol.WorkOpen:
+		e.EnqueuedAt = protocol.Time{}
+	}
+	// The full contract stays in the inbox (Store.Contract): a view entry
+	// keeps its scheduling inputs only.
+	e.Item = *w
+	e.Item.Contract = protocol.WorkContract{}
+	touch(e, f, true)
+	return e
+}
+
+func protocolError(err error) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return protocol.Errorf(protocol.CodeSchemaValidationFailed, "%v", err).At("/payload")
 }
 
 // fillDependencies sets each dependency's state from the view.
@@ -602,21 +334,6 @@ func touch(e *Entry, f *fact, own bool) {
 		e.Revision = f.Revision
 	}
 	e.UpdatedSeq, e.UpdatedAt = f.Seq, f.OccurredAt
-}
-
-func leaseOf(p *payload) *Lease {
-	if p.Lease != nil && p.Lease.LeaseID != "" {
-		l := *p.Lease
-		return &l
-	}
-	if p.LeaseID != "" {
-		l := &Lease{LeaseID: p.LeaseID}
-		if p.ExpiresAt != nil {
-			l.ExpiresAt = *p.ExpiresAt
-		}
-		return l
-	}
-	return nil
 }
 
 func missing(f *fact, what string) *protocol.Error {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -65,17 +66,16 @@ func TestProjectPerEventType(t *testing.T) {
 			name:  "mission.created sets the Group's mission view",
 			event: func(s *stream) { s.missionCreated() },
 			check: func(t *testing.T, g *groupState) {
-				want := MissionView{MissionID: "mis-g", State: protocol.MissionActive, PriorityClass: protocol.PriorityHigh, Revision: 1, UpdatedSeq: 1}
-				if g.mis != want {
+				want := MissionView{MissionID: "mis-g", State: protocol.MissionActive, PriorityClass: protocol.PriorityHigh, Revision: 1, UpdatedSeq: 1, Record: g.mis.Record}
+				if g.mis != want || g.mis.Record == nil || g.mis.Record.MissionID != "mis-g" {
 					t.Errorf("mission = %+v, want %+v", g.mis, want)
 				}
 			},
 		},
 		{
-			name: "mission.created with the record nested, as authority-lite sends it",
+			name: "mission.created's priority class comes from the Mission record",
 			event: func(s *stream) {
-				s.add(protocol.EvtMissionCreated, protocol.AggregateMission, "mis-g", "human-1", obj{"missionId": "mis-g", "state": "active",
-					"mission": obj{"missionId": "mis-g", "groupId": "g", "title": "t", "objective": "o", "priorityClass": "critical", "state": "active"}})
+				s.missionCreatedWith(protocol.PriorityCritical)
 			},
 			check: func(t *testing.T, g *groupState) {
 				if g.mis.PriorityClass != protocol.PriorityCritical || g.mis.MissionID != "mis-g" {
@@ -121,8 +121,8 @@ func TestProjectPerEventType(t *testing.T) {
 				s.authorized("wi-1", gated)
 				s.offered("wi-1", nil, self)
 				s.accepted("wi-1", self, 1, 1)
-				s.add(protocol.EvtApprovalExecutionGranted, protocol.AggregateApproval, "apr-1", "human-1", obj{"approvalId": "apr-1", "workItemId": "wi-1", "contractRevision": 1})
-				s.simple(protocol.EvtWorkFailed, "wi-1", self, obj{"reason": "x"})
+				s.approved("wi-1", 1, time.Time{})
+				s.failed("wi-1")
 			},
 			event: func(s *stream) {
 				c := testContract(2, protocol.UrgencyLow, true)
@@ -153,30 +153,14 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 		{
-			name: "work.offer.accepted with top-level members falls back to the actor as owner",
+			name: "work.offer.accepted without the ownership grant is not interpretable",
 			setup: func(s *stream) {
 				s.missionCreated()
 				s.authorized("wi-1", c1)
 				s.offered("wi-1", nil, self)
 			},
 			event: func(s *stream) {
-				s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, "wi-1", "worker-2", obj{"workItemId": "wi-1", "offerId": "off-wi-1", "contractRevision": 1, "ownershipEpoch": 2})
-			},
-			check: func(t *testing.T, g *groupState) {
-				if e := g.items["wi-1"]; e.Owner != "worker-2" || e.OwnershipEpoch != 2 || !e.StartDeadline.IsZero() {
-					t.Errorf("entry = %+v", e)
-				}
-			},
-		},
-		{
-			name: "work.offer.accepted without an ownership epoch is not interpretable",
-			setup: func(s *stream) {
-				s.missionCreated()
-				s.authorized("wi-1", c1)
-				s.offered("wi-1", nil, self)
-			},
-			event: func(s *stream) {
-				s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, "wi-1", self, obj{"workItemId": "wi-1", "offerId": "off-wi-1"})
+				s.add(protocol.EvtWorkOfferAccepted, protocol.AggregateWorkItem, "wi-1", self, obj{"workItemId": "wi-1", "state": "queued", "offerId": "off-wi-1"})
 			},
 			wantErr: protocol.CodeSchemaValidationFailed,
 		},
@@ -193,28 +177,10 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 		{
-			name:  "work.started with top-level leaseId and expiresAt",
-			setup: queued,
-			event: func(s *stream) {
-				s.simple(protocol.EvtWorkStarted, "wi-1", self, obj{"ownershipEpoch": 3, "leaseId": "lease-2", "expiresAt": protocol.NewTime(t0.Add(time.Hour))})
-			},
-			check: func(t *testing.T, g *groupState) {
-				if l := g.items["wi-1"].Lease; l == nil || l.LeaseID != "lease-2" || !l.ExpiresAt.Equal(t0.Add(time.Hour)) {
-					t.Errorf("lease = %+v", l)
-				}
-			},
-		},
-		{
-			name:    "work.started without a lease is not interpretable",
-			setup:   queued,
-			event:   func(s *stream) { s.simple(protocol.EvtWorkStarted, "wi-1", self, obj{"ownershipEpoch": 3}) },
-			wantErr: protocol.CodeSchemaValidationFailed,
-		},
-		{
 			name:  "work.progressed from a lease renewal moves the expiry and keeps the lease's identity",
 			setup: active,
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkProgressed, "wi-1", self, obj{"leaseId": "lease-1", "lease": obj{"leaseId": "lease-1", "expiresAt": protocol.NewTime(t0.Add(30 * time.Minute))}})
+				s.renewed("wi-1", t0.Add(30*time.Minute))
 			},
 			check: func(t *testing.T, g *groupState) {
 				want := &Lease{LeaseID: "lease-1", AgentID: self, SessionEpoch: 1, ExpiresAt: protocol.NewTime(t0.Add(30 * time.Minute))}
@@ -227,7 +193,7 @@ func TestProjectPerEventType(t *testing.T) {
 			name:  "work.progressed without a lease changes only the revision",
 			setup: active,
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkProgressed, "wi-1", self, obj{"progress": obj{"phase": "x"}})
+				s.progressed("wi-1")
 			},
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.Lease.LeaseID != "lease-1" || e.Revision != 5 || e.State != protocol.WorkActive {
@@ -239,11 +205,11 @@ func TestProjectPerEventType(t *testing.T) {
 			name:  "work.checkpointed requeues, releases the lease and keeps the checkpoint",
 			setup: active,
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkCheckpointed, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-1", "stateDigest": "sha256:00", "reason": "preempted"})
+				s.checkpointed("wi-1", "cp-1")
 			},
 			check: func(t *testing.T, g *groupState) {
 				e := g.items["wi-1"]
-				want := &protocol.CheckpointRef{CheckpointID: "cp-1", StateDigest: "sha256:00", At: protocol.NewTime(t0.Add(6 * time.Second))}
+				want := &protocol.CheckpointRef{CheckpointID: "cp-1", StateDigest: protocol.Digest([]byte("cp-1")), At: protocol.NewTime(t0)}
 				if e.State != protocol.WorkQueued || e.Lease != nil || !reflect.DeepEqual(e.Checkpoint, want) ||
 					!e.EnqueuedAt.Equal(t0.Add(6*time.Second)) || e.Owner != self {
 					t.Errorf("entry = %+v", e)
@@ -251,11 +217,12 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 		{
-			name:  "a historical work.checkpointed (state still active) records the checkpoint only",
+			name:  "a reconciled offline work.checkpointed (state still active) records the checkpoint only",
 			setup: active,
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkCheckpointed, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-1", "stateDigest": "sha256:00",
-					"reason": "preempted", "state": "active"})
+				s.add(protocol.EvtWorkCheckpointed, protocol.AggregateWorkItem, "wi-1", self, group.Checkpointed{WorkRef: ref("wi-1", protocol.WorkActive),
+					LeaseID: "lease-0", Checkpoint: &protocol.CheckpointRef{CheckpointID: "cp-1", StateDigest: protocol.Digest([]byte("cp-1")), At: protocol.NewTime(t0)},
+					CheckpointReason: protocol.CheckpointPreempted, Reason: group.ReasonOfflineReconciled})
 			},
 			check: func(t *testing.T, g *groupState) {
 				e := g.items["wi-1"]
@@ -268,8 +235,7 @@ func TestProjectPerEventType(t *testing.T) {
 			name:  "work.blocked records the required resolution",
 			setup: active,
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkBlocked, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-2", "stateDigest": "sha256:01",
-					"resolution": obj{"kind": "clarification", "detail": "which API?"}})
+				s.blocked("wi-1", "cp-2", protocol.Resolution{Kind: protocol.ResolutionClarification, Detail: "which API?"})
 			},
 			check: func(t *testing.T, g *groupState) {
 				e := g.items["wi-1"]
@@ -282,9 +248,9 @@ func TestProjectPerEventType(t *testing.T) {
 			name: "work.unblocked returns an owned item to its queue",
 			setup: func(s *stream) {
 				active(s)
-				s.simple(protocol.EvtWorkBlocked, "wi-1", self, obj{"leaseId": "lease-1", "checkpointId": "cp-2", "stateDigest": "sha256:01", "resolution": obj{"kind": "other", "detail": "d"}})
+				s.blocked("wi-1", "cp-2", protocol.Resolution{Kind: protocol.ResolutionOther, Detail: "d"})
 			},
-			event: func(s *stream) { s.simple(protocol.EvtWorkUnblocked, "wi-1", "coord-1", obj{"resolution": "answered"}) },
+			event: func(s *stream) { s.unblocked("wi-1", false) },
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.State != protocol.WorkQueued || e.Blocker != nil || e.Owner != self || !e.EnqueuedAt.Equal(t0.Add(7*time.Second)) {
 					t.Errorf("entry = %+v", e)
@@ -295,11 +261,9 @@ func TestProjectPerEventType(t *testing.T) {
 			name: "work.unblocked to open, as the authority says, drops the expired ownership",
 			setup: func(s *stream) {
 				active(s)
-				s.simple(protocol.EvtWorkBlocked, "wi-1", self, obj{"resolution": obj{"kind": "other", "detail": "d"}})
+				s.blocked("wi-1", "cp-2", protocol.Resolution{Kind: protocol.ResolutionOther, Detail: "d"})
 			},
-			event: func(s *stream) {
-				s.simple(protocol.EvtWorkUnblocked, "wi-1", "coord-1", obj{"resolution": "late", "state": "open"})
-			},
+			event: func(s *stream) { s.unblocked("wi-1", true) },
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.State != protocol.WorkOpen || e.Owner != "" || !e.EnqueuedAt.IsZero() {
 					t.Errorf("entry = %+v", e)
@@ -309,7 +273,7 @@ func TestProjectPerEventType(t *testing.T) {
 		{
 			name:  "work.submitted releases the lease",
 			setup: active,
-			event: func(s *stream) { s.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{"leaseId": "lease-1"}) },
+			event: func(s *stream) { s.submitted("wi-1") },
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.State != protocol.WorkSubmitted || e.Lease != nil {
 					t.Errorf("entry = %+v", e)
@@ -321,11 +285,9 @@ func TestProjectPerEventType(t *testing.T) {
 			setup: func(s *stream) {
 				active(s)
 				s.authorized("wi-2", testContract(1, protocol.UrgencyLow, false, "wi-1"))
-				s.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{"leaseId": "lease-1"})
+				s.submitted("wi-1")
 			},
-			event: func(s *stream) {
-				s.simple(protocol.EvtWorkResultAccepted, "wi-1", "coord-1", obj{"contractRevision": 1})
-			},
+			event: func(s *stream) { s.resultAccepted("wi-1") },
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.State != protocol.WorkVerified {
 					t.Errorf("wi-1 = %+v", e)
@@ -340,9 +302,9 @@ func TestProjectPerEventType(t *testing.T) {
 			name: "work.failed ends ownership but keeps the checkpoint",
 			setup: func(s *stream) {
 				active(s)
-				s.simple(protocol.EvtWorkCheckpointed, "wi-1", self, obj{"checkpointId": "cp-1", "stateDigest": "sha256:00"})
+				s.checkpointed("wi-1", "cp-1")
 			},
-			event: func(s *stream) { s.simple(protocol.EvtWorkFailed, "wi-1", self, obj{"reason": "r"}) },
+			event: func(s *stream) { s.failed("wi-1") },
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.State != protocol.WorkFailed || e.Owner != "" || e.Lease != nil || e.Checkpoint == nil {
 					t.Errorf("entry = %+v", e)
@@ -352,7 +314,7 @@ func TestProjectPerEventType(t *testing.T) {
 		{
 			name:  "work.cancelled",
 			setup: queued,
-			event: func(s *stream) { s.simple(protocol.EvtWorkCancelled, "wi-1", "coord-1", obj{"reason": "r"}) },
+			event: func(s *stream) { s.cancelled("wi-1") },
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.State != protocol.WorkCancelled {
 					t.Errorf("entry = %+v", e)
@@ -366,11 +328,14 @@ func TestProjectPerEventType(t *testing.T) {
 				s.authorized("wi-0", c1)
 			},
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkContractRevised, "wi-1", "coord-1", obj{"contractRevision": 2, "dependencies": []obj{{"workItemId": "wi-0", "policy": "terminal"}}})
+				c := c1
+				c.Revision = 2
+				c.Dependencies = []protocol.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyTerminal}}
+				s.revised("wi-1", c, c.Dependencies...)
 			},
 			check: func(t *testing.T, g *groupState) {
 				e := g.items["wi-1"]
-				if e.ContractRevision != 2 || len(e.Dependencies) != 1 || e.Dependencies[0].State != protocol.WorkOpen || e.ContractSeq != 2 {
+				if e.ContractRevision != 2 || len(e.Dependencies) != 1 || e.Dependencies[0].State != protocol.WorkOpen || e.ContractSeq != 6 {
 					t.Errorf("entry = %+v", e)
 				}
 			},
@@ -379,7 +344,7 @@ func TestProjectPerEventType(t *testing.T) {
 			name:  "work.contract.revised with a full contract replaces the inputs",
 			setup: queued,
 			event: func(s *stream) {
-				s.simple(protocol.EvtWorkContractRevised, "wi-1", "coord-1", obj{"contractRevision": 2, "contract": c2})
+				s.revised("wi-1", c2)
 			},
 			check: func(t *testing.T, g *groupState) {
 				if e := g.items["wi-1"]; e.Urgency != protocol.UrgencyCritical || e.ContractSeq != 5 || e.ContractRevision != 2 {
@@ -394,65 +359,60 @@ func TestProjectPerEventType(t *testing.T) {
 				s.authorized("wi-1", gated)
 			},
 			event: func(s *stream) {
-				s.add(protocol.EvtApprovalExecutionGranted, protocol.AggregateApproval, "apr-1", "human-1", obj{"approvalId": "apr-1", "workItemId": "wi-1", "contractRevision": 1, "expiresAt": protocol.NewTime(t0.Add(time.Hour))})
+				s.approved("wi-1", 1, t0.Add(time.Hour))
 			},
 			check: func(t *testing.T, g *groupState) {
 				e := g.items["wi-1"]
-				if !e.RiskGatePassed() || e.ApprovedRevision != 1 || e.Revision != 1 || !e.ApprovalExpiresAt.Equal(t0.Add(time.Hour)) {
+				if !e.RiskGatePassed() || e.ApprovedRevision != 1 || e.Revision != 2 || !e.ApprovalExpiresAt.Equal(t0.Add(time.Hour)) {
 					t.Errorf("entry = %+v", e)
 				}
 			},
 		},
 		{
-			name: "mission.cancelled cancels every unfinished item and leaves finished ones",
+			name: "mission.cancelled moves the Mission; its unfinished items follow by their own events",
 			setup: func(s *stream) {
 				active(s)
 				s.authorized("wi-2", c1)
-				s.authorized("wi-3", c1)
-				s.simple(protocol.EvtWorkCancelled, "wi-3", "coord-1", obj{})
 			},
-			event: func(s *stream) {
-				s.add(protocol.EvtMissionCancelled, protocol.AggregateMission, "mis-g", "human-1", obj{"missionId": "mis-g", "reason": "r"})
-			},
+			event: func(s *stream) { s.missionClosed(protocol.EvtMissionCancelled, protocol.MissionCancelled) },
 			check: func(t *testing.T, g *groupState) {
-				if g.mis.State != protocol.MissionCancelled || g.mis.Revision != 2 {
+				if g.mis.State != protocol.MissionCancelled || g.mis.Revision != 2 || g.mis.Record == nil || g.mis.Record.State != protocol.MissionCancelled {
 					t.Errorf("mission = %+v", g.mis)
 				}
-				for _, id := range []string{"wi-1", "wi-2", "wi-3"} {
-					if e := g.items[id]; e.State != protocol.WorkCancelled || e.Lease != nil {
-						t.Errorf("%s = %+v", id, e)
-					}
-				}
-				if g.items["wi-3"].UpdatedSeq != 8 {
-					t.Errorf("finished item was touched: %+v", g.items["wi-3"])
+				if g.items["wi-1"].State != protocol.WorkActive || g.items["wi-2"].State != protocol.WorkOpen {
+					t.Errorf("items changed by the Mission's event: %+v %+v", g.items["wi-1"], g.items["wi-2"])
 				}
 			},
 		},
 		{
-			name: "mission.terminated fails unfinished items, verified stays verified",
+			name: "mission.terminated moves the Mission",
 			setup: func(s *stream) {
 				active(s)
-				s.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{})
-				s.simple(protocol.EvtWorkResultAccepted, "wi-1", "coord-1", obj{})
-				s.authorized("wi-2", c1)
+				s.submitted("wi-1")
+				s.resultAccepted("wi-1")
 			},
-			event: func(s *stream) {
-				s.add(protocol.EvtMissionTerminated, protocol.AggregateMission, "mis-g", "coord-1", obj{"missionId": "mis-g", "reason": "r"})
-			},
+			event: func(s *stream) { s.missionClosed(protocol.EvtMissionTerminated, protocol.MissionTerminated) },
 			check: func(t *testing.T, g *groupState) {
-				if g.items["wi-1"].State != protocol.WorkVerified || g.items["wi-2"].State != protocol.WorkFailed || g.mis.State != protocol.MissionTerminated {
-					t.Errorf("items %+v %+v", g.items["wi-1"], g.items["wi-2"])
+				if g.items["wi-1"].State != protocol.WorkVerified || g.mis.State != protocol.MissionTerminated {
+					t.Errorf("mission %+v item %+v", g.mis, g.items["wi-1"])
 				}
 			},
 		},
 		{
-			name:  "mission.child.created blocks the parent item",
-			setup: active,
+			name: "mission.child.created links the parent item, work.blocked blocks it",
+			setup: func(s *stream) {
+				active(s)
+				s.add(protocol.EvtMissionChildCreated, protocol.AggregateMission, "mis-g", "coord-1", group.ChildCreated{
+					MissionRef: group.MissionRef{MissionID: "mis-g", State: protocol.MissionActive},
+					Child:      &group.ChildLink{ParentWorkItemID: "wi-1", ChildMissionID: "mis-c", ChildGroupID: "grp-c", Title: "t", Objective: "o", OnChildFailure: protocol.ChildFailureBlock}})
+			},
 			event: func(s *stream) {
-				s.add(protocol.EvtMissionChildCreated, protocol.AggregateMission, "mis-g", "coord-1", obj{"missionId": "mis-g", "parentWorkItemId": "wi-1", "childMissionId": "mis-c", "childGroupId": "grp-c"})
+				delete(s.leases, "wi-1")
+				s.add(protocol.EvtWorkBlocked, protocol.AggregateWorkItem, "wi-1", "coord-1", group.Blocked{WorkRef: ref("wi-1", protocol.WorkBlocked),
+					Blocker: &protocol.Resolution{Kind: protocol.ResolutionSubwork, Detail: "child Mission mis-c"}, ChildMissionID: "mis-c", ChildGroupID: "grp-c", Ownership: s.grants["wi-1"]})
 			},
 			check: func(t *testing.T, g *groupState) {
-				if e := g.items["wi-1"]; e.State != protocol.WorkBlocked || e.ChildMissionID != "mis-c" || e.Lease != nil || e.Owner != self || e.Revision != 4 {
+				if e := g.items["wi-1"]; e.State != protocol.WorkBlocked || e.ChildMissionID != "mis-c" || e.Lease != nil || e.Owner != self || e.Revision != 5 {
 					t.Errorf("entry = %+v", e)
 				}
 			},
@@ -470,7 +430,9 @@ func TestProjectPerEventType(t *testing.T) {
 		{
 			name:  "group.archived marks the mission view",
 			setup: func(s *stream) { s.missionCreated() },
-			event: func(s *stream) { s.add(protocol.EvtGroupArchived, protocol.AggregateGroup, "g", "org", obj{}) },
+			event: func(s *stream) {
+				s.add(protocol.EvtGroupArchived, protocol.AggregateGroup, "g", "org", group.GroupArchived{Snapshot: protocol.SnapshotRef{}, Reason: "done"})
+			},
 			check: func(t *testing.T, g *groupState) {
 				if !g.mis.Archived {
 					t.Errorf("mission = %+v", g.mis)
@@ -478,9 +440,11 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 		{
-			name:    "an event about an unknown item is not interpretable",
-			setup:   func(s *stream) { s.missionCreated() },
-			event:   func(s *stream) { s.simple(protocol.EvtWorkStarted, "wi-404", self, obj{"leaseId": "l"}) },
+			name:  "an event about an unknown item is not interpretable",
+			setup: func(s *stream) { s.missionCreated() },
+			event: func(s *stream) {
+				s.add(protocol.EvtWorkStarted, protocol.AggregateWorkItem, "wi-404", self, group.Started{WorkRef: ref("wi-404", protocol.WorkActive), Lease: &protocol.ExecutionLease{LeaseID: "l"}})
+			},
 			wantErr: protocol.CodeProtocolViolation,
 		},
 		{
@@ -578,7 +542,8 @@ func TestSessionReplacementReturnsItemToQueue(t *testing.T) {
 	st.offered("wi-1", nil, self)
 	st.accepted("wi-1", self, 1, 1)
 	st.started("wi-1", self, 1, "lease-1")
-	st.simple(protocol.EvtWorkProgressed, "wi-1", "group-authority", obj{"state": "queued", "leaseId": "lease-1", "reason": "session_replaced"})
+	st.add(protocol.EvtWorkProgressed, protocol.AggregateWorkItem, "wi-1", "group-authority", group.Progressed{WorkRef: ref("wi-1", protocol.WorkQueued),
+		LeaseID: "lease-1", Reason: group.ReasonSessionReplaced})
 	e := viewOf(t, "g", st.evs).items["wi-1"]
 	if e.State != protocol.WorkQueued || e.Lease != nil || e.Owner == "" {
 		t.Fatalf("after replacement: state %s lease %v owner %q", e.State, e.Lease, e.Owner)

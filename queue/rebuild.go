@@ -124,9 +124,8 @@ func sortedItems(g *groupState) []*Entry {
 	return out
 }
 
-// inboxFact is a stored event decoded in one pass into what the projection
-// reads, payload included: replay is the cold-start path (PERF.md), and
-// decoding the envelope and then its payload scans the payload three times.
+// inboxFact is a stored event's envelope as the projection reads it; its
+// payload is decoded by type (group.Decode).
 type inboxFact struct {
 	EventID     string              `json:"eventId"`
 	Sequence    uint64              `json:"sequence"`
@@ -136,29 +135,19 @@ type inboxFact struct {
 	Actor       protocol.Actor      `json:"actor"`
 	CausationID string              `json:"causationId"`
 	OccurredAt  protocol.Time       `json:"occurredAt"`
-	Payload     *payload            `json:"payload"`
+	Payload     json.RawMessage     `json:"payload"`
 }
 
-// replayOne projects one stored event. Its result is the one Apply got:
-// when the one-pass decode fails (a payload the view cannot read, which
-// Apply recorded as a Problem), it takes Apply's own path.
+// replayOne projects one stored event. Its result is the one Apply got: a
+// payload the view cannot read (which Apply recorded as a Problem) changes
+// nothing here either.
 func replayOne(ov *overlay, raw []byte) (change, error) {
 	var w inboxFact
-	if json.Unmarshal(raw, &w) == nil {
-		f := fact{EventID: w.EventID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
-			Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt}
-		p := w.Payload
-		if p == nil {
-			p = &payload{}
-		}
-		ch, _ := projectPayload(ov, &f, p)
-		return ch, nil
-	}
-	var ev protocol.Event
-	if err := json.Unmarshal(raw, &ev); err != nil {
+	if err := json.Unmarshal(raw, &w); err != nil {
 		return change{}, err
 	}
-	f := factOf(&ev)
+	f := fact{EventID: w.EventID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
+		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt, Payload: w.Payload}
 	ch, _ := project(ov, &f)
 	return ch, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -149,29 +150,35 @@ func snapshotState(snap *protocol.GroupSnapshot) *groupState {
 	g := newGroupState(snap.GroupID)
 	g.cursor, g.base = snap.Sequence, snap.Sequence
 	m := snap.Mission
-	g.mis = MissionView{MissionID: m.MissionID, State: m.State, PriorityClass: m.PriorityClass, Revision: m.Revision, UpdatedSeq: snap.Sequence}
+	rec := m
+	g.mis = MissionView{MissionID: m.MissionID, State: m.State, PriorityClass: m.PriorityClass, Revision: m.Revision, UpdatedSeq: snap.Sequence, Record: &rec}
 	for _, ms := range snap.Memberships {
 		g.members[memberKey(ms.Principal)] = Member{Principal: ms.Principal, Epoch: ms.MembershipEpoch, State: ms.State, UpdatedSeq: snap.Sequence}
 	}
-	approved := make(map[string]uint64)
-	approvalExp := make(map[string]protocol.Time)
-	for _, a := range snap.Approvals {
+	approval := make(map[string]*protocol.Approval) // the latest execution approval per item
+	for i := range snap.Approvals {
+		a := &snap.Approvals[i]
 		if a.Kind != protocol.ApprovalExecution || a.Decision != protocol.DecisionApproved || a.ContractRevision == nil {
 			continue
 		}
-		if *a.ContractRevision >= approved[a.WorkItemID] {
-			approved[a.WorkItemID] = *a.ContractRevision
-			if a.ExpiresAt != nil {
-				approvalExp[a.WorkItemID] = *a.ExpiresAt
-			} else {
-				delete(approvalExp, a.WorkItemID)
-			}
+		if prev := approval[a.WorkItemID]; prev == nil || *a.ContractRevision >= *prev.ContractRevision {
+			approval[a.WorkItemID] = a
 		}
 	}
 	for _, wi := range snap.WorkItems {
 		e := &Entry{WorkItemID: wi.WorkItemID, MissionID: wi.MissionID, State: wi.State, Revision: wi.Revision}
 		e.setContract(inputsOf(&wi.Contract), snap.Sequence)
-		e.ApprovedRevision, e.ApprovalExpiresAt = approved[wi.WorkItemID], approvalExp[wi.WorkItemID]
+		e.Item = group.WorkItem{WorkItem: wi, ExecutionApproval: approval[wi.WorkItemID]}
+		e.Item.Contract = protocol.WorkContract{}
+		if o := wi.Ownership; o != nil {
+			e.Item.LastOwnershipEpoch = o.OwnershipEpoch
+		}
+		if a := e.Item.ExecutionApproval; a != nil {
+			e.ApprovedRevision = *a.ContractRevision
+			if a.ExpiresAt != nil {
+				e.ApprovalExpiresAt = *a.ExpiresAt
+			}
+		}
 		if o := wi.Offer; o != nil {
 			e.Offer = &Offer{OfferID: o.OfferID, Candidates: slices.Clone([]string(o.Candidates)), ExpiresAt: o.ExpiresAt}
 		}

@@ -102,9 +102,11 @@ func TestRestoreSnapshotCursorTooOld(t *testing.T) {
 	later := newStream("g")
 	later.seq = 40
 	later.revs["workItem/wi-1"] = 4
+	later.grants["wi-1"] = &protocol.OwnershipGrant{WorkItemID: "wi-1", OwnerAgentID: self, OwnershipEpoch: 2, StartDeadline: protocol.NewTime(t0.Add(time.Hour))}
+	later.contracts["wi-1"] = testContract(1, protocol.UrgencyHigh, true)
 	later.started("wi-1", self, 2, "lease-1")
-	later.simple(protocol.EvtWorkSubmitted, "wi-1", self, obj{"leaseId": "lease-1"})
-	later.simple(protocol.EvtWorkResultAccepted, "wi-1", "coord-1", obj{})
+	later.submitted("wi-1")
+	later.resultAccepted("wi-1")
 
 	doc, ref := signedSnapshot(t, snapshotFixture(40))
 	dir := t.TempDir()

@@ -113,8 +113,9 @@ var (
 // ProjectionVersion names how this build projects events; see doc.go.
 // 2: memberships are projected. 3: a Mission's priority class is also read
 // from a nested mission record. 4: an offer's expiry is read from
-// offerExpiresAt.
-const ProjectionVersion = 4
+// offerExpiresAt. 5: Mission and WorkItem state by group.Fold (entries
+// carry the folded record).
+const ProjectionVersion = 5
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().

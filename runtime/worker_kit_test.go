@@ -140,6 +140,12 @@ func (k *wkit) offer(id string, urgency protocol.Urgency, candidates ...string) 
 
 func (k *wkit) reoffer(id, offerID string, candidates ...string) {
 	k.t.Helper()
+	k.offerUntil(id, offerID, k.ac.Now().Add(time.Hour), candidates...)
+}
+
+// offerUntil offers item id as offerID until expires (the authority's time).
+func (k *wkit) offerUntil(id, offerID string, expires time.Time, candidates ...string) {
+	k.t.Helper()
 	now := k.ac.Now()
 	w, _ := k.auth.Service.WorkItem("grp-a", id)
 	cs := protocol.List[protocol.OfferCandidate]{}
@@ -151,7 +157,7 @@ func (k *wkit) reoffer(id, offerID string, candidates ...string) {
 			PolicyRulesApplied: protocol.List[string]{"capability-match"}}})
 	}
 	k.ok(k.coord, protocol.CmdWorkOffer, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: offerID, Contract: w.Contract,
-		Candidates: cs, ExpiresAt: protocol.NewTime(now.Add(time.Hour))})
+		Candidates: cs, ExpiresAt: protocol.NewTime(expires)})
 }
 
 func (k *wkit) item(id string) group.WorkItem {

@@ -49,10 +49,10 @@ func inspectStore(t *testing.T, dir string) *queue.Store {
 		t.Fatal(err)
 	}
 	evs := []queue.Incoming{
-		inspectEvent(t, 1, "mission.created", "mission", "mis-a", `{"missionId":"mis-a","title":"t","objective":"o","priorityClass":"high"}`),
-		inspectEvent(t, 2, "work.authorized", "workItem", "wi-1", `{"workItemId":"wi-1","missionId":"mis-a","contract":`+inspectContract+`}`),
-		inspectEvent(t, 3, "work.offer.created", "workItem", "wi-1", `{"workItemId":"wi-1","offerId":"off-1","candidates":[{"agentId":"worker-1"}],"expiresAt":"2026-11-30T09:00:00Z"}`),
-		inspectEvent(t, 4, "work.offer.accepted", "workItem", "wi-1", `{"workItemId":"wi-1","offerId":"off-1","contractRevision":1,"ownership":{"workItemId":"wi-1","ownerAgentId":"worker-1","ownershipEpoch":2,"startDeadline":"2026-11-30T10:00:00Z"}}`),
+		inspectEvent(t, 1, "mission.created", "mission", "mis-a", `{"missionId":"mis-a","state":"active","mission":{"missionId":"mis-a","groupId":"grp-a","title":"t","objective":"o","state":"active","owner":{"kind":"human","id":"alice"},"priorityClass":"high","createdAt":"2026-11-30T08:00:00Z","revision":1}}`),
+		inspectEvent(t, 2, "work.authorized", "workItem", "wi-1", `{"workItemId":"wi-1","state":"open","missionId":"mis-a","contractRevision":1,"contract":`+inspectContract+`}`),
+		inspectEvent(t, 3, "work.offer.created", "workItem", "wi-1", `{"workItemId":"wi-1","state":"offered","offerId":"off-1","contractRevision":1,"contract":`+inspectContract+`,"candidates":[{"agentId":"worker-1","selectionBasis":{}}],"offerExpiresAt":"2026-11-30T09:00:00Z"}`),
+		inspectEvent(t, 4, "work.offer.accepted", "workItem", "wi-1", `{"workItemId":"wi-1","state":"queued","offerId":"off-1","contractRevision":1,"ownership":{"workItemId":"wi-1","ownerAgentId":"worker-1","ownershipEpoch":2,"startDeadline":"2026-11-30T10:00:00Z"}}`),
 		inspectEvent(t, 6, "message.posted", "message", "msg-1", `{"messageId":"msg-1","conversationId":"c","text":"hi"}`),
 	}
 	res, err := s.Apply(evs)
