@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/group/grouptest"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
 	"pgregory.net/rapid"
 )
 
@@ -25,6 +27,7 @@ func TestServiceProperties(t *testing.T) {
 		k := newSvc(grouptest.RapidTB{T: t, RT: rt})
 		sent := map[string]protocol.CommandType{} // actionId -> type
 		items := []string{"wi-0", "wi-1", "wi-2"}
+		compacted := false
 		ctx := context.Background()
 		do := func(p *Principal, typ protocol.CommandType, payload any) {
 			_, raw, err := p.Build(typ, "grp-a", payload)
@@ -56,7 +59,7 @@ func TestServiceProperties(t *testing.T) {
 			if exists && w.Ownership != nil && rapid.IntRange(0, 4).Draw(rt, "asOwner") > 0 {
 				wk = w.Ownership.OwnerAgentID
 			}
-			op := rapid.IntRange(0, 11).Draw(rt, "op")
+			op := rapid.IntRange(0, 12).Draw(rt, "op")
 			if exists && rapid.Bool().Draw(rt, "follow") {
 				op = next[w.State] // the command that moves this state forward
 				if w.State == protocol.WorkActive {
@@ -117,10 +120,23 @@ func TestServiceProperties(t *testing.T) {
 				if err := k.w[wk].OpenSession(ctx); err != nil {
 					rt.Fatalf("session_open: %v", err)
 				}
+			case 12:
+				// Snapshot and drop all but the last few events: a worker
+				// starting now restores the snapshot (CURSOR_TOO_OLD).
+				if !rapid.Bool().Draw(rt, "compact") {
+					break
+				}
+				if _, err := k.s.Compact("grp-a", uint64(rapid.IntRange(0, 4).Draw(rt, "retain"))); err != nil {
+					rt.Fatalf("compact: %v", err)
+				}
+				compacted = true
 			}
 		}
-		checkProperties(rt, k.s, sent)
-		checkReplay(rt, k.s, "grp-a")
+		if !compacted { // the log from sequence 1 is still online
+			checkProperties(rt, k.s, sent)
+			checkReplay(rt, k.s, "grp-a")
+		}
+		checkWorkerView(t, rt, k.s, "grp-a")
 	})
 }
 
@@ -171,6 +187,94 @@ func checkReplay(rt *rapid.T, s *Service, groupID string) {
 			a, _ := json.Marshal(w)
 			b, _ := json.Marshal(r)
 			rt.Fatalf("WorkItem %s replayed\n%s\nauthority\n%s", id, b, a)
+		}
+	}
+}
+
+// checkWorkerView follows the Group as a worker's store does (queue:
+// signed events, a snapshot restore when the log was compacted, then a
+// restart that rebuilds the view by replay) and requires the authority's
+// WorkItem records in every member the wire shows.
+func checkWorkerView(t *testing.T, rt *rapid.T, s *Service, groupID string) {
+	st, err := queue.Open(t.TempDir(), queue.Options{NoSync: true, NoSocket: true})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := s.Events(groupID, 0, 0)
+	if protocol.CodeOf(err) == protocol.CodeCursorTooOld {
+		var pe *protocol.Error
+		errors.As(err, &pe)
+		ref, ok := pe.Details["snapshot"].(*protocol.SnapshotRef)
+		if !ok {
+			rt.Fatalf("CURSOR_TOO_OLD without a snapshot: %v", err)
+		}
+		doc, serr := s.Snapshot(*ref)
+		if serr != nil {
+			rt.Fatal(serr)
+		}
+		keys := protocol.NewKeySet(s.PublicKey())
+		if _, err := st.RestoreSnapshot(*ref, doc, func(d map[string]any) error { return protocol.Verify(d, keys) }); err != nil {
+			rt.Fatalf("restore: %v", err)
+		}
+		evs, err = s.Events(groupID, ref.Sequence, 0)
+	}
+	if err != nil {
+		rt.Fatal(err)
+	}
+	var in []queue.Incoming
+	for _, se := range evs {
+		x, err := queue.Decode(se.Raw)
+		if err != nil {
+			rt.Fatalf("event %d: %v", se.Sequence, err)
+		}
+		in = append(in, x)
+	}
+	res, err := st.Apply(in)
+	if err != nil || len(res.Problems) > 0 || len(res.Rejected) > 0 {
+		rt.Fatalf("apply: %v, problems %v, rejected %v", err, res.Problems, res.Rejected)
+	}
+	compareView(rt, s, st, groupID, "live")
+	if err := st.Rebuild(); err != nil {
+		rt.Fatal(err)
+	}
+	compareView(rt, s, st, groupID, "rebuilt")
+}
+
+func compareView(rt *rapid.T, s *Service, st *queue.Store, groupID, when string) {
+	for _, id := range s.WorkItemIDs(groupID) {
+		w, _ := s.WorkItem(groupID, id)
+		e, ok := st.Item(groupID, id)
+		if !ok {
+			rt.Fatalf("%s view lacks %s", when, id)
+		}
+		got, want := e.Item.WorkItem, w.WorkItem
+		got.Contract, want.Contract = protocol.WorkContract{}, protocol.WorkContract{}
+		// The scheduling view derived from the record says the same.
+		derived := protocol.WorkItem{WorkItemID: e.WorkItemID, MissionID: e.MissionID, GroupID: w.GroupID, State: e.State, Revision: e.Revision,
+			Checkpoint: e.Checkpoint, Blocker: e.Blocker, ChildMissionID: e.ChildMissionID, Attempts: e.Attempts}
+		wantDerived := protocol.WorkItem{WorkItemID: w.WorkItemID, MissionID: w.MissionID, GroupID: w.GroupID, State: w.State, Revision: w.Revision,
+			Checkpoint: w.Checkpoint, Blocker: w.Blocker, ChildMissionID: w.ChildMissionID, Attempts: w.Attempts}
+		owner, epoch := "", uint64(0)
+		if o := w.Ownership; o != nil {
+			owner, epoch = o.OwnerAgentID, o.OwnershipEpoch
+		}
+		lease := ""
+		if l := w.Lease; l != nil {
+			lease = l.LeaseID
+		}
+		gotLease := ""
+		if e.Lease != nil {
+			gotLease = e.Lease.LeaseID
+		}
+		offerOK := (w.Offer == nil) == (e.Offer == nil) && (w.Offer == nil || w.Offer.OfferID == e.Offer.OfferID && w.Offer.ExpiresAt.Equal(e.Offer.ExpiresAt.Time))
+		if !jsonEqual(derived, wantDerived) || e.Owner != owner || e.OwnershipEpoch != epoch || gotLease != lease || !offerOK {
+			rt.Fatalf("%s view of %s: entry %+v, authority %+v", when, id, e, w.WorkItem)
+		}
+		if !jsonEqual(got, want) || e.State != w.State || e.Revision != w.Revision {
+			a, _ := json.Marshal(want)
+			b, _ := json.Marshal(got)
+			rt.Fatalf("%s view of %s\n%s\nauthority\n%s", when, id, b, a)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 // fact is the part of a Group event the projection reads.
 type fact struct {
 	EventID     string
+	GroupID     string
 	Seq         uint64
 	Type        protocol.EventType
 	Aggregate   *protocol.Aggregate
@@ -25,7 +26,7 @@ type fact struct {
 
 func factOf(ev *protocol.Event) fact {
 	return fact{
-		EventID: ev.EventID, Seq: ev.Seq(), Type: ev.Type, Aggregate: ev.Aggregate,
+		EventID: ev.EventID, GroupID: ev.GroupID, Seq: ev.Seq(), Type: ev.Type, Aggregate: ev.Aggregate,
 		Revision: ev.Rev(), Actor: ev.Actor, CausationID: ev.CausationID,
 		OccurredAt: ev.OccurredAt, Payload: ev.Payload,
 	}
@@ -165,7 +166,7 @@ func (s *stepper) fold(f *fact, p any) *protocol.Error {
 	if f.Aggregate != nil {
 		ev.Aggregate = *f.Aggregate
 	}
-	g := &group.Group{Items: map[string]*group.WorkItem{}, Mission: s.missionRecord()}
+	g := &group.Group{GroupID: f.GroupID, Items: map[string]*group.WorkItem{}, Mission: s.missionRecord()}
 	touched := group.Touches(ev)
 	for _, id := range touched {
 		if e := s.get(id); e != nil {

@@ -128,6 +128,7 @@ func sortedItems(g *groupState) []*Entry {
 // payload is decoded by type (group.Decode).
 type inboxFact struct {
 	EventID     string              `json:"eventId"`
+	GroupID     string              `json:"groupId"`
 	Sequence    uint64              `json:"sequence"`
 	Type        protocol.EventType  `json:"type"`
 	Aggregate   *protocol.Aggregate `json:"aggregate"`
@@ -146,7 +147,7 @@ func replayOne(ov *overlay, raw []byte) (change, error) {
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return change{}, err
 	}
-	f := fact{EventID: w.EventID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
+	f := fact{EventID: w.EventID, GroupID: w.GroupID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
 		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt, Payload: w.Payload}
 	ch, _ := project(ov, &f)
 	return ch, nil
