@@ -74,15 +74,24 @@ var Events = map[protocol.EventType]EventRule{
 // the Go type Events names. An unknown type is PROTOCOL_VIOLATION: a reader
 // cannot follow what it cannot type.
 func Decode(typ protocol.EventType, payload []byte) (any, error) {
-	r, ok := Events[typ]
+	v, ok := NewPayload(typ)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeProtocolViolation, "unknown event type %s", typ)
 	}
-	v := reflect.New(r.Payload).Interface()
 	if err := json.Unmarshal(payload, v); err != nil {
 		return nil, protocol.Errorf(protocol.CodeSchemaValidationFailed, "%s payload: %v", typ, err).At("/payload")
 	}
 	return v, nil
+}
+
+// NewPayload returns a pointer to a new zero payload of event type typ, to
+// decode into, or false for a type Events does not name.
+func NewPayload(typ protocol.EventType) (any, bool) {
+	r, ok := Events[typ]
+	if !ok {
+		return nil, false
+	}
+	return reflect.New(r.Payload).Interface(), true
 }
 
 // DecodeAs decodes an event's payload as T, which must be the type Events

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -8,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -124,8 +126,9 @@ func sortedItems(g *groupState) []*Entry {
 	return out
 }
 
-// inboxFact is a stored event's envelope as the projection reads it; its
-// payload is decoded by type (group.Decode).
+// inboxFact is a stored event's envelope as the projection reads it.
+// Payload is a json.RawMessage, or a pointer to the event type's payload
+// for the one-pass decode.
 type inboxFact struct {
 	EventID     string              `json:"eventId"`
 	GroupID     string              `json:"groupId"`
@@ -136,19 +139,56 @@ type inboxFact struct {
 	Actor       protocol.Actor      `json:"actor"`
 	CausationID string              `json:"causationId"`
 	OccurredAt  protocol.Time       `json:"occurredAt"`
-	Payload     json.RawMessage     `json:"payload"`
+	Payload     any                 `json:"payload"`
+}
+
+func (w *inboxFact) fact() fact {
+	return fact{EventID: w.EventID, GroupID: w.GroupID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
+		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt}
 }
 
 // replayOne projects one stored event. Its result is the one Apply got: a
 // payload the view cannot read (which Apply recorded as a Problem) changes
-// nothing here either.
+// nothing here either. Replay is the cold-start path (PERF.md): the
+// payload is decoded straight into its type in the same pass as the
+// envelope when the type can be read off the stored bytes first.
 func replayOne(ov *overlay, raw []byte) (change, error) {
-	var w inboxFact
+	if typ, ok := trailingType(raw); ok && projected(typ) {
+		if p, ok := group.NewPayload(typ); ok {
+			w := inboxFact{Payload: p}
+			if json.Unmarshal(raw, &w) == nil && w.Type == typ {
+				f := w.fact()
+				ch, _ := projectPayload(ov, &f, p)
+				return ch, nil
+			}
+		}
+	}
+	var payload json.RawMessage
+	w := inboxFact{Payload: &payload}
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return change{}, err
 	}
-	f := fact{EventID: w.EventID, GroupID: w.GroupID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
-		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt, Payload: w.Payload}
+	f := w.fact()
+	f.Payload = payload
 	ch, _ := project(ov, &f)
 	return ch, nil
+}
+
+// trailingType reads the event type off canonical (JCS) event bytes, where
+// "type" sorts after every other top-level member of an event: they end
+// with "type":"<type>"}. Anything else answers false.
+func trailingType(raw []byte) (protocol.EventType, bool) {
+	if !bytes.HasSuffix(raw, []byte(`"}`)) {
+		return "", false
+	}
+	body := raw[:len(raw)-2]
+	i := bytes.LastIndex(body, []byte(`,"type":"`))
+	if i < 0 {
+		return "", false
+	}
+	t := body[i+len(`,"type":"`):]
+	if bytes.ContainsAny(t, `"\`) {
+		return "", false
+	}
+	return protocol.EventType(t), true
 }
