@@ -34,13 +34,4 @@
 // under an epoch lower than one already stored is fenced with
 // WORK_STALE_OWNERSHIP. Save keeps the newest Options.Keep (4) per
 // WorkItem; Delete drops a finished WorkItem.
-//
-// Status: implemented and tested — unit and table tests, a property test
-// against a naive model (rapid), crash tests that SIGKILL a saving child
-// process and reopen, a deterministic crash between blob and record,
-// corruption tests (flipped, truncated, missing, swapped blobs; damaged
-// records), a fuzz target for the record decoder, and a benchmark of Save
-// and Latest as ratios to raw bbolt and file writes. Not done: no
-// compaction of the bbolt file, and no size cap on the blob directory
-// beyond Keep.
 package checkpoint

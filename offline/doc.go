@@ -3,11 +3,6 @@
 // re-signing on reconnect, and the authority's pure check of a buffered
 // command against the historical lease.
 //
-// Status: implemented and tested as a library (window, binding, buffer,
-// rebase, CheckBuffered, Classify). Not yet wired: the runtime does not feed
-// a Monitor or drain the Buffer, and authority-lite's pipeline does not call
-// BindingOf/CheckBuffered or record resource_usage_recorded events yet.
-//
 // # The window (pure)
 //
 // A Monitor is fed Connected, Reconciled, Disconnected, Heard, PingTimedOut,

@@ -49,18 +49,4 @@
 //
 // The slot never touches the network: everything external goes through
 // the Host interface, which the runtime implements.
-//
-// Status: implemented and tested with a recording fake host, an in-memory
-// ledger, a fake clock and -race: preemption cycle and resume, hard
-// timeout, lease expiry and renewal, lease loss, block, retries, backoff
-// and attempt timeouts, budgets (contract and host), disallowed tools and
-// risk policy, credential expiry and rotation, isolation of two Missions
-// running in parallel, and the external adapter (the example handler in
-// examples/handlers, clean environment, process-group kill, strict
-// decoding with a fuzz target, failure reporting). Not done: no resource
-// limits (cpu, memory) are enforced on handlers; computeSeconds counts what
-// Go handlers report through Charge plus the CPU time of external
-// programs; credentials rotated during a run do not reach an external
-// program already started; toolkeys.Ledger needs a small adapter
-// (LedgerFunc) because its Do returns its own result type.
 package slots

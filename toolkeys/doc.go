@@ -21,10 +21,4 @@
 // epoch raises the fence itself. Concurrent Do calls of one key in one
 // process are serialized: the second waits (bounded by its context), then
 // replays, retries or refuses.
-//
-// Status: keys, the durable ledger with attempt budgets, permanent
-// failures and fencing, and the toolkey CLI are implemented and tested
-// (known answers from an independent implementation, fuzzing, SIGKILL crash
-// tests against a loopback HTTP service, a rapid model test). Not done:
-// pruning records of finished Missions.
 package toolkeys

@@ -80,11 +80,4 @@
 // Options.Tick. Server.Close closes every connection with 1001 and waits
 // for its goroutines, including Backend.Submit calls in flight, which must
 // return when their context ends.
-//
-// Status: implemented and tested against a fake Backend over real
-// WebSocket connections (ws and wss); the authority-lite Service that
-// implements Backend is written separately. Not implemented: presence
-// records carried in PING are ignored; client BACKPRESSURE frames are
-// refused as server-only; there is no per-connection rate limit beyond the
-// bounds above.
 package wss
