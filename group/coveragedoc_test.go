@@ -242,3 +242,23 @@ func TestCoverageDoc(t *testing.T) {
 		t.Error("no rows-10.2.txt scenario file")
 	}
 }
+
+// TestCoverageAuthorityDoc keeps docs/coverage-authority.md true: every Go
+// test it names exists in the module.
+func TestCoverageAuthorityDoc(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "coverage-authority.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := goTests(t)
+	n := 0
+	for _, m := range goTestRef.FindAllStringSubmatch(string(raw), -1) {
+		n++
+		if !tests[m[1]] {
+			t.Errorf("coverage-authority.md names %s, which is not a Go test of the module", m[1])
+		}
+	}
+	if n < 20 {
+		t.Fatalf("coverage-authority.md names only %d tests; did the page move?", n)
+	}
+}
