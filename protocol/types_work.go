@@ -305,7 +305,7 @@ type WorkItem struct {
 	MissionID      string          `json:"missionId"`
 	GroupID        string          `json:"groupId"`
 	State          WorkItemState   `json:"state"`
-	Contract       WorkContract    `json:"contract,omitzero"`
+	Contract       WorkContract    `json:"contract"`
 	Revision       uint64          `json:"revision"`
 	Offer          *Offer          `json:"offer,omitempty"`
 	Ownership      *OwnershipGrant `json:"ownership,omitempty"`
