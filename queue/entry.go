@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/missionweave/mwp-worker/group"
@@ -217,4 +218,36 @@ type MissionView struct {
 	// Record is the Mission as group.Fold leaves it; the members above are
 	// derived from it.
 	Record *protocol.Mission `json:"record,omitempty"`
+}
+
+// storedItem is how Entry.Item is written: without the contract, which
+// the view does not keep (an empty contract would neither be small nor
+// decode back to the same value).
+type storedItem struct {
+	group.WorkItem
+	Contract *protocol.WorkContract `json:"contract,omitempty"` // hides the record's; always nil
+}
+
+type plainEntry Entry
+
+// MarshalJSON writes the entry with its record's contract left out.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		plainEntry
+		Item storedItem `json:"item"`
+	}{plainEntry(e), storedItem{WorkItem: e.Item}})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var v struct {
+		plainEntry
+		Item storedItem `json:"item"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Entry(v.plainEntry)
+	e.Item = v.Item.WorkItem
+	return nil
 }
