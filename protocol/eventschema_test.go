@@ -257,3 +257,50 @@ func TestEventSchemaFiles(t *testing.T) {
 		t.Errorf("event.schema.json dispatches %v, want %v", dispatched, want)
 	}
 }
+
+// TestSignedEventChecked: a producer's event is validated before it is
+// signed; a valid one is signed as SignedEvent signs it, an invalid one is
+// refused with the problem's pointer and left unsigned.
+func TestSignedEventChecked(t *testing.T) {
+	k := testKey(t, "authority:authority-1#k1", 3)
+	var ev Event
+	if err := json.Unmarshal([]byte(benchEvent), &ev); err != nil {
+		t.Fatal(err)
+	}
+	plain := ev
+	want, err := SignedEvent(&plain, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := SignedEventChecked(&ev, k)
+	if err != nil || string(got) != string(want) || ev.Signature != plain.Signature {
+		t.Fatalf("valid event: %v\n got %s\nwant %s", err, got, want)
+	}
+	doc, err := Parse(got, DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(doc.(map[string]any), NewKeySet(k.Public())); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, pointer string
+		edit          func(*Event)
+	}{
+		{"payload not its type", "/payload", func(e *Event) { e.Payload = json.RawMessage(`{"anything":"goes"}`) }},
+		{"aggregate kind not its type", "/aggregate/kind", func(e *Event) { e.Aggregate = &Aggregate{Kind: AggregateMission, ID: "wi-7"} }},
+	} {
+		bad := ev
+		bad.Signature = Signature{}
+		tc.edit(&bad)
+		raw, err := SignedEventChecked(&bad, k)
+		var pe *Error
+		if raw != nil || !errors.As(err, &pe) || pe.Code != CodeSchemaValidationFailed || pe.Pointer != tc.pointer {
+			t.Errorf("%s: got %s, %v; want SCHEMA_VALIDATION_FAILED at %s", tc.name, raw, err, tc.pointer)
+		}
+		if bad.Signature.Value != "" {
+			t.Errorf("%s: signed anyway", tc.name)
+		}
+	}
+}
