@@ -297,7 +297,10 @@ type sealed struct {
 	raw []byte
 }
 
-// seal numbers and signs drafts as the Group's next events.
+// seal numbers and signs drafts as the Group's next events. Each is
+// validated against event.schema.json (its type's payload schema and
+// aggregate kind) before it is signed: an event that does not conform is
+// a fault of the authority, INTERNAL_ERROR, and nothing is committed.
 func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.EventDraft) ([]sealed, *protocol.Receipt, error) {
 	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{}}
 	out := make([]sealed, 0, len(drafts))
@@ -312,14 +315,31 @@ func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.Even
 			Type: d.Type, Actor: d.Actor, CausationID: c.cmd.ActionID, CorrelationID: c.cmd.CorrelationID,
 			OccurredAt: protocol.NewTime(c.now), AcceptedBy: s.cfg.ID, Payload: payload,
 		}
-		raw, err := protocol.SignedEvent(ev, s.key)
+		raw, err := signEvent(ev, s.key)
 		if err != nil {
-			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "sign event: %v", err)
+			return nil, nil, err
 		}
 		out = append(out, sealed{ev, raw})
 		receipt.Events = append(receipt.Events, protocol.EventRef{EventID: ev.EventID, GroupID: groupID, Sequence: protocol.Uint64(seq)})
 	}
 	return out, receipt, nil
+}
+
+// signEvent validates and signs one event the authority decided. A
+// schema refusal becomes INTERNAL_ERROR carrying the problems: the command
+// was valid, the authority's own event is not.
+func signEvent(ev *protocol.Event, key protocol.PrivateKey) ([]byte, error) {
+	raw, err := protocol.SignedEventChecked(ev, key)
+	if err == nil {
+		return raw, nil
+	}
+	var pe *protocol.Error
+	if errors.As(err, &pe) && (pe.Code == protocol.CodeSchemaValidationFailed || pe.Code == protocol.CodeWorkContractIncomplete) {
+		ie := protocol.Errorf(protocol.CodeInternalError, "the authority's %s event does not conform to its schema: %s", ev.Type, pe.Message).At(pe.Pointer)
+		ie.Details = pe.Details
+		return nil, ie
+	}
+	return nil, protocol.Errorf(protocol.CodeInternalError, "sign event: %v", err)
 }
 
 // writeGroup stores events and every aggregate they name.

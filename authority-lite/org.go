@@ -281,9 +281,12 @@ type groupRevocation struct {
 // transaction together with any Group revocations, then updates memory.
 func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, apply func(), revoked []*groupRevocation) (*protocol.Receipt, error) {
 	s := o.s
-	raw, err := protocol.SignedEvent(ev, s.key)
+	raw, err := signEvent(ev, s.key)
 	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "sign: %v", err)
+		if len(revoked) > 0 {
+			s.writer.fail(err) // the revocations are already in memory
+		}
+		return nil, err
 	}
 	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{{EventID: ev.EventID}}}
 	auto := &call{s: s, cmd: c.cmd, now: c.now, automatic: true}

@@ -727,7 +727,7 @@ func (c *fastCompiler) fill(n *fnode, v any, doc, ptr string) error {
 		val := m[kw]
 		var err error
 		switch kw {
-		case "title", "description":
+		case "title", "description", "$comment":
 		case "$schema":
 			if ptr != "" || val != draft2020 {
 				return bad(kw)

@@ -80,6 +80,11 @@ func TestFastSchemaCompiles(t *testing.T) {
 	if d == nil || d.prop != "type" || len(d.cases) != len(allCommandTypes()) || len(set.byName["command"].allOf) != 0 {
 		t.Errorf("command dispatch not folded: %+v", d)
 	}
+	// So did the event dispatch, with one then per Event type.
+	d = set.byName["event"].dispatch
+	if d == nil || d.prop != "type" || len(d.cases) != len(allEventTypes()) || len(set.byName["event"].allOf) != 0 {
+		t.Errorf("event dispatch not folded: %+v", d)
+	}
 }
 
 // TestFastSchemaRejectsUnknownKeywords: a keyword (or a form of one) the
@@ -278,6 +283,15 @@ func fastCorpus(t testing.TB) []fastDoc {
 			fastDoc{"payloadExamples/" + string(typ), "command", c},
 			fastDoc{"payloadExamples/frame/" + string(typ), "websocket-frame", map[string]any{"type": "COMMAND", "frameId": "f1", "command": c}},
 			fastDoc{"payloadExamples/payload/" + string(typ), "", fixture(t, payloadExamples[typ])})
+	}
+	for _, typ := range allEventTypes() {
+		ex := eventExamples[typ]
+		ev := eventWith(t, typ, ex.payload)
+		// Frames around them add little: the frame schema refers to the
+		// event schema, and the conformance vectors hold EVENT frames.
+		docs = append(docs,
+			fastDoc{"eventExamples/" + string(typ), "event", ev},
+			fastDoc{"eventExamples/negative/" + string(typ), "", mutate(t, ev, "/payload"+ex.pointer, ex.value)})
 	}
 	reparse := func(v any) any {
 		b, err := json.Marshal(v)
@@ -782,6 +796,7 @@ func TestFastSchemaNoAllocs(t *testing.T) {
 		"command":         withOffline,
 		"websocket-frame": map[string]any{"type": "COMMAND", "frameId": "f1", "command": withOffline},
 		"group-snapshot":  fixture(t, "{{snapshot}}"),
+		"event":           eventWith(t, EvtWorkOfferCreated, eventExamples[EvtWorkOfferCreated].payload),
 	}
 	for name, doc := range docs {
 		if !fastAccepts(name, doc) {

@@ -12,7 +12,10 @@ var (
 
 // InboundEventFrame is DecodeFrameParsed for an EVENT frame followed by
 // InboundEvent on its event: the same strictness and errors, the signature
-// checked when keys is non-nil, and the event's JCS bytes. It is the
+// checked when keys is non-nil, and the event's JCS bytes; then, unlike
+// InboundEvent, event.schema.json — the envelope, the payload of the
+// event's type and its aggregate kind — as ValidateEventAt reports it,
+// below /event (SCHEMA_VALIDATION_FAILED). It is the
 // worker's hot path (one call per received event), so the event is
 // canonicalized once and decoded from the parsed value, never from bytes.
 func InboundEventFrame(parsed any, keys KeyResolver) (*EventFrame, []byte, error) {
@@ -33,7 +36,7 @@ func InboundEventFrame(parsed any, keys KeyResolver) (*EventFrame, []byte, error
 	if err := checkFrame(f); err != nil {
 		return nil, nil, err
 	}
-	ev, canon, err := decodeEvent(doc, keys)
+	ev, canon, err := decodeEvent(doc, keys, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -47,6 +50,8 @@ func InboundEventFrame(parsed any, keys KeyResolver) (*EventFrame, []byte, error
 // the signature when keys is non-nil (AUTH_INVALID_SIGNATURE, as Verify).
 // It returns the Event and its JCS bytes; Event.Payload holds the payload's
 // JCS bytes (a sub-slice of them when the signature has the usual members).
+// It does not apply event.schema.json: events received on the wire get it
+// from InboundEventFrame, and ValidateEventAt checks any other.
 func InboundEvent(doc map[string]any, keys KeyResolver) (*Event, []byte, error) {
 	if doc == nil {
 		return nil, nil, Errorf(CodeProtocolViolation, "the event is not a JSON object")
@@ -54,11 +59,14 @@ func InboundEvent(doc map[string]any, keys KeyResolver) (*Event, []byte, error) 
 	if err := checkValue(doc, eventType); err != nil {
 		return nil, nil, err
 	}
-	return decodeEvent(doc, keys)
+	return decodeEvent(doc, keys, false)
 }
 
-// decodeEvent is InboundEvent after the typed checks.
-func decodeEvent(doc map[string]any, keys KeyResolver) (*Event, []byte, error) {
+// decodeEvent is InboundEvent after the typed checks; with schema set it
+// also applies event.schema.json, after the signature (a forged event is
+// an authentication failure whatever its shape), with pointers below
+// /event.
+func decodeEvent(doc map[string]any, keys KeyResolver, schema bool) (*Event, []byte, error) {
 	var check *sigCheck
 	if keys != nil {
 		c, err := checkSignature(doc, keys)
@@ -87,6 +95,11 @@ func decodeEvent(doc map[string]any, keys KeyResolver) (*Event, []byte, error) {
 			}
 		}
 		if err := check.verify(input); err != nil {
+			return nil, nil, err
+		}
+	}
+	if schema {
+		if err := ValidateEventAt(doc, "/event"); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -28,6 +28,9 @@ func referenceEventFrame(raw []byte, parsed any, keys KeyResolver) (*EventFrame,
 			return nil, nil, err
 		}
 	}
+	if err := ValidateEventAt(doc, "/event"); err != nil {
+		return nil, nil, err
+	}
 	canon, err := Canonical(doc)
 	if err != nil {
 		return nil, nil, err
@@ -35,11 +38,17 @@ func referenceEventFrame(raw []byte, parsed any, keys KeyResolver) (*EventFrame,
 	return ef, canon, nil
 }
 
+// testEventFrame is a signed work.cancelled EVENT frame around payload.
 func testEventFrame(t testing.TB, k PrivateKey, payload string) []byte {
 	t.Helper()
+	return testEventFrameOf(t, k, EvtWorkCancelled, AggregateWorkItem, payload)
+}
+
+func testEventFrameOf(t testing.TB, k PrivateKey, typ EventType, kind AggregateKind, payload string) []byte {
+	t.Helper()
 	ev := &Event{EventID: "evt-1", GroupID: "grp-1", Sequence: Uint64(7),
-		Aggregate: &Aggregate{Kind: "work_item", ID: "wi-1"}, Revision: Uint64(2),
-		Type: EvtWorkOfferCreated, Actor: Actor{Kind: ActorService, ID: "authority-1"},
+		Aggregate: &Aggregate{Kind: kind, ID: "wi-1"}, Revision: Uint64(2),
+		Type: typ, Actor: Actor{Kind: ActorService, ID: "authority-1"},
 		CausationID: "act-1", CorrelationID: "m-1", OccurredAt: NewTime(testNow),
 		AcceptedBy: "authority-1", Payload: json.RawMessage(payload)}
 	signed, err := SignedEvent(ev, k)
@@ -97,7 +106,7 @@ func TestInboundEventFrameAgrees(t *testing.T) {
 	k := testKey(t, "authority:authority-1#k1", 3)
 	other := testKey(t, "authority:authority-1#k1", 4)
 	keys := NewKeySet(k.Public())
-	good := string(testEventFrame(t, k, `{"workItemId":"wi-1","candidates":[{"agentId":"w1","rank":1}],"note":"é\u2028"}`))
+	good := string(testEventFrame(t, k, `{"workItemId":"wi-1","state":"cancelled","reason":"superseded: é\u2028"}`))
 	cases := []struct {
 		name string
 		raw  string
@@ -106,7 +115,10 @@ func TestInboundEventFrameAgrees(t *testing.T) {
 	}{
 		{"signed", good, keys, ""},
 		{"unverified", good, nil, ""},
-		{"null payload", string(testEventFrame(t, k, `null`)), keys, ""},
+		{"null payload", string(testEventFrame(t, k, `null`)), keys, CodeSchemaValidationFailed},
+		{"payload not its type", string(testEventFrame(t, k, `{"anything":"goes"}`)), keys, CodeSchemaValidationFailed},
+		{"aggregate kind not its type", string(testEventFrameOf(t, k, EvtWorkCancelled, AggregateMission, `{"workItemId":"wi-1","state":"cancelled"}`)), keys, CodeSchemaValidationFailed},
+		{"unknown ext type, free payload", string(testEventFrameOf(t, k, "ext.acme.review.requested", AggregateWorkItem, `{"anything":"goes"}`)), keys, ""},
 		{"wrong key", string(testEventFrame(t, other, `{}`)), keys, CodeAuthInvalidSignature},
 		{"tampered payload", strings.Replace(good, `"wi-1"`, `"wi-2"`, 1), keys, CodeAuthInvalidSignature},
 		{"unknown member", strings.Replace(good, `"eventId"`, `"extra":1,"eventId"`, 1), keys, CodeProtocolViolation},
@@ -119,8 +131,8 @@ func TestInboundEventFrameAgrees(t *testing.T) {
 		{"no event", `{"type":"EVENT","frameId":"f-1"}`, keys, CodeProtocolViolation},
 		{"event not object", `{"type":"EVENT","frameId":"f-1","event":[]}`, keys, CodeProtocolViolation},
 		{"no signature", `{"type":"EVENT","frameId":"f-1","event":{"eventId":"e"}}`, keys, CodeAuthInvalidSignature},
-		{"no signature unverified", `{"type":"EVENT","frameId":"f-1","event":{"eventId":"e","payload":{"a":[1,2]}}}`, nil, ""},
-		{"value only", `{"type":"EVENT","frameId":"f-1","event":{"eventId":"e","payload":{},"signature":{"value":"x"}}}`, nil, ""},
+		{"no signature unverified", `{"type":"EVENT","frameId":"f-1","event":{"eventId":"e","payload":{"a":[1,2]}}}`, nil, CodeSchemaValidationFailed},
+		{"value only", `{"type":"EVENT","frameId":"f-1","event":{"eventId":"e","payload":{},"signature":{"value":"x"}}}`, nil, CodeSchemaValidationFailed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,6 +150,7 @@ func TestInboundEventFrameAgrees(t *testing.T) {
 func FuzzInboundEventFrame(f *testing.F) {
 	k := testKey(f, "authority:authority-1#k1", 3)
 	keys := NewKeySet(k.Public())
+	f.Add(testEventFrame(f, k, `{"workItemId":"wi-1","state":"cancelled","reason":"superseded"}`), true)
 	f.Add(testEventFrame(f, k, `{"workItemId":"wi-1","n":[1,2.5,true,null]}`), true)
 	f.Add(testEventFrame(f, k, `"text"`), false)
 	f.Add([]byte(`{"type":"EVENT","frameId":"f","event":{"signature":{"alg":"Ed25519","value":"v","zz":1}}}`), false)
@@ -153,7 +166,7 @@ func FuzzInboundEventFrame(f *testing.F) {
 func BenchmarkInboundEvent(b *testing.B) {
 	k := testKey(b, "authority:authority-1#k1", 3)
 	keys := NewKeySet(k.Public())
-	raw := testEventFrame(b, k, `{"workItemId":"wi-1","contract":{"objective":"build the parser","acceptance":["tests pass","docs"],"budget":{"tokens":100000}}}`)
+	raw := testEventFrameOf(b, k, EvtWorkOfferAccepted, AggregateWorkItem, benchOfferAcceptedPayload)
 	parsed, err := Parse(raw, DecodeOptions{})
 	if err != nil {
 		b.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
-//go:embed schemas/*.schema.json schemas/payloads/*.schema.json
+//go:embed schemas/*.schema.json schemas/payloads/*.schema.json schemas/events/*.schema.json
 var schemaFiles embed.FS
 
 // SchemaBaseURL is the prefix of every schema $id; a schema named n has the

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"math"
+	"strings"
 )
 
 // SignedCommand signs cmd with k and returns its JCS bytes, ready to send.
@@ -22,6 +23,40 @@ func SignedCommand(cmd *Command, k PrivateKey) ([]byte, error) {
 func SignedEvent(ev *Event, k PrivateKey) ([]byte, error) {
 	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
 	raw, err := signTyped(ev, k, "occurredAt")
+	if err != nil {
+		return nil, err
+	}
+	return raw, setSignature(raw, &ev.Signature)
+}
+
+// unsignedValue stands in for the signature value while an event is
+// validated before signing: the one member signing computes, in its form.
+var unsignedValue = strings.Repeat("A", 86)
+
+// SignedEventChecked is SignedEvent for a producer that must never sign an
+// event its schema refuses (the authority): ev is first validated against
+// event.schema.json — the envelope, its type's payload schema and its
+// aggregate kind — with its signature complete but for the value signing
+// computes. A refusal is ValidateEventAt's error and nothing is signed.
+func SignedEventChecked(ev *Event, k PrivateKey) ([]byte, error) {
+	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
+	doc, err := toDoc(ev)
+	if err != nil {
+		return nil, err
+	}
+	sig, _ := doc["signature"].(map[string]any)
+	if sig == nil {
+		return nil, Errorf(CodeInternalError, "event %s marshals without a signature member", ev.EventID)
+	}
+	sig["value"] = unsignedValue
+	if err := ValidateEventAt(doc, ""); err != nil {
+		return nil, err
+	}
+	delete(sig, "value")
+	if err := signWithMember(doc, k, "occurredAt"); err != nil {
+		return nil, err
+	}
+	raw, err := Canonical(doc)
 	if err != nil {
 		return nil, err
 	}

@@ -224,7 +224,8 @@ func typesEvent() Event {
 		Aggregate: &Aggregate{Kind: AggregateWorkItem, ID: "wi-7"}, Revision: Uint64(5),
 		Type: EvtWorkOfferAccepted, Actor: Actor{Kind: ActorAgent, ID: "worker-1"},
 		CausationID: "act-01J", CorrelationID: "mis-a", OccurredAt: typesAt(120 * time.Millisecond),
-		AcceptedBy: "authority-1", Payload: json.RawMessage(`{"ownershipEpoch":2}`),
+		AcceptedBy: "authority-1", Payload: json.RawMessage(`{"workItemId":"wi-7","state":"queued","offerId":"off-3","contractRevision":2,` +
+			`"ownership":{"workItemId":"wi-7","ownerAgentId":"worker-1","ownershipEpoch":2,"startDeadline":"2026-11-30T08:15:00Z"}}`),
 		Signature: typesSig("authority-1#k1", 120*time.Millisecond),
 	}
 }

@@ -103,17 +103,14 @@ func (f *fakeBackend) appendSigned(groupID string, typ protocol.EventType, workI
 	defer f.mu.Unlock()
 	g := f.groups[groupID]
 	seq := uint64(len(g.events) + 1)
-	agg := &protocol.Aggregate{Kind: protocol.AggregateMission, ID: "mis-" + groupID}
-	if workItem != "" {
-		agg = &protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: workItem}
-	}
+	agg, payload := fakeAggregatePayload(typ, workItem, seq, f.clock.Now())
 	ev := &protocol.Event{
 		EventID: fmt.Sprintf("evt-%s-%d", groupID, seq), GroupID: groupID, Sequence: protocol.Uint64(seq),
 		Aggregate: agg, Revision: protocol.Uint64(seq), Type: typ,
 		Actor:       protocol.Actor{Kind: protocol.ActorService, ID: "authority-1"},
 		CausationID: "act-1", CorrelationID: "mis-" + groupID,
 		OccurredAt: protocol.NewTime(f.clock.Now()), AcceptedBy: "authority-1",
-		Payload: json.RawMessage(`{"n":1}`),
+		Payload: payload,
 	}
 	raw, err := protocol.SignedEvent(ev, f.auth)
 	if err != nil {
@@ -121,6 +118,39 @@ func (f *fakeBackend) appendSigned(groupID string, typ protocol.EventType, workI
 	}
 	f.appendLocked(g, StoredEvent{Sequence: seq, Type: typ, WorkItemID: workItem, Raw: raw})
 	return seq, nil
+}
+
+// fakeAggregatePayload gives an event of typ the aggregate and a payload
+// its schema accepts (frames are checked against websocket-frame.schema.json).
+func fakeAggregatePayload(typ protocol.EventType, workItem string, seq uint64, now time.Time) (*protocol.Aggregate, json.RawMessage) {
+	at := protocol.NewTime(now)
+	var p any
+	switch typ {
+	case protocol.EvtMessagePosted:
+		id := fmt.Sprintf("msg-%d", seq)
+		return &protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, mustJSON(map[string]any{
+			"messageId": id, "author": protocol.Actor{Kind: protocol.ActorService, ID: "authority-1"}, "text": "hello", "state": "posted"})
+	case protocol.EvtWorkStarted:
+		p = map[string]any{"workItemId": workItem, "state": "active",
+			"lease": protocol.ExecutionLease{LeaseID: "lse-" + workItem, AgentID: "w1", SessionEpoch: 3, WorkItemID: workItem, OwnershipEpoch: 1,
+				StartedAt: at, ExpiresAt: protocol.NewTime(now.Add(time.Minute))},
+			"ownership": protocol.OwnershipGrant{WorkItemID: workItem, OwnerAgentID: "w1", OwnershipEpoch: 1, StartDeadline: at}}
+	case protocol.EvtWorkProgressed:
+		p = map[string]any{"workItemId": workItem, "state": "active", "leaseId": "lse-" + workItem}
+	case protocol.EvtWorkBlocked:
+		p = map[string]any{"workItemId": workItem, "state": "blocked", "blocker": protocol.Resolution{Kind: protocol.ResolutionOther, Detail: "waiting"}}
+	default:
+		panic("fakeAggregatePayload: no payload for " + string(typ))
+	}
+	return &protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: workItem}, mustJSON(p)
+}
+
+func mustJSON(v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return raw
 }
 
 func (f *fakeBackend) appendLocked(g *fakeGroup, ev StoredEvent) {

@@ -58,15 +58,17 @@ func signedEvent(t testing.TB, group string, seq uint64, key protocol.PrivateKey
 	switch {
 	case seq == 1:
 		typ, agg = protocol.EvtMissionCreated, protocol.Aggregate{Kind: protocol.AggregateMission, ID: mis}
-		payload = map[string]any{"missionId": mis, "title": "t", "objective": "o", "priorityClass": "high"}
+		payload = map[string]any{"missionId": mis, "state": "active", "mission": protocol.Mission{MissionID: mis, GroupID: group,
+			Title: "t", Objective: "o", State: protocol.MissionActive, Owner: protocol.Actor{Kind: protocol.ActorHuman, ID: "human-1"},
+			PriorityClass: protocol.PriorityHigh, CreatedAt: protocol.NewTime(t0), Revision: 1}}
 	case seq%3 == 0:
 		wi := fmt.Sprintf("wi-%d", seq)
 		typ, agg = protocol.EvtWorkAuthorized, protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: wi}
-		payload = map[string]any{"workItemId": wi, "missionId": mis, "contract": testContract()}
+		payload = map[string]any{"workItemId": wi, "state": "open", "missionId": mis, "contract": testContract(), "contractRevision": 1}
 	default:
 		id := fmt.Sprintf("msg-%d", seq)
 		typ, agg = protocol.EvtMessagePosted, protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}
-		payload = map[string]any{"messageId": id, "text": "hello"}
+		payload = map[string]any{"messageId": id, "author": protocol.Actor{Kind: protocol.ActorAgent, ID: "coord-1"}, "text": "hello", "state": "posted"}
 	}
 	p, err := json.Marshal(payload)
 	if err != nil {

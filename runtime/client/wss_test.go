@@ -78,8 +78,9 @@ func (b *wssBackend) Submit(_ context.Context, _ string, raw []byte) (*protocol.
 		Aggregate: &protocol.Aggregate{Kind: protocol.AggregateMessage, ID: "msg-" + cmd.ActionID}, Revision: &rev,
 		Type: protocol.EvtMessagePosted, Actor: protocol.Actor{Kind: protocol.ActorAgent, ID: agentID},
 		CausationID: cmd.ActionID, CorrelationID: "mis-" + cmd.GroupID,
-		OccurredAt: protocol.NewTime(t0), AcceptedBy: "authority-1", Payload: json.RawMessage(`{"text":"hi"}`),
+		OccurredAt: protocol.NewTime(t0), AcceptedBy: "authority-1",
 	}
+	ev.Payload, _ = json.Marshal(map[string]any{"messageId": "msg-" + cmd.ActionID, "author": ev.Actor, "text": "hi", "state": "posted"})
 	evRaw, err := protocol.SignedEvent(&ev, authorityKey)
 	if err != nil {
 		return nil, err
