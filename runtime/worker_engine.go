@@ -51,6 +51,9 @@ type engine struct {
 
 	inflight    int // command sends outstanding
 	draining    bool
+	// poolStopping: the slots' shutdown has begun (after the drain's
+	// last starting item got its lease or its refusal).
+	poolStopping bool
 	poolDone    bool
 	reconciling bool
 	connState   client.State
@@ -236,6 +239,9 @@ func (e *engine) run(ctx context.Context) error {
 		for _, m := range e.mb.take() {
 			e.handle(m)
 		}
+		if e.draining {
+			e.maybeStopPool()
+		}
 	}
 	e.publishStatus()
 	return e.exitErr()
@@ -255,10 +261,29 @@ func (e *engine) startDrain(cause error) {
 	e.log.Info("draining: stopping slots at a safe point", "cause", cause)
 	for _, it := range e.items {
 		if it.phase == phRunning && !it.preempting {
-			it.preempting = true
+			it.preempting = true // the pool's Shutdown asks each slot
 			e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, e.cfg.Clock.Now())
 		}
 	}
+	e.maybeStopPool()
+}
+
+// maybeStopPool shuts the slots down once no item is starting: a start
+// the authority has granted is launched and at once asked for its safe
+// point, so its lease ends in a checkpoint rather than lapsing with the
+// item active (or failing because the slots were gone).
+func (e *engine) maybeStopPool() {
+	if e.poolStopping {
+		return
+	}
+	if e.connState != client.StateStopped && e.mon.State() == stateOnline {
+		for _, it := range e.items {
+			if it.phase == phStarting {
+				return
+			}
+		}
+	}
+	e.poolStopping = true
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DrainTimeout)
 		defer cancel()

@@ -110,6 +110,9 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		Reversible: contract.Risk.Class.Known() && contract.Risk.Class.Rank() < protocol.RiskHigh.Rank()})
 	if st, ok := e.sched.Status(it.key.sched()); ok && st.State == scheduler.StatePreempting {
 		e.preempt(it) // picked as a victim while starting
+	} else if e.draining {
+		e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, now)
+		e.preempt(it) // granted while the worker stops: straight to a safe point
 	}
 }
 
