@@ -49,16 +49,16 @@ type engine struct {
 	held        []heldOutcome // outcomes waiting for the authority
 	notes       *notices      // refusal notices and schedule updates
 
-	inflight    int // command sends outstanding
-	draining    bool
+	inflight int // command sends outstanding
+	draining bool
 	// poolStopping: the slots' shutdown has begun (after the drain's
 	// last starting item got its lease or its refusal).
 	poolStopping bool
-	poolDone    bool
-	reconciling bool
-	connState   client.State
-	fatal       error
-	log_        statusLogs
+	poolDone     bool
+	reconciling  bool
+	connState    client.State
+	fatal        error
+	log_         statusLogs
 }
 
 // shared is what slot goroutines (the Host) read: the session, the
