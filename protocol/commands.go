@@ -1,11 +1,14 @@
 package protocol
 
+import "reflect"
+
 // The one table of Command types: what protocol validation, the authority's
 // state machines, in-process principals and coordinators must agree on
 // about each type. Each column is read where it is enforced: Scope and
 // CoordinatorEpoch by CheckCommandEpochs (spec 15.1), Sender by the Group
 // state machine (package group) and the service, From by the Group state
-// machine's transition guards; Payload by PayloadFor.
+// machine's transition guards; Payload by PayloadFor and every decoder of
+// command payloads.
 
 // CommandScope says where a Command acts.
 type CommandScope string
@@ -61,6 +64,8 @@ const (
 
 // CommandRule is one row of Commands.
 type CommandRule struct {
+	// Payload is the Go type of the command's payload (PayloadFor).
+	Payload          reflect.Type
 	Scope            CommandScope
 	CoordinatorEpoch CoordinatorEpochRule
 	Sender           Sender
@@ -84,52 +89,54 @@ var (
 
 // Commands is the rules table, one row per Command type this
 // implementation defines (the 32 core types of spec 15.1 and the ext.*
-// ones); PayloadFor gives each row's payload type.
+// ones).
 var Commands = map[CommandType]CommandRule{
-	CmdMissionCreate:            {Scope: ScopeNewGroup, CoordinatorEpoch: EpochNever, Sender: SenderAnyHuman, Aggregate: AggregateMission},
-	CmdMissionCreateFollowUp:    {Scope: ScopeNewGroup, CoordinatorEpoch: EpochNever, Sender: SenderAnyHuman, Aggregate: AggregateMission},
-	CmdMissionAssignCoordinator: {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregateMission, MissionFrom: live},
-	CmdMissionRenewCoordinator:  {Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMission, MissionFrom: live},
-	CmdMissionSubmitForApproval: {Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMission, MissionFrom: live},
-	CmdMissionApprove:           {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwner, Aggregate: AggregateMission, MissionFrom: []MissionState{MissionAwaitingApproval}},
-	CmdMissionRequestChanges:    {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwner, Aggregate: AggregateMission, MissionFrom: []MissionState{MissionAwaitingApproval}},
-	CmdMissionCancel:            {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwner, Aggregate: AggregateMission, MissionFrom: open},
-	CmdMissionTerminate:         {Scope: ScopeGroup, CoordinatorEpoch: EpochForAgents, Sender: SenderCoordinatorOrPolicy, Aggregate: AggregateMission, MissionFrom: open},
-	CmdMissionCreateChild:       {Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMission, MissionFrom: live, WorkFrom: []WorkItemState{WorkOpen, WorkOffered, WorkQueued, WorkActive, WorkBlocked}},
+	CmdMissionCreate:            {Payload: payload[CreateMissionPayload](), Scope: ScopeNewGroup, CoordinatorEpoch: EpochNever, Sender: SenderAnyHuman, Aggregate: AggregateMission},
+	CmdMissionCreateFollowUp:    {Payload: payload[CreateFollowUpPayload](), Scope: ScopeNewGroup, CoordinatorEpoch: EpochNever, Sender: SenderAnyHuman, Aggregate: AggregateMission},
+	CmdMissionAssignCoordinator: {Payload: payload[AssignCoordinatorPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregateMission, MissionFrom: live},
+	CmdMissionRenewCoordinator:  {Payload: payload[RenewCoordinatorPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMission, MissionFrom: live},
+	CmdMissionSubmitForApproval: {Payload: payload[SubmitForApprovalPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMission, MissionFrom: live},
+	CmdMissionApprove:           {Payload: payload[ApproveMissionPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwner, Aggregate: AggregateMission, MissionFrom: []MissionState{MissionAwaitingApproval}},
+	CmdMissionRequestChanges:    {Payload: payload[RequestChangesPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwner, Aggregate: AggregateMission, MissionFrom: []MissionState{MissionAwaitingApproval}},
+	CmdMissionCancel:            {Payload: payload[CancelMissionPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwner, Aggregate: AggregateMission, MissionFrom: open},
+	CmdMissionTerminate:         {Payload: payload[TerminateMissionPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochForAgents, Sender: SenderCoordinatorOrPolicy, Aggregate: AggregateMission, MissionFrom: open},
+	CmdMissionCreateChild:       {Payload: payload[CreateChildMissionPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMission, MissionFrom: live, WorkFrom: []WorkItemState{WorkOpen, WorkOffered, WorkQueued, WorkActive, WorkBlocked}},
 
-	CmdMembershipChange:          {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateMembership},
-	CmdMembershipEnd:             {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateMembership},
-	CmdMembershipGrantDelegation: {Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMembership},
+	CmdMembershipChange:          {Payload: payload[ChangeMembershipPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateMembership},
+	CmdMembershipEnd:             {Payload: payload[EndMembershipPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateMembership},
+	CmdMembershipGrantDelegation: {Payload: payload[GrantDelegationPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateMembership},
 
-	CmdMessagePost:    {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
-	CmdMessageCorrect: {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
-	CmdMessageRetract: {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
-	CmdMessageRedact:  {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
+	CmdMessagePost:    {Payload: payload[PostMessagePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
+	CmdMessageCorrect: {Payload: payload[CorrectMessagePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
+	CmdMessageRetract: {Payload: payload[RetractMessagePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
+	CmdMessageRedact:  {Payload: payload[RedactMessagePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateMessage},
 
-	CmdWorkPropose:            {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateWorkItem},
-	CmdWorkAuthorize:          {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinator, Aggregate: AggregateWorkItem},
-	CmdWorkOffer:              {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinator, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkOpen, WorkOffered, WorkQueued, WorkActive, WorkBlocked, WorkFailed}},
-	CmdWorkAcceptOffer:        {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkOffered, WorkQueued, WorkBlocked}},
-	CmdApprovalGrantExecution: {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderApprover, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkQueued}},
-	CmdWorkStart:              {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkQueued}},
-	CmdWorkCheckpoint:         {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
-	CmdWorkBlock:              {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
-	CmdWorkUnblock:            {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkBlocked}},
-	CmdWorkSubmit:             {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
-	CmdWorkAcceptResult:       {Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkSubmitted}},
-	CmdWorkFail:               {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderWorkerOrCoordinator, Aggregate: AggregateWorkItem, WorkFrom: unfinished},
-	CmdWorkCancel:             {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateWorkItem, WorkFrom: unfinished},
-	CmdLeaseRenew:             {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
-	CmdDependencyInsert:       {Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrPolicy, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkOpen, WorkOffered, WorkQueued, WorkBlocked, WorkFailed}},
-	CmdResourceUsageRecord:    {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem},
+	CmdWorkPropose:            {Payload: payload[ProposeWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateWorkItem},
+	CmdWorkAuthorize:          {Payload: payload[AuthorizeWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinator, Aggregate: AggregateWorkItem},
+	CmdWorkOffer:              {Payload: payload[OfferWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinator, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkOpen, WorkOffered, WorkQueued, WorkActive, WorkBlocked, WorkFailed}},
+	CmdWorkAcceptOffer:        {Payload: payload[AcceptOfferPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkOffered, WorkQueued, WorkBlocked}},
+	CmdApprovalGrantExecution: {Payload: payload[GrantExecutionPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderApprover, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkQueued}},
+	CmdWorkStart:              {Payload: payload[StartWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkQueued}},
+	CmdWorkCheckpoint:         {Payload: payload[CheckpointWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
+	CmdWorkBlock:              {Payload: payload[BlockWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
+	CmdWorkUnblock:            {Payload: payload[UnblockWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkBlocked}},
+	CmdWorkSubmit:             {Payload: payload[SubmitWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
+	CmdWorkAcceptResult:       {Payload: payload[AcceptResultPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkSubmitted}},
+	CmdWorkFail:               {Payload: payload[FailWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderWorkerOrCoordinator, Aggregate: AggregateWorkItem, WorkFrom: unfinished},
+	CmdWorkCancel:             {Payload: payload[CancelWorkPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrOwner, Aggregate: AggregateWorkItem, WorkFrom: unfinished},
+	CmdLeaseRenew:             {Payload: payload[RenewLeasePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem, WorkFrom: active},
+	CmdDependencyInsert:       {Payload: payload[InsertDependencyPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochOnLease, Sender: SenderCoordinatorOrPolicy, Aggregate: AggregateWorkItem, WorkFrom: []WorkItemState{WorkOpen, WorkOffered, WorkQueued, WorkBlocked, WorkFailed}},
+	CmdResourceUsageRecord:    {Payload: payload[RecordResourceUsagePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderWorker, Aggregate: AggregateWorkItem},
 
-	CmdArtifactPublish:                {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateArtifact},
-	CmdPolicyGrantCooperationOverride: {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregatePolicy},
-	CmdGroupArchive:                   {Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregateGroup, MissionFrom: []MissionState{MissionApproved, MissionCancelled, MissionTerminated}},
+	CmdArtifactPublish:                {Payload: payload[PublishArtifactPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateArtifact},
+	CmdPolicyGrantCooperationOverride: {Payload: payload[GrantCooperationOverridePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregatePolicy},
+	CmdGroupArchive:                   {Payload: payload[ArchiveGroupPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregateGroup, MissionFrom: []MissionState{MissionApproved, MissionCancelled, MissionTerminated}},
 
-	CmdAgentCardRegister: {Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
-	CmdSessionOpen:       {Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
+	CmdAgentCardRegister: {Payload: payload[RegisterAgentCardPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
+	CmdSessionOpen:       {Payload: payload[OpenSessionPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
 }
+
+func payload[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
 // CarriesCoordinatorEpoch reports whether an agent acting as the Mission's
 // coordinator puts coordinatorEpoch on a command of type t. In-process

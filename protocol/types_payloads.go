@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"reflect"
 )
 
 // Command payloads (docs/shapes.md). Envelope members (groupId, epochs,
@@ -338,83 +339,9 @@ type ArchiveGroupPayload struct {
 // nil for a type this implementation does not define (including other
 // organizations' ext.* types, whose payloads are free-form).
 func PayloadFor(t CommandType) any {
-	switch t {
-	case CmdMissionCreate:
-		return &CreateMissionPayload{}
-	case CmdMissionAssignCoordinator:
-		return &AssignCoordinatorPayload{}
-	case CmdMissionRenewCoordinator:
-		return &RenewCoordinatorPayload{}
-	case CmdMissionSubmitForApproval:
-		return &SubmitForApprovalPayload{}
-	case CmdMissionApprove:
-		return &ApproveMissionPayload{}
-	case CmdMissionRequestChanges:
-		return &RequestChangesPayload{}
-	case CmdMissionCancel:
-		return &CancelMissionPayload{}
-	case CmdMissionTerminate:
-		return &TerminateMissionPayload{}
-	case CmdMissionCreateChild:
-		return &CreateChildMissionPayload{}
-	case CmdMissionCreateFollowUp:
-		return &CreateFollowUpPayload{}
-	case CmdMembershipChange:
-		return &ChangeMembershipPayload{}
-	case CmdMembershipEnd:
-		return &EndMembershipPayload{}
-	case CmdMembershipGrantDelegation:
-		return &GrantDelegationPayload{}
-	case CmdMessagePost:
-		return &PostMessagePayload{}
-	case CmdMessageCorrect:
-		return &CorrectMessagePayload{}
-	case CmdMessageRetract:
-		return &RetractMessagePayload{}
-	case CmdMessageRedact:
-		return &RedactMessagePayload{}
-	case CmdWorkPropose:
-		return &ProposeWorkPayload{}
-	case CmdWorkAuthorize:
-		return &AuthorizeWorkPayload{}
-	case CmdWorkOffer:
-		return &OfferWorkPayload{}
-	case CmdWorkAcceptOffer:
-		return &AcceptOfferPayload{}
-	case CmdWorkStart:
-		return &StartWorkPayload{}
-	case CmdWorkCheckpoint:
-		return &CheckpointWorkPayload{}
-	case CmdWorkBlock:
-		return &BlockWorkPayload{}
-	case CmdWorkUnblock:
-		return &UnblockWorkPayload{}
-	case CmdWorkSubmit:
-		return &SubmitWorkPayload{}
-	case CmdWorkAcceptResult:
-		return &AcceptResultPayload{}
-	case CmdWorkFail:
-		return &FailWorkPayload{}
-	case CmdWorkCancel:
-		return &CancelWorkPayload{}
-	case CmdArtifactPublish:
-		return &PublishArtifactPayload{}
-	case CmdApprovalGrantExecution:
-		return &GrantExecutionPayload{}
-	case CmdPolicyGrantCooperationOverride:
-		return &GrantCooperationOverridePayload{}
-	case CmdAgentCardRegister:
-		return &RegisterAgentCardPayload{}
-	case CmdSessionOpen:
-		return &OpenSessionPayload{}
-	case CmdDependencyInsert:
-		return &InsertDependencyPayload{}
-	case CmdLeaseRenew:
-		return &RenewLeasePayload{}
-	case CmdResourceUsageRecord:
-		return &RecordResourceUsagePayload{}
-	case CmdGroupArchive:
-		return &ArchiveGroupPayload{}
+	r, ok := Commands[t]
+	if !ok || r.Payload == nil {
+		return nil
 	}
-	return nil
+	return reflect.New(r.Payload).Interface()
 }
