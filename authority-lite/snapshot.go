@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -248,7 +249,7 @@ func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 		return protocol.Forbidden("a Group is archived by an Organization policy actor")
 	}
 	m := gs.g.Mission
-	if m == nil || (m.State != protocol.MissionApproved && m.State != protocol.MissionCancelled && m.State != protocol.MissionTerminated) {
+	if m == nil || !slices.Contains(protocol.Commands[c.cmd.Type].MissionFrom, m.State) {
 		return protocol.InvalidTransition("group %s: its Mission is not terminal", gs.id)
 	}
 	snap := pl.Snapshot

@@ -49,17 +49,17 @@ type Sender string
 
 // The senders.
 const (
-	SenderAnyHuman            Sender = "human"                     // any human principal (creates a Mission)
-	SenderOwner               Sender = "owner"                     // the MissionOwner
-	SenderOwnerOrPolicy       Sender = "owner|policy"              // the MissionOwner or an Organization policy service
-	SenderCoordinator         Sender = "coordinator"               // the agent holding the coordinator lease, or its delegate
-	SenderCoordinatorOrOwner  Sender = "coordinator|owner"         // the coordinator or the MissionOwner
-	SenderCoordinatorOrPolicy Sender = "coordinator|policy"        // the coordinator or an Organization policy service
-	SenderWorker              Sender = "worker"                    // an agent: a candidate, or the owner with its lease
-	SenderWorkerOrCoordinator Sender = "worker|coordinator|policy" // the lease holder, or the coordinator or policy deciding
-	SenderApprover            Sender = "approver"                  // a human or policy service granting execution
-	SenderMember              Sender = "member"                    // any active member (messages, proposals, artifacts, usage)
-	SenderAgent               Sender = "agent"                     // an agent for itself (Organization bootstrap)
+	SenderAnyHuman            Sender = "human"                         // any human principal (creates a Mission)
+	SenderOwner               Sender = "owner"                         // the MissionOwner
+	SenderOwnerOrPolicy       Sender = "owner|policy"                  // the MissionOwner or an Organization policy service
+	SenderCoordinator         Sender = "coordinator"                   // the agent holding the coordinator lease, or its delegate
+	SenderCoordinatorOrOwner  Sender = "coordinator or owner"          // the coordinator or the MissionOwner
+	SenderCoordinatorOrPolicy Sender = "coordinator or policy"         // the coordinator or an Organization policy service
+	SenderWorker              Sender = "worker"                        // an agent: a candidate, or the owner with its lease
+	SenderWorkerOrCoordinator Sender = "worker, coordinator or policy" // the lease holder, or the coordinator or policy deciding
+	SenderApprover            Sender = "approver"                      // a human or policy service granting execution
+	SenderMember              Sender = "member"                        // any active member (messages, proposals, artifacts, usage)
+	SenderAgent               Sender = "agent"                         // an agent for itself (Organization bootstrap)
 )
 
 // CommandRule is one row of Commands.
@@ -130,7 +130,7 @@ var Commands = map[CommandType]CommandRule{
 
 	CmdArtifactPublish:                {Payload: payload[PublishArtifactPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateArtifact},
 	CmdPolicyGrantCooperationOverride: {Payload: payload[GrantCooperationOverridePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregatePolicy},
-	CmdGroupArchive:                   {Payload: payload[ArchiveGroupPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregateGroup, MissionFrom: []MissionState{MissionApproved, MissionCancelled, MissionTerminated}},
+	CmdGroupArchive:                   {Payload: payload[ArchiveGroupPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderPolicy, Aggregate: AggregateGroup, MissionFrom: []MissionState{MissionApproved, MissionCancelled, MissionTerminated}},
 
 	CmdAgentCardRegister: {Payload: payload[RegisterAgentCardPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
 	CmdSessionOpen:       {Payload: payload[OpenSessionPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
