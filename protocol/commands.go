@@ -51,7 +51,8 @@ type Sender string
 const (
 	SenderAnyHuman            Sender = "human"                         // any human principal (creates a Mission)
 	SenderOwner               Sender = "owner"                         // the MissionOwner
-	SenderOwnerOrPolicy       Sender = "owner|policy"                  // the MissionOwner or an Organization policy service
+	SenderOwnerOrPolicy       Sender = "owner or policy"               // the MissionOwner or an Organization policy service
+	SenderPolicy              Sender = "policy"                        // an Organization policy service
 	SenderCoordinator         Sender = "coordinator"                   // the agent holding the coordinator lease, or its delegate
 	SenderCoordinatorOrOwner  Sender = "coordinator or owner"          // the coordinator or the MissionOwner
 	SenderCoordinatorOrPolicy Sender = "coordinator or policy"         // the coordinator or an Organization policy service
