@@ -166,46 +166,14 @@ func snapshotState(snap *protocol.GroupSnapshot) *groupState {
 		}
 	}
 	for _, wi := range snap.WorkItems {
-		e := &Entry{WorkItemID: wi.WorkItemID, MissionID: wi.MissionID, State: wi.State, Revision: wi.Revision}
-		e.setContract(inputsOf(&wi.Contract), snap.Sequence)
-		e.Item = group.WorkItem{WorkItem: wi, ExecutionApproval: approval[wi.WorkItemID]}
-		e.Item.Contract = protocol.WorkContract{}
+		w := &group.WorkItem{WorkItem: wi, ExecutionApproval: approval[wi.WorkItemID]}
 		if o := wi.Ownership; o != nil {
-			e.Item.LastOwnershipEpoch = o.OwnershipEpoch
+			w.LastOwnershipEpoch = o.OwnershipEpoch
 		}
-		if a := e.Item.ExecutionApproval; a != nil {
-			e.ApprovedRevision = *a.ContractRevision
-			if a.ExpiresAt != nil {
-				e.ApprovalExpiresAt = *a.ExpiresAt
-			}
-		}
-		if o := wi.Offer; o != nil {
-			e.Offer = &Offer{OfferID: o.OfferID, Candidates: slices.Clone([]string(o.Candidates)), ExpiresAt: o.ExpiresAt}
-		}
-		if o := wi.Ownership; o != nil {
-			e.Owner, e.OwnershipEpoch, e.StartDeadline = o.OwnerAgentID, o.OwnershipEpoch, o.StartDeadline
-		}
-		if l := wi.Lease; l != nil {
-			e.Lease = &Lease{LeaseID: l.LeaseID, AgentID: l.AgentID, SessionEpoch: l.SessionEpoch, ExpiresAt: l.ExpiresAt}
-			if wi.State == protocol.WorkActive {
-				e.StartDeadline = protocol.Time{}
-			}
-		}
-		if c := wi.Checkpoint; c != nil {
-			cp := *c
-			e.Checkpoint = &cp
-		}
-		if b := wi.Blocker; b != nil {
-			r := *b
-			e.Blocker = &r
-		}
-		e.ChildMissionID, e.Attempts = wi.ChildMissionID, wi.Attempts
-		if wi.State == protocol.WorkQueued {
-			// The snapshot does not say when the wait began; its last
-			// update is the closest the authority's record offers.
-			e.EnqueuedAt = wi.UpdatedAt
-		}
-		e.UpdatedSeq, e.UpdatedAt = snap.Sequence, wi.UpdatedAt
+		// The snapshot does not say when a queued item's wait began; its
+		// last update is the closest the authority's record offers.
+		f := &fact{GroupID: snap.GroupID, Seq: snap.Sequence, OccurredAt: wi.UpdatedAt}
+		e := entryOf(nil, w, f, &wi.Contract)
 		g.items[e.WorkItemID] = e
 	}
 	for _, e := range g.items {
