@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -87,6 +88,9 @@ type Result struct {
 	Members  []MemberRef       // memberships that changed (Store.Membership)
 	Cursors  []protocol.Cursor // Groups whose durable cursor advanced: ACK these
 	Gaps     []Gap             // Groups waiting on a gap after this batch
+	// Diverged are Groups found in this batch to contradict an applied
+	// event (see Divergence): none of their events apply any more.
+	Diverged []Divergence
 }
 
 // candidateEv is an event routed to a Group and not yet known to be a
@@ -108,6 +112,10 @@ type groupPlan struct {
 	fromBuf  []uint64 // buffered sequences applied or rejected
 	applied  []Ref    // in sequence order, for the id window
 	leftover []candidateEv
+	// applied0 are events at sequences already applied, compared with
+	// the stored ones; diverged is set when one contradicts it.
+	applied0 []candidateEv
+	diverged *Divergence
 }
 
 // Apply takes a batch of verified events (any Groups, any order, duplicates
@@ -162,9 +170,17 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 			}
 			plans[ev.GroupID] = p
 		}
+		if d := p.g.diverged; d != nil {
+			res.Rejected = append(res.Rejected, Problem{Ref: ref, Err: d.err()})
+			continue
+		}
 		seq := ev.Seq()
 		if seq <= p.g.cursor {
-			res.Duplicates = append(res.Duplicates, ref)
+			if seq <= p.g.base { // restored from a snapshot: nothing stored to compare
+				res.Duplicates = append(res.Duplicates, ref)
+			} else {
+				p.applied0 = append(p.applied0, candidateEv{in: in, ev: ev, ref: ref})
+			}
 			continue
 		}
 		if prev, ok := p.pending[seq]; ok {
@@ -178,6 +194,23 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 		p.pending[seq] = candidateEv{in: in, ev: ev, ref: ref}
 	}
 
+	if err := s.compareApplied(plans, &res); err != nil {
+		return Result{}, fmt.Errorf("queue: apply: %w", err)
+	}
+	var diverged []*Divergence
+	for _, p := range plans {
+		if p.diverged == nil {
+			continue
+		}
+		// Stop here: what came with the contradiction is refused too.
+		for _, c := range p.pending {
+			res.Rejected = append(res.Rejected, Problem{Ref: c.ref, Err: p.diverged.err()})
+		}
+		p.pending = map[uint64]candidateEv{}
+		diverged = append(diverged, p.diverged)
+	}
+	slices.SortFunc(diverged, func(a, b *Divergence) int { return strings.Compare(a.GroupID, b.GroupID) })
+
 	groupIDs := make([]string, 0, len(plans))
 	for id, p := range plans {
 		if _, ok := p.pending[p.g.cursor+1]; ok {
@@ -190,10 +223,15 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 	}
 	slices.Sort(groupIDs)
 
-	if len(groupIDs) > 0 || len(org) > 0 {
+	if len(groupIDs) > 0 || len(org) > 0 || len(diverged) > 0 {
 		var txRes Result
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			txRes = Result{}
+			for _, d := range diverged {
+				if err := putDivergence(tx, d); err != nil {
+					return err
+				}
+			}
 			for _, id := range groupIDs {
 				if err := s.applyGroup(tx, plans[id], &txRes); err != nil {
 					return err
@@ -232,6 +270,10 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 // that came early. s.mu must be held for writing.
 func (s *Store) settle(id string, p *groupPlan, res *Result) {
 	g := p.g
+	if p.diverged != nil && !p.isNew {
+		g.diverged = p.diverged
+		res.Diverged = append(res.Diverged, *p.diverged)
+	}
 	if p.ov != nil {
 		if p.isNew {
 			s.groups[id] = g

@@ -27,6 +27,7 @@
 //	     |    |--> snapshotRef  -> JSON protocol.SnapshotRef
 //	     |    |--> mission      -> JSON MissionView        (projection)
 //	     |    |--> members      -> JSON []Member           (projection)
+	     |    |--> diverged     -> JSON Divergence (set once; cleared by a restore)
 //	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received
 //	     |--> events/  (files of earlier builds only: a durable eventId index, no longer read)
 //	     |--> queue/   workItemId -> JSON Entry            (projection)
@@ -64,7 +65,12 @@
 // An event whose eventId was accepted under another sequence (among the
 // last RecentEventIDs of its Group), or a second event for a sequence, is
 // rejected (PROTOCOL_VIOLATION) and never applied; the Group then waits at
-// that sequence. An event the projection cannot interpret (a payload of the
+// that sequence. An event at a sequence already applied is compared with
+// the stored one: the same signed bytes are a duplicate, anything else a
+// Divergence (the authority contradicts the worker's log): the Group
+// applies nothing more, durably (meta/diverged), until a snapshot of the
+// authority is restored over it (RestoreSnapshot then accepts one behind
+// the cursor). An event the projection cannot interpret (a payload of the
 // wrong shape, an unknown WorkItem) is
 // still stored and passes the cursor: the authority's log is the truth and
 // the view must not stall on it; it is reported in Result.Problems.

@@ -89,7 +89,10 @@ type GroupReport struct {
 	Mission     MissionView           `json:"mission"`
 	Members     []Member              `json:"members"`
 	Buffer      *BufferStatus         `json:"buffer,omitempty"` // live only
-	Items       []ItemReport          `json:"items"`
+	// Divergence is set when the authority contradicted an applied event:
+	// the Group applies nothing more until it is resynced.
+	Divergence *Divergence  `json:"divergence,omitempty"`
+	Items      []ItemReport `json:"items"`
 }
 
 // ItemReport is one queue entry as inspect shows it.
@@ -157,7 +160,7 @@ func groupReport(gb *bolt.Bucket, id string) (GroupReport, error) {
 	if err != nil {
 		return GroupReport{}, err
 	}
-	gr := GroupReport{GroupID: id, Cursor: g.cursor, Snapshot: g.snapRef, Mission: g.mis, Members: sortedMembers(g.members), Items: []ItemReport{}}
+	gr := GroupReport{GroupID: id, Cursor: g.cursor, Snapshot: g.snapRef, Mission: g.mis, Members: sortedMembers(g.members), Divergence: g.diverged, Items: []ItemReport{}}
 	if in := gb.Bucket(bktInbox); in != nil {
 		c := in.Cursor()
 		if k, _ := c.First(); k != nil {

@@ -33,7 +33,9 @@ func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify fun
 		return Result{}, ErrClosed
 	}
 	old := s.groups[ref.GroupID]
-	if old != nil && old.cursor > snap.Sequence {
+	// A diverged Group may go back to any snapshot of the authority: that
+	// is its resync (see Divergence).
+	if old != nil && old.cursor > snap.Sequence && old.diverged == nil {
 		return Result{}, protocol.Errorf(protocol.CodeProtocolViolation,
 			"snapshot %s of group %s ends at sequence %d, behind the durable cursor %d", ref.SnapshotID, ref.GroupID, snap.Sequence, old.cursor)
 	}

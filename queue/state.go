@@ -21,6 +21,9 @@ type groupState struct {
 	deps    map[string][]string // prerequisite id → ids of items naming it
 	buf     reorderBuffer
 	recent  idWindow // the last applied eventIds
+	// diverged is set once the authority contradicted an applied event;
+	// nothing more of the Group is applied.
+	diverged *Divergence
 }
 
 func newGroupState(id string) *groupState {

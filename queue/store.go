@@ -245,6 +245,11 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 	}
 	g.cursor = getU64(meta.Get(keyCursor))
 	g.base = getU64(meta.Get(keyBase))
+	d, err := loadDivergence(meta)
+	if err != nil {
+		return nil, fmt.Errorf("queue: group %s: %w", id, err)
+	}
+	g.diverged = d
 	if v := meta.Get(keySnapshotRef); v != nil {
 		var ref protocol.SnapshotRef
 		if err := json.Unmarshal(v, &ref); err != nil {

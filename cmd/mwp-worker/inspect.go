@@ -78,6 +78,10 @@ func printReport(w io.Writer, rep queue.Report) error {
 			fmt.Fprintf(w, ", restored snapshot %s at %d", g.Snapshot.SnapshotID, g.Snapshot.Sequence)
 		}
 		fmt.Fprintln(w)
+		if d := g.Divergence; d != nil {
+			fmt.Fprintf(w, "DIVERGED at sequence %d (detected %s): stored event %s, the authority sent %s; nothing more of this Group is applied\n",
+				d.Sequence, d.DetectedAt, d.StoredEventID, d.ReceivedEventID)
+		}
 		if m := g.Mission; m.MissionID != "" {
 			fmt.Fprintf(w, "mission %s: %s, priority %s", m.MissionID, m.State, orDash(string(m.PriorityClass)))
 			if m.Archived {

@@ -74,6 +74,10 @@ func (s *session) apply(batch []queue.Incoming) error {
 			return err
 		}
 	}
+	for _, d := range res.Diverged {
+		s.c.log.Error("group diverged: the authority contradicts an event this worker applied; nothing more of the group is applied until it is resynced",
+			"group", d.GroupID, "sequence", d.Sequence, "stored", d.StoredEventID, "received", d.ReceivedEventID)
+	}
 	for _, p := range res.Rejected {
 		s.c.log.Warn("store rejected an event", "group", p.GroupID, "event", p.EventID, "sequence", p.Sequence, "err", p.Err)
 	}

@@ -1,0 +1,116 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Divergence records that a Group's authority sent an event contradicting
+// one this store already applied: another document (eventId or signed
+// bytes) at an applied sequence, as when an authority restored from an
+// older copy issues new events under sequences it had used. The log the
+// worker holds and the authority's now disagree; the store stops applying
+// the Group (every later event of it is refused, not stored), keeps what it
+// holds, and says so in every Apply result, in Store.Divergence and in
+// inspect, until the operator resyncs the Group.
+type Divergence struct {
+	GroupID         string        `json:"groupId"`
+	Sequence        uint64        `json:"sequence"`
+	StoredEventID   string        `json:"storedEventId"`
+	ReceivedEventID string        `json:"receivedEventId"`
+	DetectedAt      protocol.Time `json:"detectedAt"`
+}
+
+var keyDiverged = []byte("diverged")
+
+func (d *Divergence) err() *protocol.Error {
+	return protocol.WithDetails(protocol.Errorf(protocol.CodeProtocolViolation,
+		"group %s diverged at sequence %d: stored event %s, the authority now sends %s; nothing more of this Group is applied until it is resynced",
+		d.GroupID, d.Sequence, d.StoredEventID, d.ReceivedEventID), "divergence", d)
+}
+
+// compareApplied sorts a batch's events at sequences this store already
+// applied: the same signed bytes as the stored event are duplicates; any
+// other document is a divergence of its Group. Sequences at or below a
+// restored snapshot's have no stored event to compare and count as
+// duplicates.
+func (s *Store) compareApplied(plans map[string]*groupPlan, res *Result) error {
+	now := protocol.NewTime(s.opts.Clock.Now())
+	return s.db.View(func(tx *bolt.Tx) error {
+		for _, p := range plans {
+			if len(p.applied0) == 0 {
+				continue
+			}
+			var inbox *bolt.Bucket
+			if gb := tx.Bucket(bktGroups).Bucket([]byte(p.g.id)); gb != nil {
+				inbox = gb.Bucket(bktInbox)
+			}
+			for _, c := range p.applied0 {
+				seq := c.ev.Seq()
+				var stored []byte
+				if inbox != nil {
+					stored = inbox.Get(u64(seq))
+				}
+				if stored == nil || bytes.Equal(stored, c.in.Raw) {
+					res.Duplicates = append(res.Duplicates, c.ref)
+					continue
+				}
+				if p.diverged == nil {
+					p.diverged = &Divergence{GroupID: p.g.id, Sequence: seq, StoredEventID: storedEventID(stored),
+						ReceivedEventID: c.ev.EventID, DetectedAt: now}
+				}
+				res.Rejected = append(res.Rejected, Problem{Ref: c.ref, Err: p.diverged.err()})
+			}
+		}
+		return nil
+	})
+}
+
+// putDivergence records a Group's divergence durably.
+func putDivergence(tx *bolt.Tx, d *Divergence) error {
+	_, meta, _, _, err := groupBuckets(tx, d.GroupID)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return meta.Put(keyDiverged, raw)
+}
+
+func loadDivergence(meta *bolt.Bucket) (*Divergence, error) {
+	v := meta.Get(keyDiverged)
+	if v == nil {
+		return nil, nil
+	}
+	var d Divergence
+	if err := json.Unmarshal(v, &d); err != nil {
+		return nil, fmt.Errorf("divergence record: %w", err)
+	}
+	return &d, nil
+}
+
+// Divergence reports whether the Group diverged (see Divergence).
+func (s *Store) Divergence(groupID string) (Divergence, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.groups[groupID]
+	if g == nil || g.diverged == nil {
+		return Divergence{}, false
+	}
+	return *g.diverged, true
+}
+
+func storedEventID(raw []byte) string {
+	var ev struct {
+		EventID string `json:"eventId"`
+	}
+	_ = json.Unmarshal(raw, &ev)
+	return ev.EventID
+}
