@@ -27,7 +27,7 @@
 //	     |    |--> snapshotRef  -> JSON protocol.SnapshotRef
 //	     |    |--> mission      -> JSON MissionView        (projection)
 //	     |    |--> members      -> JSON []Member           (projection)
-	     |    |--> diverged     -> JSON Divergence (set once; cleared by a restore)
+//	     |    |--> diverged     -> JSON Divergence (set once; cleared by a restore)
 //	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received
 //	     |--> events/  (files of earlier builds only: a durable eventId index, no longer read)
 //	     |--> queue/   workItemId -> JSON Entry            (projection)
