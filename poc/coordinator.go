@@ -55,8 +55,11 @@ type Coordinator struct {
 	// retried until the log or the time moves.
 	blocked map[string]uint64
 
-	mu      sync.Mutex
-	epoch   uint64 // the coordinator epoch this agent holds, 0 before assignment
+	mu    sync.Mutex
+	epoch uint64 // the coordinator epoch this agent holds, 0 before assignment
+	// seen is the view's last sequence for commands sent from other
+	// goroutines (Renew): only Run's goroutine touches the view.
+	seen    uint64
 	reviews []ReviewRecord
 	poke    chan struct{}
 	stop    chan struct{}
@@ -210,6 +213,9 @@ func (c *Coordinator) catchUp() error {
 		if err := c.v.apply(&ev); err != nil {
 			return err
 		}
+		c.mu.Lock()
+		c.seen = c.v.lastSeq
+		c.mu.Unlock()
 		switch {
 		case ev.Type == protocol.EvtMissionCoordinatorAssigned && c.v.coordAgent == c.cfg.AgentID:
 			c.mu.Lock()
@@ -268,9 +274,11 @@ func (c *Coordinator) step(ctx context.Context, now time.Time) (bool, error) {
 // do sends one command on this agent's coordinator epoch with an action id
 // derived from the log position, so a replayed decision is idempotent.
 func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action, payload any) error {
-	epoch := c.Epoch()
+	c.mu.Lock()
+	epoch, seen := c.epoch, c.seen
+	c.mu.Unlock()
 	_, err := c.p.Do(ctx, typ, c.cfg.Mission.GroupID, payload, func(e *protocol.Envelope) {
-		e.ActionID = fmt.Sprintf("act-%s-%d-%s-%s", c.cfg.AgentID, c.v.lastSeq, a.kind, a.item)
+		e.ActionID = fmt.Sprintf("act-%s-%d-%s-%s", c.cfg.AgentID, seen, a.kind, a.item)
 		e.CorrelationID = c.cfg.Mission.MissionID
 		if e.CoordinatorEpoch != nil || protocol.CarriesCoordinatorEpoch(typ) {
 			e.CoordinatorEpoch = protocol.Uint64(epoch)
