@@ -129,6 +129,7 @@ func (e Exec) Run(ctx context.Context, w *Work) (Result, error) {
 	kill() // nothing of the run may outlive it
 	s.drain()
 	waitErr := cmd.Wait()
+	waitGroupGone(cmd, time.Second)
 	if ps := cmd.ProcessState; ps != nil {
 		// Recorded even over budget: it was spent. The run is ending
 		// either way, so the refusal changes nothing.

@@ -2,7 +2,10 @@
 
 package slots
 
-import "os/exec"
+import (
+	"os/exec"
+	"time"
+)
 
 // setProcessGroup is a no-op where process groups do not exist.
 func setProcessGroup(*exec.Cmd) {}
@@ -14,3 +17,6 @@ func killGroup(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 	}
 }
+
+// waitGroupGone has nothing to wait for without process groups.
+func waitGroupGone(*exec.Cmd, time.Duration) {}
