@@ -20,6 +20,7 @@ type msgSent struct {
 	key     itemKey
 	typ     protocol.CommandType
 	payload any
+	mepoch  uint64 // the membership epoch it was signed with
 	receipt *protocol.Receipt
 	err     error
 }
@@ -36,6 +37,13 @@ func (e *engine) queueCmd(it *item, typ protocol.CommandType, payload any) {
 // non-bufferable commands wait for reconciliation anyway (spec 11.5).
 func (e *engine) pump(it *item) {
 	for !it.sending && len(it.cmds) > 0 && e.mon.State() == stateOnline && e.fatal == nil {
+		// A Group command needs the worker's current membership epoch:
+		// none known yet, or the one the authority just called stale, and
+		// it waits for the view (onApplied pumps again).
+		mepoch := e.members[it.key.group]
+		if mepoch == 0 || mepoch == it.staleMembership {
+			return
+		}
 		c := it.cmds[0]
 		raw, err := e.build(it, c.typ, c.payload, e.cfg.Clock.Now())
 		if err != nil {
@@ -48,7 +56,7 @@ func (e *engine) pump(it *item) {
 		k := it.key
 		go func() {
 			r, err := e.client.Send(e.sendCtx, raw)
-			e.mb.post(msgSent{key: k, typ: c.typ, payload: c.payload, receipt: r, err: err})
+			e.mb.post(msgSent{key: k, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
 		}()
 	}
 }
@@ -104,6 +112,15 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		it.cmds = it.cmds[1:]
 	}
 	code := protocol.CodeOf(m.err)
+	if code == protocol.CodeMembershipStale {
+		// Signed with an epoch the Group has moved past: the same command
+		// goes again, rebuilt (new actionId), once the view has the new one.
+		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
+		it.cmds = append([]*itemCmd{{typ: m.typ, payload: m.payload}}, it.cmds...)
+		it.staleMembership = m.mepoch
+		e.pump(it)
+		return
+	}
 	if m.err != nil {
 		e.log.Info("command refused", "type", m.typ, "item", m.key.sched(), "err", m.err)
 		if code == protocol.CodeAuthStaleSession && e.fatal == nil {

@@ -371,6 +371,9 @@ func (e *engine) drained() bool {
 func (e *engine) queuedCommands() int {
 	n := 0
 	for _, it := range e.items {
+		if m := e.members[it.key.group]; m == 0 || m == it.staleMembership {
+			continue // cannot go out before the view has a membership epoch
+		}
 		n += len(it.cmds)
 	}
 	return n

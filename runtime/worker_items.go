@@ -70,6 +70,9 @@ type item struct {
 	// so a publish lands before the submit that releases the lease.
 	cmds    []*itemCmd
 	sending bool
+	// staleMembership is a membership epoch the authority refused as stale
+	// for this item's command: pump waits for a newer one.
+	staleMembership uint64
 }
 
 // renewDue is when the lease should be renewed next.

@@ -24,6 +24,11 @@ func (e *engine) onApplied(res queue.Result) {
 		e.shared.mu.Lock()
 		e.shared.members = cloneMap(e.members)
 		e.shared.mu.Unlock()
+		for _, it := range e.items { // commands that waited for the epoch
+			if it.key.group == r.GroupID {
+				e.pump(it)
+			}
+		}
 	}
 	seen := map[itemKey]bool{}
 	for _, c := range res.Changed {
