@@ -132,7 +132,7 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 	case protocol.CmdWorkAcceptOffer:
 		if m.err != nil {
 			e.log_.admissionErr(m.key, it.offerID, m.err)
-			e.refused[m.key] = it.offerID
+			e.refused[m.key] = refusal{offerID: it.offerID}
 			e.drop(it)
 		}
 	case protocol.CmdWorkStart:

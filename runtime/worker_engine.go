@@ -40,14 +40,17 @@ type engine struct {
 	// sendCtx ends the command senders when Run returns.
 	sendCtx context.Context
 
-	items       map[itemKey]*item
-	refused     map[itemKey]string   // offer id refused by admission control
-	rejected    map[string]time.Time // Groups refused by SUBSCRIBE, since
-	members     map[string]uint64    // membership epoch per Group
-	groups      map[string]scheduler.GroupConfig
-	reliability map[string]protocol.ReliabilityRecord
-	held        []heldOutcome // outcomes waiting for the authority
-	notes       *notices      // refusal notices and schedule updates
+	items   map[itemKey]*item
+	refused map[itemKey]refusal // the offer admission control refused, and why
+	// freed counts commitments that ended (records forgotten); step
+	// judges capacity refusals again when it moved past freedSeen.
+	freed, freedSeen uint64
+	rejected         map[string]time.Time // Groups refused by SUBSCRIBE, since
+	members          map[string]uint64    // membership epoch per Group
+	groups           map[string]scheduler.GroupConfig
+	reliability      map[string]protocol.ReliabilityRecord
+	held             []heldOutcome // outcomes waiting for the authority
+	notes            *notices      // refusal notices and schedule updates
 
 	inflight int // command sends outstanding
 	draining bool
@@ -143,7 +146,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
-		items: map[itemKey]*item{}, refused: map[itemKey]string{}, rejected: map[string]time.Time{}, members: members, groups: map[string]scheduler.GroupConfig{},
+		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, rejected: map[string]time.Time{}, members: members, groups: map[string]scheduler.GroupConfig{},
 		reliability: map[string]protocol.ReliabilityRecord{},
 	}
 	e.shared.members = cloneMap(members)
@@ -354,6 +357,10 @@ func (e *engine) step(now time.Time) {
 	}
 	e.renewals(now)
 	e.offlinePauses(now)
+	if e.freed != e.freedSeen {
+		e.freedSeen = e.freed
+		e.rejudgeCapacity()
+	}
 	e.schedule(now)
 	e.stepNotices(now)
 }

@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -86,8 +89,8 @@ func (e *engine) sync(k itemKey) {
 			e.drop(it)
 		}
 	case en.State == protocol.WorkOffered && en.OfferedTo(me) && en.Offer != nil:
-		if e.refused[k] == en.Offer.OfferID {
-			return // judged already
+		if r, ok := e.refused[k]; ok && r.offerID == en.Offer.OfferID && !e.reconsider(r) {
+			return // judged already, and nothing that decided it has changed
 		}
 		if it == nil || (it.offerID != en.Offer.OfferID && it.phase != phRunning && it.phase != phFinishing) {
 			if it != nil {
@@ -170,6 +173,7 @@ func (e *engine) sync(k itemKey) {
 // the scheduler keeps it running and refuses the item when it is offered to
 // this worker again under a newer epoch ("duplicate item id").
 func (e *engine) forget(it *item) {
+	e.freed++
 	e.unschedule(it)
 	if it.phase != phRunning {
 		e.endRun(it, false, e.cfg.Clock.Now())
@@ -230,10 +234,11 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		// Group as a message, once per offer (worker_notice.go).
 		e.log.Info("offer refused", "item", k.sched(), "reason", dec.Rejection.Reason, "detail", dec.Rejection.Detail)
 		e.unschedule(it)
-		e.refused[k] = en.Offer.OfferID
+		e.refused[k] = refusal{offerID: en.Offer.OfferID, reason: dec.Rejection.Reason, capacity: e.freed}
 		e.noticeRefusal(k, en, *dec.Rejection, now)
 		return
 	}
+	delete(e.refused, k) // judged again and taken
 	it.hold = true
 	e.enqueue(it, en, now)
 	e.items[k] = it
@@ -252,5 +257,44 @@ func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisc
 		EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(d.EstimatedStartWindow.From), To: protocol.NewTime(d.EstimatedStartWindow.To)},
 		EstimatedCompletion:  protocol.NewTime(d.EstimatedCompletion), Confidence: d.Confidence,
 		CapacityState: protocol.CapacityState(d.CapacityState), ComputedAt: protocol.NewTime(d.ComputedAt),
+	}
+}
+
+// refusal is an offer admission control refused.
+type refusal struct {
+	offerID string
+	reason  protocol.AdmissionReason
+	// capacity is e.freed when it was refused: a capacity refusal is
+	// judged again once capacity has freed since.
+	capacity uint64
+}
+
+// reconsider reports whether a refused, still open offer is judged again
+// now that sync looks at it: a capacity refusal once a commitment has
+// ended since, a dependency or budget refusal whenever its item's view
+// changed (sync runs for that). Capability, authorization and deadline
+// refusals stand for that offer.
+func (e *engine) reconsider(r refusal) bool {
+	switch r.reason {
+	case protocol.RejectCapacity:
+		return e.freed != r.capacity
+	case protocol.RejectDependency, protocol.RejectBudget:
+		return true
+	}
+	return false
+}
+
+// rejudgeCapacity judges the offers refused for capacity again, in a
+// stable order.
+func (e *engine) rejudgeCapacity() {
+	var keys []itemKey
+	for k, r := range e.refused {
+		if r.reason == protocol.RejectCapacity {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b itemKey) int { return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.id, b.id)) })
+	for _, k := range keys {
+		e.sync(k)
 	}
 }
