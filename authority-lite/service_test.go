@@ -48,7 +48,10 @@ func newSvc(t testing.TB) *svc {
 	k := &svc{t: t, dir: t.TempDir(), clk: clock.NewFake(t0), w: map[string]*Principal{}}
 	k.akey = mustKey(t, protocol.ActorService, "authority-1")
 	k.s = openSvc(t, k.dir, k.clk, k.akey)
-	t.Cleanup(func() { k.s.Close() })
+	t.Cleanup(func() {
+		checkEventBytes(t, k.s)
+		k.s.Close()
+	})
 	hk := mustKey(t, protocol.ActorHuman, "alice")
 	if err := k.s.AddPrincipal(protocol.ActorHuman, "alice", hk.Public()); err != nil {
 		t.Fatal(err)

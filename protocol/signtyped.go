@@ -18,14 +18,10 @@ func SignedCommand(cmd *Command, k PrivateKey) ([]byte, error) {
 }
 
 // SignedEvent signs ev with k (createdAt = occurredAt) and returns its JCS
-// bytes; ev.Signature is set to the result.
+// bytes; ev.Signature is set to the result. The bytes are written once
+// from ev (signevent.go), with no JSON round trip.
 func SignedEvent(ev *Event, k PrivateKey) ([]byte, error) {
-	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
-	raw, err := signTyped(ev, k, "occurredAt")
-	if err != nil {
-		return nil, err
-	}
-	return raw, setSignature(raw, &ev.Signature)
+	return signEvent(ev, k)
 }
 
 // SignedValue signs any Go value that marshals to a document with one of
