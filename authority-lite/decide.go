@@ -27,10 +27,10 @@ type call struct {
 // leave behind, committed together.
 type pending struct {
 	now       protocol.Time
-	grants    bool // the Group's grant records changed
-	leases    bool // the Group's lease records changed
-	archived  bool // the Group was archived
-	artifacts bool // the Group's artifact revisions changed
+	grants    bool     // the Group's grant records changed
+	leases    []string // the lease records that changed, by id
+	archived  bool     // the Group was archived
+	artifacts bool     // the Group's artifact revisions changed
 	// ancestors are charges to ancestor Groups, locked until written.
 	ancestors []*ancestorCharge
 	drafts    []group.EventDraft
@@ -80,9 +80,7 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if grant != nil {
 		s.consumeGrant(c, gs, grant, &p)
 	}
-	if s.trackLeases(gs, p.drafts, c.now) {
-		p.leases = true
-	}
+	p.leases = append(p.leases, s.trackLeases(gs, p.drafts, c.now)...)
 	if err := s.issueTokens(gs, p.drafts); err != nil {
 		s.releaseAncestors(&p)
 		s.writer.fail(err)
@@ -342,49 +340,32 @@ func signEvent(ev *protocol.Event, key protocol.PrivateKey) ([]byte, error) {
 	return nil, protocol.Errorf(protocol.CodeInternalError, "sign event: %v", err)
 }
 
-// writeGroup stores events and every aggregate they name.
+// writeGroup stores events and the records they changed that the log does
+// not give back by itself. The Mission, WorkItem and proposal records are
+// a checkpoint (see savedState): rewritten, only those that changed, once
+// checkpointEvery events have passed since the last one.
 func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []sealed) error {
-	mission, members, usage := false, false, false
+	members, usage := false, false
 	for _, e := range events {
 		if err := gb.events.Put(seqKey(*e.ev.Sequence), e.raw); err != nil {
 			return err
 		}
-		id := e.ev.Aggregate.ID
-		switch e.ev.Aggregate.Kind {
-		case protocol.AggregateMission:
-			mission = true
-		case protocol.AggregateMembership:
+		if e.ev.Aggregate.Kind == protocol.AggregateMembership {
 			members = true
-		}
-		if w, ok := gs.g.Items[id]; ok {
-			if err := putJSON(&gb.items, []byte(id), w); err != nil {
-				return err
-			}
-		}
-		if pr, ok := gs.g.Proposals[id]; ok {
-			if err := putJSON(&gb.proposals, []byte(id), pr); err != nil {
-				return err
-			}
 		}
 		if e.ev.Type == protocol.EvtResourceUsageRecorded {
 			usage = true
 		}
 	}
-	// Proposals move when authorized without an event of their own.
-	for id, pr := range gs.g.Proposals {
-		if err := putJSON(&gb.proposals, []byte(id), pr); err != nil {
+	gs.saved.note(events)
+	first := len(events) > 0 && *events[0].ev.Sequence == 1
+	if first {
+		// A new Group: its records start empty, before its first event.
+		if err := gb.meta.Put(keyStateSeq, seqKey(0)); err != nil {
 			return err
 		}
 	}
-	if mission || gs.g.Mission == nil || len(events) > 0 && *events[0].ev.Sequence == 1 {
-		if err := putJSON(&gb.meta, keyMission, struct {
-			Mission   *protocol.Mission `json:"mission"`
-			Ancestors []string          `json:"ancestors"`
-		}{gs.g.Mission, gs.g.Ancestors}); err != nil {
-			return err
-		}
-	}
-	if members || len(events) > 0 && *events[0].ev.Sequence == 1 {
+	if members || first {
 		if err := putJSON(&gb.meta, keyMembers, gs.members); err != nil {
 			return err
 		}
@@ -409,9 +390,14 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 			return err
 		}
 	}
-	if p.leases {
-		if err := putJSON(&gb.meta, keyLeases, gs.leases); err != nil {
+	for _, id := range p.leases {
+		if err := putJSON(&gb.leases, []byte(id), gs.leases[id]); err != nil {
 			return err
+		}
+	}
+	if n := len(events); n > 0 {
+		if last := *events[n-1].ev.Sequence; last >= gs.saved.seq+s.checkpointEvery() {
+			return gs.checkpoint(gb, last)
 		}
 	}
 	return nil

@@ -11,9 +11,10 @@
 // extensions, idempotency by (actor, actionId), session and membership
 // epochs, then group), the Organization service (Agent Cards, sessions
 // whose replacement revokes leases, human and policy principals), the bbolt
-// log (events, touched aggregates and receipt in one transaction, db.Batch
-// for group commit), artifacts, budgets, messages that never authorize, and
-// the wss.Backend the WebSocket server calls.
+// log (events, the records beside them and the receipt in one transaction,
+// one writer goroutine for group commit; the decision state checkpointed
+// and folded forward at open, see log.go), artifacts, budgets, messages
+// that never authorize, and the wss.Backend the WebSocket server calls.
 //
 // Offline reconciliation (spec 11.5) reuses package offline's pure
 // CheckBuffered, so the worker and the authority judge a binding by the

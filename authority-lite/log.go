@@ -11,13 +11,23 @@ import (
 )
 
 // The authority's bbolt layout. Every accepted command writes its events,
-// the aggregates they changed and its receipt in one transaction, so a
-// crash leaves either all of them or none.
+// the records they changed that the log alone does not give back
+// (members, usage, grants, leases, artifacts) and its receipt in one
+// transaction, so a crash leaves either all of them or none.
+//
+// The Group's decision state (Mission, WorkItems, proposals) is what
+// group.Fold makes of the log. Its records are a checkpoint: they hold the
+// state as of meta "stateSeq" and are rewritten, only those that changed,
+// every checkpointEvery events in the same transaction as those events,
+// on Close and before compaction; Open folds the events after stateSeq
+// onto them. A store without "stateSeq" (written before checkpoints) has
+// records as of its last event and gets the marker at open.
 //
 //	groups/<groupId>/events   sequence (8 bytes BE) -> signed event (JCS)
-//	groups/<groupId>/items    workItemId -> WorkItem JSON
-//	groups/<groupId>/proposals proposalId -> Proposal JSON
-//	groups/<groupId>/meta     "mission", "members", "usage" -> JSON
+//	groups/<groupId>/items    workItemId -> WorkItem JSON (checkpoint)
+//	groups/<groupId>/proposals proposalId -> Proposal JSON (checkpoint)
+//	groups/<groupId>/leases   leaseId -> lease record JSON (created on first write)
+//	groups/<groupId>/meta     "mission" (checkpoint), "stateSeq", "members", "usage", ... -> JSON
 //	org/agents                agentId -> agent record JSON
 //	org/humans                humanId -> human record JSON
 //	org/events                index (8 bytes BE) -> signed org event
@@ -30,6 +40,7 @@ var (
 	bucketItems     = []byte("items")
 	bucketProposals = []byte("proposals")
 	bucketMeta      = []byte("meta")
+	bucketLeases    = []byte("leases")
 	bucketOrg       = []byte("org")
 	bucketAgents    = []byte("agents")
 	bucketHumans    = []byte("humans")
@@ -41,7 +52,8 @@ var (
 	keyMembers     = []byte("members")
 	keyUsage       = []byte("usage")
 	keyGrants      = []byte("grants")
-	keyLeases      = []byte("leases")
+	keyLeases      = []byte("leases") // every lease record in one value (stores before the leases bucket)
+	keyStateSeq    = []byte("stateSeq")
 	keyArchived    = []byte("archived")
 	keyDescendants = []byte("descendants")
 	keyArtifacts   = []byte("artifacts")
@@ -93,8 +105,9 @@ func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
 }
 
 // groupBuckets returns (creating when asked) the buckets of one Group.
+// leases is nil in a store that never wrote one, unless create is set.
 type groupBuckets struct {
-	events, items, proposals, meta *bolt.Bucket
+	events, items, proposals, meta, leases *bolt.Bucket
 }
 
 func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, error) {
@@ -125,6 +138,13 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 			}
 		}
 		*p.dst = b
+	}
+	gb.leases = g.Bucket(bucketLeases)
+	if gb.leases == nil && create {
+		var err error
+		if gb.leases, err = g.CreateBucket(bucketLeases); err != nil {
+			return nil, err
+		}
 	}
 	return gb, nil
 }

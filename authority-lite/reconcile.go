@@ -24,9 +24,9 @@ type leaseRecord struct {
 
 // trackLeases updates the lease records of the WorkItems events touched:
 // a new or renewed lease is recorded; a lease no longer on its item is
-// closed at now.
-func (s *Service) trackLeases(gs *groupState, drafts []group.EventDraft, now time.Time) bool {
-	changed := false
+// closed at now. It returns the ids of the records it changed.
+func (s *Service) trackLeases(gs *groupState, drafts []group.EventDraft, now time.Time) []string {
+	var changed []string
 	seen := map[string]bool{}
 	for _, d := range drafts {
 		id := d.Aggregate.ID
@@ -42,19 +42,20 @@ func (s *Service) trackLeases(gs *groupState, drafts []group.EventDraft, now tim
 			if rec.WorkItemID == id && rec.ClosedAt == nil && (w.Lease == nil || w.Lease.LeaseID != rec.LeaseID) {
 				at := now
 				rec.ClosedAt = &at
-				changed = true
+				changed = append(changed, rec.LeaseID)
 			}
 		}
 		if l := w.Lease; l != nil {
 			rec := gs.leases[l.LeaseID]
-			if rec == nil {
+			fresh := rec == nil
+			if fresh {
 				rec = &leaseRecord{LeaseID: l.LeaseID, AgentID: l.AgentID, SessionEpoch: l.SessionEpoch, WorkItemID: id, OwnershipEpoch: l.OwnershipEpoch, StartedAt: l.StartedAt.Time}
 				gs.leases[l.LeaseID] = rec
 			}
-			if !rec.ExpiresAt.Equal(l.ExpiresAt.Time) {
+			if fresh || !rec.ExpiresAt.Equal(l.ExpiresAt.Time) {
 				rec.ExpiresAt = l.ExpiresAt.Time
+				changed = append(changed, l.LeaseID)
 			}
-			changed = true
 		}
 	}
 	return changed

@@ -52,6 +52,9 @@ type Config struct {
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
+
+	// checkpointEvery overrides defaultCheckpointEvery (tests).
+	checkpointEvery uint64
 }
 
 // Service is authority-lite: one Organization service and one logical
@@ -101,6 +104,8 @@ type groupState struct {
 	descendants protocol.Usage
 	// artifacts is each published content hash's revision.
 	artifacts map[string]uint64
+	// saved is what the store's decision-state records hold.
+	saved savedState
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -147,7 +152,11 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, fmt.Errorf("authority: %w", err)
 	}
-	if err := s.load(); err != nil {
+	unmarked, err := s.load()
+	if err == nil {
+		err = s.markStateSeq(unmarked)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -156,10 +165,16 @@ func Open(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Close closes the store. In-flight Submit calls must have returned.
+// Close checkpoints every Group's state and closes the store. In-flight
+// Submit calls must have returned.
 func (s *Service) Close() error {
-	s.writer.close()
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	s.closeOnce.Do(func() {
+		if err := s.checkpointAll(); err != nil {
+			s.log.Error("checkpoint at close failed; the next open folds the log again", "err", err)
+		}
+		s.writer.close()
+		s.closeErr = s.db.Close()
+	})
 	return s.closeErr
 }
 
@@ -192,86 +207,81 @@ func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
 	return k, nil
 }
 
-// load reads every Group's state from the store.
-func (s *Service) load() error {
-	return s.db.View(func(tx *bolt.Tx) error {
+// load reads every Group's state from the store. It returns the Groups
+// whose store has no stateSeq marker yet.
+func (s *Service) load() ([]string, error) {
+	var unmarked []string
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketGroups).ForEachBucket(func(k []byte) error {
-			gs, err := s.readGroup(tx, string(k))
+			gs, marked, err := s.readGroup(tx, string(k))
 			if err != nil {
 				return err
 			}
 			s.groups[gs.id] = gs
+			if !marked {
+				unmarked = append(unmarked, gs.id)
+			}
 			return nil
 		})
 	})
+	return unmarked, err
 }
 
-func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
+func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
 	gb, err := openGroupBuckets(tx, id, false)
 	if err != nil || gb == nil {
-		return nil, fmt.Errorf("authority: group %s: %v", id, err)
+		return nil, false, fmt.Errorf("authority: group %s: %v", id, err)
 	}
 	gs := newGroupState(id, s.cfg.Limits)
-	var mission struct {
-		Mission   *protocol.Mission `json:"mission"`
-		Ancestors []string          `json:"ancestors"`
-	}
-	if _, err := getJSON(gb.meta, keyMission, &mission); err != nil {
-		return nil, err
-	}
-	gs.g.Mission, gs.g.Ancestors = mission.Mission, mission.Ancestors
-	if mission.Mission != nil {
-		gs.missionID = mission.Mission.MissionID
-	}
 	if _, err := getJSON(gb.meta, keyDescendants, &gs.descendants); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := getJSON(gb.meta, keyArtifacts, &gs.artifacts); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if gs.artifacts == nil {
 		gs.artifacts = map[string]uint64{}
 	}
 	if _, err := getJSON(gb.meta, keyMembers, &gs.members); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := getJSON(gb.meta, keyUsage, &gs.usage); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := getJSON(gb.meta, keyGrants, &gs.grants); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if gs.grants == nil {
 		gs.grants = map[string]*grantRecord{}
 	}
 	if _, err := getJSON(gb.meta, keyLeases, &gs.leases); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if gs.leases == nil {
 		gs.leases = map[string]*leaseRecord{}
 	}
-	if err := gb.items.ForEach(func(k, v []byte) error {
-		var w group.WorkItem
-		if _, err := getJSON(gb.items, k, &w); err != nil {
-			return err
+	if gb.leases != nil {
+		// One record per lease, newer than the single value of old stores.
+		if err := gb.leases.ForEach(func(k, v []byte) error {
+			var rec leaseRecord
+			if _, err := getJSON(gb.leases, k, &rec); err != nil {
+				return err
+			}
+			gs.leases[string(k)] = &rec
+			return nil
+		}); err != nil {
+			return nil, false, err
 		}
-		gs.g.Items[string(k)] = &w
-		return nil
-	}); err != nil {
-		return nil, err
 	}
-	if err := gb.proposals.ForEach(func(k, v []byte) error {
-		var p group.Proposal
-		if _, err := getJSON(gb.proposals, k, &p); err != nil {
-			return err
-		}
-		gs.g.Proposals[string(k)] = &p
-		return nil
-	}); err != nil {
-		return nil, err
+	marked, err := loadState(gs, gb)
+	if err != nil {
+		return nil, false, err
+	}
+	if gs.g.Mission != nil {
+		gs.missionID = gs.g.Mission.MissionID
 	}
 	if gs.members == nil {
 		gs.members = map[string]*protocol.Membership{}
@@ -282,7 +292,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, error) {
 	gs.last = lastSeq(gb.events)
 	gs.first, _ = onlineFrom(gb)
 	gs.archived = gb.meta.Get(keyArchived) != nil
-	return gs, nil
+	return gs, marked, nil
 }
 
 func (s *Service) group(id string) *groupState {

@@ -21,10 +21,13 @@ import (
 // the durable log only: sequences contiguous from 1 and signed; each
 // aggregate's revision moves by exactly one per event; every WorkItem
 // event is a row of the 10.2 table for the command that caused it; at most
-// one owner at a time; a refused command appends nothing.
+// one owner at a time; a refused command appends nothing. The state is
+// checkpointed every 1 to 8 events or at the default interval, and the
+// authority is closed and reopened, or crashed and reopened on what the
+// crash left, at random points.
 func TestServiceProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		k := newSvc(grouptest.RapidTB{T: t, RT: rt})
+		k := newSvcEvery(grouptest.RapidTB{T: t, RT: rt}, rapid.SampledFrom([]uint64{0, 1, 2, 3, 5, 8}).Draw(rt, "checkpointEvery"))
 		sent := map[string]protocol.CommandType{} // actionId -> type
 		items := []string{"wi-0", "wi-1", "wi-2"}
 		compacted := false
@@ -59,7 +62,7 @@ func TestServiceProperties(t *testing.T) {
 			if exists && w.Ownership != nil && rapid.IntRange(0, 4).Draw(rt, "asOwner") > 0 {
 				wk = w.Ownership.OwnerAgentID
 			}
-			op := rapid.IntRange(0, 12).Draw(rt, "op")
+			op := rapid.IntRange(0, 13).Draw(rt, "op")
 			if exists && rapid.Bool().Draw(rt, "follow") {
 				op = next[w.State] // the command that moves this state forward
 				if w.State == protocol.WorkActive {
@@ -112,15 +115,14 @@ func TestServiceProperties(t *testing.T) {
 				k.clk.Advance(time.Duration(rapid.IntRange(0, 180).Draw(rt, "seconds")) * time.Second)
 			case 10:
 				k.s.Close()
-				k.s = openSvc(grouptest.RapidTB{T: t, RT: rt}, k.dir, k.clk, k.akey)
-				for _, p := range append([]*Principal{k.alice, k.coord}, k.w["w1"], k.w["w2"]) {
-					p.s = k.s
-				}
+				k.reopened(openSvcEvery(grouptest.RapidTB{T: t, RT: rt}, k.dir, k.clk, k.akey, k.every))
+			case 12:
+				k.crash()
 			case 11:
 				if err := k.w[wk].OpenSession(ctx); err != nil {
 					rt.Fatalf("session_open: %v", err)
 				}
-			case 12:
+			case 13:
 				// Snapshot and drop all but the last few events: a worker
 				// starting now restores the snapshot (CURSOR_TOO_OLD).
 				if !rapid.Bool().Draw(rt, "compact") {

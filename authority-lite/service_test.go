@@ -19,6 +19,7 @@ type svc struct {
 	t     testing.TB
 	dir   string
 	clk   *clock.Fake
+	every uint64 // checkpointEvery; 0 is the default
 	s     *Service
 	akey  protocol.PrivateKey
 	alice *Principal
@@ -36,7 +37,13 @@ func mustKey(t testing.TB, kind protocol.ActorKind, id string) protocol.PrivateK
 
 func openSvc(t testing.TB, dir string, clk *clock.Fake, key protocol.PrivateKey) *Service {
 	t.Helper()
-	s, err := Open(Config{Dir: dir, Clock: clk, Key: key, Limits: testLimits()})
+	return openSvcEvery(t, dir, clk, key, 0)
+}
+
+// openSvcEvery is openSvc with a checkpoint every `every` events.
+func openSvcEvery(t testing.TB, dir string, clk *clock.Fake, key protocol.PrivateKey, every uint64) *Service {
+	t.Helper()
+	s, err := Open(Config{Dir: dir, Clock: clk, Key: key, Limits: testLimits(), checkpointEvery: every})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +52,19 @@ func openSvc(t testing.TB, dir string, clk *clock.Fake, key protocol.PrivateKey)
 
 func newSvc(t testing.TB) *svc {
 	t.Helper()
-	k := &svc{t: t, dir: t.TempDir(), clk: clock.NewFake(t0), w: map[string]*Principal{}}
+	return newSvcEvery(t, 0)
+}
+
+// newSvcEvery is newSvc with a checkpoint every `every` events.
+func newSvcEvery(t testing.TB, every uint64) *svc {
+	t.Helper()
+	k := &svc{t: t, dir: t.TempDir(), clk: clock.NewFake(t0), every: every, w: map[string]*Principal{}}
 	k.akey = mustKey(t, protocol.ActorService, "authority-1")
-	k.s = openSvc(t, k.dir, k.clk, k.akey)
-	t.Cleanup(func() { k.s.Close() })
+	k.s = openSvcEvery(t, k.dir, k.clk, k.akey, every)
+	t.Cleanup(func() {
+		checkEventBytes(t, k.s)
+		k.s.Close()
+	})
 	hk := mustKey(t, protocol.ActorHuman, "alice")
 	if err := k.s.AddPrincipal(protocol.ActorHuman, "alice", hk.Public()); err != nil {
 		t.Fatal(err)

@@ -61,10 +61,19 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 	if last > retain {
 		cut = last - retain
 	}
+	// The events about to go are folded into the records first.
+	rec := &recorder{}
+	if err := gs.checkpoint(rec, gs.last); err != nil {
+		s.writer.fail(err)
+		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+	}
 	done := s.writer.submit(func(tx *bolt.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("group %s buckets: %v", groupID, err)
+		}
+		if err := rec.apply(gb); err != nil {
+			return err
 		}
 		cur := gb.events.Cursor()
 		for k, _ := cur.First(); k != nil && seqFromKey(k) <= cut; k, _ = cur.First() {

@@ -142,24 +142,41 @@ func (w *writer) fail(err error) {
 // recorder collects one Group's puts under the Group lock, so the write
 // carries the state as decided, not as it is when the writer runs.
 type recorder struct {
-	events, items, proposals, meta kvList
+	events, items, proposals, meta, leases kvList
 }
 
+// kvList is puts and deletes in order; a nil value is a delete.
 type kvList struct{ keys, vals [][]byte }
 
 func (l *kvList) Put(k, v []byte) error {
+	if v == nil {
+		v = []byte{}
+	}
 	l.keys = append(l.keys, append([]byte(nil), k...))
 	l.vals = append(l.vals, v)
 	return nil
 }
 
+func (l *kvList) Delete(k []byte) {
+	l.keys = append(l.keys, append([]byte(nil), k...))
+	l.vals = append(l.vals, nil)
+}
+
+// apply writes the recorded changes into gb, which openGroupBuckets
+// opened with create set when leases were recorded.
 func (r *recorder) apply(gb *groupBuckets) error {
 	for _, p := range []struct {
 		l *kvList
 		b *bolt.Bucket
-	}{{&r.events, gb.events}, {&r.items, gb.items}, {&r.proposals, gb.proposals}, {&r.meta, gb.meta}} {
+	}{{&r.events, gb.events}, {&r.items, gb.items}, {&r.proposals, gb.proposals}, {&r.meta, gb.meta}, {&r.leases, gb.leases}} {
 		for i, k := range p.l.keys {
-			if err := p.b.Put(k, p.l.vals[i]); err != nil {
+			var err error
+			if v := p.l.vals[i]; v == nil {
+				err = p.b.Delete(k)
+			} else {
+				err = p.b.Put(k, v)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -19,14 +19,10 @@ func SignedCommand(cmd *Command, k PrivateKey) ([]byte, error) {
 }
 
 // SignedEvent signs ev with k (createdAt = occurredAt) and returns its JCS
-// bytes; ev.Signature is set to the result.
+// bytes; ev.Signature is set to the result. The bytes are written once
+// from ev (signevent.go), with no JSON round trip.
 func SignedEvent(ev *Event, k PrivateKey) ([]byte, error) {
-	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
-	raw, err := signTyped(ev, k, "occurredAt")
-	if err != nil {
-		return nil, err
-	}
-	return raw, setSignature(raw, &ev.Signature)
+	return signEvent(ev, k)
 }
 
 // unsignedValue stands in for the signature value while an event is
@@ -39,28 +35,21 @@ var unsignedValue = strings.Repeat("A", 86)
 // aggregate kind — with its signature complete but for the value signing
 // computes. A refusal is ValidateEventAt's error and nothing is signed.
 func SignedEventChecked(ev *Event, k PrivateKey) ([]byte, error) {
-	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
-	doc, err := toDoc(ev)
+	buf, cut, err := unsignedEvent(ev, k)
 	if err != nil {
 		return nil, err
 	}
-	sig, _ := doc["signature"].(map[string]any)
-	if sig == nil {
-		return nil, Errorf(CodeInternalError, "event %s marshals without a signature member", ev.EventID)
+	probe := make([]byte, 0, len(buf)+valueMember)
+	probe = append(append(append(probe, buf[:cut]...), `,"value":"`+unsignedValue+`"`...), buf[cut:]...)
+	parsed, err := Parse(probe, DecodeOptions{})
+	doc, ok := parsed.(map[string]any)
+	if err != nil || !ok {
+		return nil, Errorf(CodeInternalError, "event %s does not parse back: %v", ev.EventID, err)
 	}
-	sig["value"] = unsignedValue
 	if err := ValidateEventAt(doc, ""); err != nil {
 		return nil, err
 	}
-	delete(sig, "value")
-	if err := signWithMember(doc, k, "occurredAt"); err != nil {
-		return nil, err
-	}
-	raw, err := Canonical(doc)
-	if err != nil {
-		return nil, err
-	}
-	return raw, setSignature(raw, &ev.Signature)
+	return spliceSignature(ev, k, buf, cut), nil
 }
 
 // SignedValue signs any Go value that marshals to a document with one of

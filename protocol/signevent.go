@@ -1,0 +1,185 @@
+package protocol
+
+import (
+	"crypto/ed25519"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// An Event's signed bytes are written once, from the typed value: the
+// envelope member by member in RFC 8785 order, the payload (JSON that
+// encoding/json wrote) canonicalized in one pass. They are the signing
+// input, signature.value aside; "value" sorts last among alg, createdAt,
+// keyId and value, so the signed document is the same bytes with
+// `,"value":"…"` put in before the signature object's closing brace. The
+// result is byte for byte what marshalling the Event, parsing it, signing
+// the parsed document and writing its canonical bytes gave (SignedValue's
+// way, which Commands and other documents still take): a test holds the
+// two equal.
+
+// valueMember is the length of `,"value":"` + 86 base64url characters + `"`.
+const valueMember = len(`,"value":"`) + 86 + 1
+
+// signEvent is SignedEvent.
+func signEvent(ev *Event, k PrivateKey) ([]byte, error) {
+	buf, cut, err := unsignedEvent(ev, k)
+	if err != nil {
+		return nil, err
+	}
+	return spliceSignature(ev, k, buf, cut), nil
+}
+
+// unsignedEvent sets ev's signature (but its value) and returns its
+// signing input with the offset where the value goes.
+func unsignedEvent(ev *Event, k PrivateKey) ([]byte, int, error) {
+	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
+	if err := k.check(); err != nil {
+		return nil, 0, err
+	}
+	// Room for the envelope, and for the payload twice: its objects are
+	// put in order after their members are read.
+	return appendUnsignedEvent(make([]byte, 0, 2*len(ev.Payload)+512+valueMember), ev)
+}
+
+// spliceSignature signs the signing input buf and inserts the value at cut.
+func spliceSignature(ev *Event, k PrivateKey, buf []byte, cut int) []byte {
+	sig := ed25519.Sign(k.Key, buf)
+	n := len(buf)
+	buf = slices.Grow(buf, valueMember)[:n+valueMember]
+	copy(buf[cut+valueMember:], buf[cut:n])
+	v := buf[cut : cut+valueMember]
+	copy(v, `,"value":"`)
+	b64.Encode(v[10:valueMember-1], sig)
+	v[valueMember-1] = '"'
+	ev.Signature.Value = string(v[10 : valueMember-1])
+	ev.Signature.CreatedAt = NewTime(ev.OccurredAt.Time)
+	return buf
+}
+
+// appendUnsignedEvent appends the signing input of ev signed by
+// ev.Signature (alg, keyId; createdAt is occurredAt) and returns the
+// offset of the signature object's closing brace in the result.
+func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
+	if y := ev.OccurredAt.Time.UTC().Year(); y < 0 || y > 9999 {
+		return nil, 0, Errorf(CodeInternalError, "time year %d is outside 0000–9999", y).At("/occurredAt")
+	}
+	at := ev.OccurredAt.String()
+	w := envelopeWriter{b: dst}
+	w.member(`{"acceptedBy":`)
+	w.str(ev.AcceptedBy)
+	w.member(`,"actor":{"id":`)
+	w.str(ev.Actor.ID)
+	w.member(`,"kind":`)
+	w.str(string(ev.Actor.Kind))
+	w.member(`}`)
+	if a := ev.Aggregate; a != nil {
+		w.member(`,"aggregate":{"id":`)
+		w.str(a.ID)
+		w.member(`,"kind":`)
+		w.str(string(a.Kind))
+		w.member(`}`)
+	}
+	w.member(`,"causationId":`)
+	w.str(ev.CausationID)
+	w.member(`,"correlationId":`)
+	w.str(ev.CorrelationID)
+	w.member(`,"eventId":`)
+	w.str(ev.EventID)
+	if ev.GroupID != "" {
+		w.member(`,"groupId":`)
+		w.str(ev.GroupID)
+	}
+	w.member(`,"occurredAt":"`)
+	w.member(at)
+	w.member(`","payload":`)
+	if w.err == nil {
+		if ev.Payload == nil {
+			w.b = append(w.b, "null"...)
+		} else {
+			// The payload is one level below the event object.
+			w.b, w.err = appendCanonicalText(w.b, ev.Payload, 1, DefaultMaxDepth)
+		}
+	}
+	if ev.Revision != nil {
+		w.member(`,"revision":`)
+		w.uint(*ev.Revision)
+	}
+	if ev.Sequence != nil {
+		w.member(`,"sequence":`)
+		w.uint(*ev.Sequence)
+	}
+	w.member(`,"signature":{"alg":`)
+	w.str(ev.Signature.Alg)
+	w.member(`,"createdAt":"`)
+	w.member(at)
+	w.member(`","keyId":`)
+	w.str(ev.Signature.KeyID)
+	w.member(`}`)
+	cut := len(w.b) - 1
+	w.member(`,"type":`)
+	w.str(string(ev.Type))
+	w.member(`}`)
+	if w.err != nil {
+		return nil, 0, w.err
+	}
+	return w.b, cut, nil
+}
+
+// envelopeWriter appends members and keeps the first error.
+type envelopeWriter struct {
+	b   []byte
+	err error
+}
+
+func (w *envelopeWriter) member(s string) { w.b = append(w.b, s...) }
+
+func (w *envelopeWriter) str(s string) {
+	if w.err == nil {
+		w.b, w.err = appendMarshalledString(w.b, s)
+	}
+}
+
+func (w *envelopeWriter) uint(v uint64) {
+	if v > MaxSafeInteger && w.err == nil {
+		w.err = Errorf(CodeProtocolViolation, "integer %d is beyond ±(2^53−1)", v)
+	}
+	w.b = strconv.AppendUint(w.b, v, 10)
+}
+
+// appendMarshalledString appends the JCS form of s as encoding/json and
+// Parse leave it: each byte of invalid UTF-8 becomes U+FFFD (encoding/json
+// writes \ufffd), a noncharacter is refused (Parse refuses it), and only
+// what RFC 8785 requires is escaped.
+func appendMarshalledString(dst []byte, s string) ([]byte, error) {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = appendEscaped(dst, c)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		if isNoncharacter(r) {
+			return nil, Errorf(CodeProtocolViolation, "Unicode noncharacter U+%04X in string %q", r, s)
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"'), nil
+}
