@@ -2,9 +2,7 @@ package protocol
 
 import (
 	"bytes"
-	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -405,77 +403,26 @@ func appendEscaped(b []byte, ch byte) []byte {
 // appends it as ECMAScript prints it. Integer literals of up to 15 digits
 // are already in that form (-0 aside) and are copied.
 func (c *textCanon) number(b []byte) ([]byte, error) {
-	d := c.data
-	start, i := c.pos, c.pos
-	if d[i] == '-' {
-		i++
+	n, msg := scanNumber(c.data, c.pos)
+	if msg != "" {
+		return nil, c.fail("%s", msg)
 	}
-	nonzero := false
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			nonzero = nonzero || d[i] != '0'
-			i++
+	lit := c.data[c.pos:n.end]
+	c.pos = n.end
+	if n.integer && len(lit) <= 15 || n.integer && len(lit) == 16 && lit[0] == '-' {
+		// Within ±(10^15−1): in range, and already as ECMAScript prints it.
+		if string(lit) == "-0" {
+			return append(b, '0'), nil
 		}
-	default:
-		return nil, c.fail("invalid number at byte %d", start)
-	}
-	integer := true
-	if i < len(d) && d[i] == '.' {
-		integer = false
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return nil, c.fail("invalid number at byte %d: digit expected after '.'", start)
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			nonzero = nonzero || d[i] != '0'
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		integer = false
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return nil, c.fail("invalid number at byte %d: digit expected in exponent", start)
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	lit := d[start:i]
-	c.pos = i
-	if integer {
-		digits := lit
-		if digits[0] == '-' {
-			digits = digits[1:]
-		}
-		if len(digits) > 16 {
-			return nil, c.fail("integer %s is beyond ±(2^53−1)", lit)
-		}
-		if len(digits) <= 15 {
-			if string(lit) == "-0" {
-				return append(b, '0'), nil
-			}
-			return append(b, lit...), nil
-		}
-		s := string(lit)
-		if n, _ := strconv.ParseUint(s[len(s)-16:], 10, 64); n > maxSafeInteger {
-			return nil, c.fail("integer %s is beyond ±(2^53−1)", s)
-		}
-		return appendCanonicalNumber(b, s)
+		return append(b, lit...), nil
 	}
 	s := string(lit)
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) {
-		return nil, c.fail("number %s overflows binary64", s)
+	f, msg := n.ijson(s)
+	if msg != "" {
+		return nil, c.fail("%s", msg)
 	}
-	if f == 0 && nonzero {
-		return nil, c.fail("number %s underflows binary64 to zero", s)
+	if n.integer {
+		return appendCanonicalNumber(b, s)
 	}
 	out, err := jcs.NumberToJSON(f)
 	if err != nil {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -365,70 +366,94 @@ func hex4(b []byte, i int) (rune, bool) {
 
 // number scans the RFC 8259 number grammar and applies the I-JSON limits.
 func (p *parser) number() (any, error) {
-	start := p.pos
-	i := p.pos
-	d := p.data
+	n, msg := scanNumber(p.data, p.pos)
+	if msg != "" {
+		return nil, p.fail("%s", msg)
+	}
+	lit := string(p.data[p.pos:n.end])
+	p.pos = n.end
+	if _, msg := n.ijson(lit); msg != "" {
+		return nil, p.fail("%s", msg)
+	}
+	return json.Number(lit), nil
+}
+
+// numberLit is one JSON number literal as scanned: where it ends, whether
+// it is an integer literal (no fraction, no exponent), and whether any
+// significant digit is nonzero (so a zero value is an underflow).
+type numberLit struct {
+	end              int
+	integer, nonzero bool
+}
+
+// scanNumber reads the RFC 8259 number grammar at d[start:]; a malformed
+// literal is returned as the message of its protocol error. The strict
+// parser and the one-pass canonicalizer share it, so both refuse alike.
+func scanNumber(d []byte, start int) (numberLit, string) {
+	n := numberLit{integer: true}
+	i := start
 	if d[i] == '-' {
 		i++
 	}
-	nonzero := false
 	switch {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			nonzero = nonzero || d[i] != '0'
+			n.nonzero = n.nonzero || d[i] != '0'
 			i++
 		}
 	default:
-		return nil, p.fail("invalid number at byte %d", start)
+		return n, fmt.Sprintf("invalid number at byte %d", start)
 	}
-	integer := true
 	if i < len(d) && d[i] == '.' {
-		integer = false
+		n.integer = false
 		i++
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return nil, p.fail("invalid number at byte %d: digit expected after '.'", start)
+			return n, fmt.Sprintf("invalid number at byte %d: digit expected after '.'", start)
 		}
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			nonzero = nonzero || d[i] != '0'
+			n.nonzero = n.nonzero || d[i] != '0'
 			i++
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		integer = false
+		n.integer = false
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return nil, p.fail("invalid number at byte %d: digit expected in exponent", start)
+			return n, fmt.Sprintf("invalid number at byte %d: digit expected in exponent", start)
 		}
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 			i++
 		}
 	}
-	lit := string(d[start:i])
-	p.pos = i
-	if integer {
-		digits := lit
-		if digits[0] == '-' {
-			digits = digits[1:]
-		}
+	n.end = i
+	return n, ""
+}
+
+// ijson applies the I-JSON limits to the literal n scanned: integers within
+// ±(2^53−1), other numbers neither overflowing binary64 nor underflowing to
+// zero from a nonzero literal. It returns the value of a non-integer.
+func (n numberLit) ijson(lit string) (float64, string) {
+	if n.integer {
+		digits := strings.TrimPrefix(lit, "-")
 		if len(digits) > 16 {
-			return nil, p.fail("integer %s is beyond ±(2^53−1)", lit)
+			return 0, fmt.Sprintf("integer %s is beyond ±(2^53−1)", lit)
 		}
-		if n, _ := strconv.ParseUint(digits, 10, 64); n > maxSafeInteger {
-			return nil, p.fail("integer %s is beyond ±(2^53−1)", lit)
+		if v, _ := strconv.ParseUint(digits, 10, 64); v > maxSafeInteger {
+			return 0, fmt.Sprintf("integer %s is beyond ±(2^53−1)", lit)
 		}
-		return json.Number(lit), nil
+		return 0, ""
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil || math.IsInf(f, 0) {
-		return nil, p.fail("number %s overflows binary64", lit)
+		return 0, fmt.Sprintf("number %s overflows binary64", lit)
 	}
-	if f == 0 && nonzero {
-		return nil, p.fail("number %s underflows binary64 to zero", lit)
+	if f == 0 && n.nonzero {
+		return 0, fmt.Sprintf("number %s underflows binary64 to zero", lit)
 	}
-	return json.Number(lit), nil
+	return f, ""
 }
