@@ -158,29 +158,9 @@ func (e *Entry) clone() *Entry {
 	return &c
 }
 
-// contractInputs is the part of a WorkContract the view keeps: the
-// scheduling inputs. Decoding only these keeps replay cheap; Store.Contract
-// reads the whole contract from the inbox when a slot needs it.
-type contractInputs struct {
-	ContractID           string                             `json:"contractId"`
-	Revision             uint64                             `json:"revision"`
-	Dependencies         protocol.List[protocol.Dependency] `json:"dependencies"`
-	ResourceLimits       protocol.ResourceLimits            `json:"resourceLimits"`
-	RequiredCapabilities protocol.List[protocol.Capability] `json:"requiredCapabilities"`
-	Deadline             protocol.Time                      `json:"deadline"`
-	Urgency              protocol.Urgency                   `json:"urgency"`
-	BusinessImpact       protocol.BusinessImpact            `json:"businessImpact"`
-	Risk                 protocol.Risk                      `json:"risk"`
-}
-
-func inputsOf(c *protocol.WorkContract) *contractInputs {
-	return &contractInputs{ContractID: c.ContractID, Revision: c.Revision, Dependencies: c.Dependencies,
-		ResourceLimits: c.ResourceLimits, RequiredCapabilities: c.RequiredCapabilities, Deadline: c.Deadline,
-		Urgency: c.Urgency, BusinessImpact: c.BusinessImpact, Risk: c.Risk}
-}
-
-// setContract copies the scheduling inputs of c into e.
-func (e *Entry) setContract(c *contractInputs, seq uint64) {
+// setContract copies the scheduling inputs of c into e; the whole
+// contract stays in the inbox (Store.Contract), seq names its event.
+func (e *Entry) setContract(c *protocol.WorkContract, seq uint64) {
 	if c.Revision != e.ContractRevision {
 		// An approval covers one contract revision (spec 10.2).
 		e.ApprovedRevision = 0

@@ -223,7 +223,7 @@ func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkCon
 	}
 	e.WorkItemID, e.MissionID, e.State, e.Revision = w.WorkItemID, w.MissionID, w.State, w.Revision
 	if contract != nil {
-		e.setContract(inputsOf(contract), f.Seq)
+		e.setContract(contract, f.Seq)
 	}
 	e.ApprovedRevision, e.ApprovalExpiresAt = 0, protocol.Time{}
 	// An approval covers one contract revision (spec 10.2).
@@ -339,8 +339,4 @@ func touch(e *Entry, f *fact, own bool) {
 
 func missing(f *fact, what string) *protocol.Error {
 	return protocol.Errorf(protocol.CodeSchemaValidationFailed, "%s event %s: payload lacks %s", f.Type, f.EventID, what).At("/payload")
-}
-
-func unknownItem(f *fact, id string) *protocol.Error {
-	return protocol.Errorf(protocol.CodeProtocolViolation, "%s event %s names work item %s, unknown to this Group's view", f.Type, f.EventID, id).At("/payload/workItemId")
 }
