@@ -103,18 +103,8 @@ func (t *txn) block() error {
 // open with the expired ownership fenced. A blocker owned by a linked child
 // Mission is resolved only by that child's outcome.
 func (t *txn) unblock() error {
-	p, err := payloadAs[protocol.UnblockWorkPayload](t.in)
+	p, w, err := guarded(t, func(p *protocol.UnblockWorkPayload) string { return p.WorkItemID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	w, err := t.existing(p.WorkItemID)
-	if err != nil {
-		return err
-	}
-	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if w.ChildMissionID != "" {
@@ -175,18 +165,8 @@ func (t *txn) submit() error {
 // acceptResult: submitted → verified, the coordinator's successful review
 // under its current epoch.
 func (t *txn) acceptResult() error {
-	p, err := payloadAs[protocol.AcceptResultPayload](t.in)
+	p, w, err := guarded(t, func(p *protocol.AcceptResultPayload) string { return p.WorkItemID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	w, err := t.existing(p.WorkItemID)
-	if err != nil {
-		return err
-	}
-	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.ContractRevision != w.Contract.Revision {
@@ -244,18 +224,8 @@ func (t *txn) fail() error {
 // cancel: open … submitted → cancelled, by the coordinator or the
 // MissionOwner; every grant is revoked.
 func (t *txn) cancel() error {
-	p, err := payloadAs[protocol.CancelWorkPayload](t.in)
+	p, w, err := guarded(t, func(p *protocol.CancelWorkPayload) string { return p.WorkItemID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	w, err := t.existing(p.WorkItemID)
-	if err != nil {
-		return err
-	}
-	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.Reason == "" {

@@ -66,13 +66,35 @@ func (t *txn) existing(id string) (*WorkItem, error) {
 	return w, nil
 }
 
-// inState refuses a transition whose source state is not in the row.
-// allowedFrom is the transition guard of the rules table
-// (protocol.Commands): the states the command is allowed from.
+// guarded decodes a WorkItem command's payload and applies the rules
+// table's guards (protocol.Commands) in the order every such command
+// checks them: who sent it, that the WorkItem exists at the expected
+// revision, that its state allows the command.
+func guarded[P any](t *txn, id func(*P) string) (*P, *WorkItem, error) {
+	p, err := payloadAs[P](t.in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := t.requireSender(); err != nil {
+		return nil, nil, err
+	}
+	w, err := t.existing(id(p))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := t.allowedFrom(w); err != nil {
+		return nil, nil, err
+	}
+	return p, w, nil
+}
+
+// allowedFrom is the transition guard of the rules table: the states the
+// command is allowed from.
 func (t *txn) allowedFrom(w *WorkItem) error {
 	return t.inState(w, protocol.Commands[t.in.Type].WorkFrom...)
 }
 
+// inState refuses a transition whose source state is not in from.
 func (t *txn) inState(w *WorkItem, from ...protocol.WorkItemState) error {
 	for _, s := range from {
 		if w.State == s {
@@ -196,18 +218,8 @@ func (t *txn) authorize() error {
 // owner → offered. An expired owner is fenced first; the offer reserves no
 // ownership (spec 10.3).
 func (t *txn) offer() error {
-	p, err := payloadAs[protocol.OfferWorkPayload](t.in)
+	p, w, err := guarded(t, func(p *protocol.OfferWorkPayload) string { return p.WorkItemID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	w, err := t.existing(p.WorkItemID)
-	if err != nil {
-		return err
-	}
-	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if w.OwnerActive(t.now) {
@@ -492,18 +504,8 @@ func (t *txn) start() error {
 // refusing cycles; it is a substantial revision, so the current owner must
 // renew its acceptance before starting.
 func (t *txn) insertDependency() error {
-	p, err := payloadAs[protocol.InsertDependencyPayload](t.in)
+	p, w, err := guarded(t, func(p *protocol.InsertDependencyPayload) string { return p.WorkItemID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	w, err := t.existing(p.WorkItemID)
-	if err != nil {
-		return err
-	}
-	if err := t.allowedFrom(w); err != nil {
 		return err
 	}
 	if p.ContractRevision != w.Contract.Revision+1 {
