@@ -160,6 +160,23 @@ func missionPayload[T any](t *txn, id func(*T) string) (*T, error) {
 	return p, nil
 }
 
+// guardedMission is guarded for the Mission commands: the payload names
+// this Group's Mission, then the sender, the expected revision and the
+// source state of the rules table.
+func guardedMission[P any](t *txn, id func(*P) string) (*P, error) {
+	p, err := missionPayload(t, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.requireSender(); err != nil {
+		return nil, err
+	}
+	if err := t.missionStep(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // missionStep checks revision and source states, in that order, after the
 // caller checked authority.
 func (t *txn) missionStep() error {
@@ -212,14 +229,8 @@ func (t *txn) assignCoordinator() error {
 }
 
 func (t *txn) renewCoordinator() error {
-	p, err := missionPayload(t, func(p *protocol.RenewCoordinatorPayload) string { return p.MissionID })
+	p, err := guardedMission(t, func(p *protocol.RenewCoordinatorPayload) string { return p.MissionID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	if err := t.missionStep(); err != nil {
 		return err
 	}
 	d, err := durationMs(p.LeaseDurationMs, "/payload/leaseDurationMs")
@@ -233,14 +244,8 @@ func (t *txn) renewCoordinator() error {
 }
 
 func (t *txn) submitForApproval() error {
-	p, err := missionPayload(t, func(p *protocol.SubmitForApprovalPayload) string { return p.MissionID })
+	p, err := guardedMission(t, func(p *protocol.SubmitForApprovalPayload) string { return p.MissionID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	if err := t.missionStep(); err != nil {
 		return err
 	}
 	var unverified []string
@@ -264,14 +269,8 @@ func (t *txn) submitForApproval() error {
 }
 
 func (t *txn) approveMission() error {
-	p, err := missionPayload(t, func(p *protocol.ApproveMissionPayload) string { return p.MissionID })
+	p, err := guardedMission(t, func(p *protocol.ApproveMissionPayload) string { return p.MissionID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if p.ApprovalID == "" {
@@ -285,14 +284,8 @@ func (t *txn) approveMission() error {
 }
 
 func (t *txn) requestChanges() error {
-	p, err := missionPayload(t, func(p *protocol.RequestChangesPayload) string { return p.MissionID })
+	p, err := guardedMission(t, func(p *protocol.RequestChangesPayload) string { return p.MissionID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if len(p.Changes) == 0 {
@@ -304,14 +297,8 @@ func (t *txn) requestChanges() error {
 }
 
 func (t *txn) cancelMission() error {
-	p, err := missionPayload(t, func(p *protocol.CancelMissionPayload) string { return p.MissionID })
+	p, err := guardedMission(t, func(p *protocol.CancelMissionPayload) string { return p.MissionID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	if err := t.missionStep(); err != nil {
 		return err
 	}
 	t.mission.State = protocol.MissionCancelled
@@ -397,14 +384,8 @@ func (t *txn) noticeParent(approvalID, reason string) {
 }
 
 func (t *txn) createChild() error {
-	p, err := missionPayload(t, func(p *protocol.CreateChildMissionPayload) string { return p.MissionID })
+	p, err := guardedMission(t, func(p *protocol.CreateChildMissionPayload) string { return p.MissionID })
 	if err != nil {
-		return err
-	}
-	if err := t.requireSender(); err != nil {
-		return err
-	}
-	if err := t.missionStep(); err != nil {
 		return err
 	}
 	if p.OnChildFailure != protocol.ChildFailureBlock && p.OnChildFailure != protocol.ChildFailureFail {
