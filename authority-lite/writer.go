@@ -34,7 +34,7 @@ type writeReq struct {
 	done chan error
 }
 
-// maxBatch bounds one transaction; PERF.md: bigger batches stop paying
+// maxBatch bounds one transaction; docs/performance.md: bigger batches stop paying
 // once the fsync is amortized.
 const maxBatch = 512
 

@@ -11,7 +11,7 @@ import (
 )
 
 // Every figure is a ratio to a baseline measured in the same run
-// (PERF.md): a Save against a raw bbolt Update of the same bytes (inline)
+// (docs/performance.md): a Save against a raw bbolt Update of the same bytes (inline)
 // or against a raw durable file write plus a raw Update (blob), and a
 // Latest against a raw bbolt Get or file read.
 func BenchmarkSave(b *testing.B) {

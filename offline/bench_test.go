@@ -13,7 +13,7 @@ import (
 )
 
 // Every figure is reported as a ratio to a baseline measured in the same run
-// (PERF.md): one raw Ed25519 signature over the command's bytes plus one
+// (docs/performance.md): one raw Ed25519 signature over the command's bytes plus one
 // bbolt Update that puts those bytes — the least any durable signed buffer
 // must do per command.
 

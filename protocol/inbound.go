@@ -9,7 +9,7 @@ import (
 
 // Inbound checks documents that arrive from outside. Each one is parsed
 // once; signature, epoch rules, schema, extensions and the typed decode all
-// reuse that parsed value (PERF.md: verification is the floor, everything
+// reuse that parsed value (docs/performance.md: verification is the floor, everything
 // else must stay small beside it).
 type Inbound struct {
 	Decode  DecodeOptions

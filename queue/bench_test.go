@@ -22,7 +22,7 @@ import (
 )
 
 // Every figure is reported as a ratio to a baseline measured in the same
-// run (PERF.md); absolute numbers drift between machines.
+// run (docs/performance.md); absolute numbers drift between machines.
 
 // signedDocs returns n signed event documents spread over the given number
 // of Groups, as they arrive on the wire (not canonical: the members are in

@@ -149,7 +149,7 @@ func (w *inboxFact) fact() fact {
 
 // replayOne projects one stored event. Its result is the one Apply got: a
 // payload the view cannot read (which Apply recorded as a Problem) changes
-// nothing here either. Replay is the cold-start path (PERF.md): the
+// nothing here either. Replay is the cold-start path (docs/performance.md): the
 // payload is decoded straight into its type in the same pass as the
 // envelope when the type can be read off the stored bytes first.
 func replayOne(ov *overlay, raw []byte) (change, error) {

@@ -15,7 +15,7 @@ import (
 // therefore not a duplicate but a different document: the authority
 // equivocating. A durable eventId index would catch that at any distance,
 // but authorities issue random ids and every commit would then dirty one
-// index page per event, growing with the Group's history (PERF.md). A
+// index page per event, growing with the Group's history (docs/performance.md). A
 // window of the latest ids, refilled from the inbox tail on Open, catches
 // the realistic failure (a retry or replay path re-sequencing recent events)
 // at a fixed cost.

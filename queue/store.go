@@ -52,7 +52,7 @@ type Options struct {
 	Clock clock.Clock
 	// NoPopulate skips MAP_POPULATE, which otherwise reads the whole file
 	// into the page cache at open so start-up replay is not 36× slower from
-	// a cold cache (PERF.md).
+	// a cold cache (docs/performance.md).
 	NoPopulate bool
 	// NoSync turns off fsync. Tests and benchmarks only: a crash may lose
 	// or corrupt the store.

@@ -11,7 +11,7 @@ import (
 )
 
 // Every figure is a ratio to a baseline measured in the same run
-// (PERF.md). ToolCall is compared with deriving its idempotency key alone
+// (docs/performance.md). ToolCall is compared with deriving its idempotency key alone
 // (JCS + SHA-256, the part no implementation can skip); a whole run, Start
 // to Finish, with the floor of what any run does here: create and remove
 // its private directory and look up its latest checkpoint.

@@ -4,7 +4,7 @@ import "sync"
 
 // decodePool decodes and verifies inbound frames on several goroutines and
 // hands them on in arrival order. Signature verification is most of an
-// event's cost (PERF.md), so a worker catching up on a long replay uses
+// event's cost (docs/performance.md), so a worker catching up on a long replay uses
 // every core for it while the session goroutine commits.
 //
 // Each frame gets a one-result channel, queued in arrival order before
