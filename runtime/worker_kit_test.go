@@ -32,6 +32,7 @@ type wkit struct {
 	px    *proxy
 	alice *authoritylite.Principal
 	coord *authoritylite.Principal
+	logs  *logBuffer // every worker's log, printed when a wait times out
 }
 
 // t0 is where every test's fake clock starts.
@@ -53,7 +54,7 @@ func newWKitLease(t *testing.T, lease time.Duration) *wkit { return newWKitWith(
 // newWKitWith is newWKitLease with the authority's configuration adjusted.
 func newWKitWith(t *testing.T, lease time.Duration, adjust func(*embed.Config)) *wkit {
 	fc := clock.NewFake(t0)
-	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}}
+	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}, logs: &logBuffer{}}
 	ecfg := embed.Config{Dir: t.TempDir(), Clock: k.ac,
 		Limits: group.Limits{LeaseDuration: lease, StartWithin: 10 * time.Minute},
 		Server: wss.Options{IdleTimeout: 24 * time.Hour, PingInterval: 24 * time.Hour, Tick: 20 * time.Millisecond}}
@@ -222,7 +223,7 @@ func (k *wkit) workerConfig(id, dir string, h slots.Handler, nslots int) WorkerC
 		Dir: dir, Key: k.workerKey(dir, id), AgentID: id,
 		Card:     protocol.AgentCard{MaxConcurrency: uint64(nslots)},
 		Handlers: []slots.Handler{h}, Clock: k.fc, Tick: time.Second, Estimate: 10 * time.Minute,
-		Logger:       testLogger(),
+		Logger:       k.logs.logger(id),
 		DrainTimeout: 10 * time.Second,
 		Client:       client.Config{PingInterval: -1, Backoff: client.Backoff{Base: 100 * time.Millisecond, Jitter: client.JitterNone}},
 	}
@@ -231,12 +232,35 @@ func (k *wkit) workerConfig(id, dir string, h slots.Handler, nslots int) WorkerC
 	return cfg
 }
 
-// testLogger is silent unless MWP_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("MWP_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
+// logBuffer keeps the workers' debug logs of one test (the last 2,000
+// lines), to print when a wait times out; with MWP_TEST_LOG set they go to
+// stderr as they come.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	if os.Getenv("MWP_TEST_LOG") != "" {
+		os.Stderr.Write(p)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, strings.TrimRight(string(p), "\n"))
+	if len(b.lines) > 2000 {
+		b.lines = b.lines[len(b.lines)-2000:]
+	}
+	return len(p), nil
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
+
+func (b *logBuffer) logger(agent string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})).With("agent", agent)
 }
 
 var (
@@ -312,7 +336,7 @@ func (k *wkit) until(what string, cond func() bool, tw *testWorker) WorkerStatus
 		st = tw.w.Status()
 	}
 	b, _ := json.MarshalIndent(st, "", " ")
-	k.t.Fatalf("timed out waiting for %s\nstatus %s\ntrace:\n%s", what, b, strings.Join(k.trace(), "\n"))
+	k.t.Fatalf("timed out waiting for %s\nstatus %s\ntrace:\n%s\nworker log:\n%s", what, b, strings.Join(k.trace(), "\n"), k.logs)
 	return st
 }
 

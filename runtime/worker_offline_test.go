@@ -8,10 +8,12 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// reconnect restores the network and steps the clock (the client's backoff
-// runs on it) until the worker is online again.
+// reconnect waits for the worker to see the cut the test made (an "online"
+// read before that is stale), restores the network and steps the clock
+// (the client's backoff runs on it) until the worker is online again.
 func (k *wkit) reconnect(tw *testWorker) {
 	k.t.Helper()
+	k.waitFor("the cut seen", func(s WorkerStatus) bool { return s.Offline != "online" }, tw)
 	k.px.restore()
 	k.until("reconnected", func() bool {
 		if tw.w.Status().Offline == "online" {
