@@ -37,6 +37,10 @@ type pending struct {
 	audit     []any
 	children  []group.ChildMissionRequested
 	notices   []group.ParentNotice
+	// owed are children and notices as follow-ups, once sealed; settles
+	// are the keys of follow-ups this decision carries out.
+	owed    []owed
+	settles [][]byte
 }
 
 func actorKey(a protocol.Actor) string { return string(a.Kind) + "/" + a.ID }
@@ -186,6 +190,14 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		s.writer.fail(err)
 		return nil, nil, err
 	}
+	lastSeq := gs.last
+	if len(events) > 0 {
+		lastSeq = *events[len(events)-1].ev.Sequence
+	}
+	if p.owed, err = followUps(c, gs.id, lastSeq, p); err != nil {
+		s.writer.fail(err)
+		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "follow-ups: %v", err)
+	}
 	rec := &recorder{}
 	if err := s.writeGroup(rec, gs, p, events); err != nil {
 		s.writer.fail(err)
@@ -230,6 +242,7 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 	for _, a := range p.ancestors {
 		a.gs.descendants = a.descendants
 	}
+	owed, settles := p.owed, p.settles
 	done := s.writer.submit(func(tx *bolt.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, true)
 		if err != nil {
@@ -249,6 +262,14 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		}
 		for _, a := range audits {
 			if err := putAudit(tx, a); err != nil {
+				return err
+			}
+		}
+		if err := putFollowUps(tx, owed); err != nil {
+			return err
+		}
+		for _, k := range settles {
+			if err := tx.Bucket(bucketFollowUps).Delete(k); err != nil {
 				return err
 			}
 		}

@@ -76,62 +76,6 @@ func (s *Service) missionByID(id string) *protocol.Mission {
 	return nil
 }
 
-// followEffects runs what an accepted decision owes other Groups: linked
-// child Missions are created, parents hear of a child's terminal state.
-// Called without any Group lock held.
-func (s *Service) followEffects(c *call, p *pending) {
-	for _, ch := range p.children {
-		if err := s.createChild(c, ch.Link); err != nil {
-			s.log.Error("child mission not created", "mission", ch.Link.MissionID, "err", err)
-		}
-	}
-	for _, n := range p.notices {
-		gs := s.group(n.ParentGroupID)
-		if gs == nil {
-			continue
-		}
-		gs.mu.Lock()
-		out, err := gs.g.ApplyChildOutcome(n.Outcome, c.now)
-		if err == nil {
-			sub := &call{s: s, cmd: &protocol.Command{ActionID: c.cmd.ActionID, Actor: group.AuthorityActor, CorrelationID: c.cmd.CorrelationID}, now: c.now}
-			pp := pending{now: protocol.NewTime(c.now), drafts: out.Events}
-			_, err = s.commitAutomatic(sub, gs, &pp)
-		}
-		gs.mu.Unlock()
-		if err != nil {
-			s.log.Error("parent notice not applied", "group", n.ParentGroupID, "err", err)
-		}
-	}
-}
-
-func (s *Service) createChild(c *call, link group.LinkedMission) error {
-	s.orgMu.Lock()
-	defer s.orgMu.Unlock()
-	if s.group(link.GroupID) != nil {
-		return protocol.InvalidTransition("group %s already exists", link.GroupID)
-	}
-	gs := newGroupState(link.GroupID, s.cfg.Limits)
-	out, err := gs.g.CreateLinkedMission(link, c.now)
-	if err != nil {
-		return err
-	}
-	p := pending{now: protocol.NewTime(c.now), drafts: out.Events}
-	s.ensureMember(gs, link.Owner, protocol.RoleMissionOwner, link.Actor, &p)
-	if link.Actor.Kind == protocol.ActorAgent {
-		s.ensureMember(gs, link.Actor, protocol.RoleCoordinator, link.Actor, &p)
-	}
-	sub := &call{s: s, cmd: &protocol.Command{ActionID: c.cmd.ActionID, Actor: link.Actor, CorrelationID: c.cmd.CorrelationID}, now: c.now}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if _, err := s.commitAutomatic(sub, gs, &p); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.groups[gs.id] = gs
-	s.mu.Unlock()
-	return nil
-}
-
 // commitAutomatic appends events caused by an earlier command (spec 15.2)
 // without a receipt of their own.
 func (s *Service) commitAutomatic(c *call, gs *groupState, p *pending) (*protocol.Receipt, error) {

@@ -34,6 +34,7 @@ import (
 //	org/nonces                agentId 0 nonce -> issuedAt (HELLO replay guard)
 //	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
 //	audit                     index -> late result JSON (never applied)
+//	followups                 groupId 0 sequence index -> follow-up owed to another Group (followups.go)
 var (
 	bucketGroups    = []byte("groups")
 	bucketEvents    = []byte("events")
@@ -150,7 +151,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 }
 
 func createRootBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit} {
+	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

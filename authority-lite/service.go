@@ -82,6 +82,9 @@ type Service struct {
 	closeErr  error
 	// inflight holds receipts queued but not yet durable, by receipt key.
 	inflight map[string]*inflight
+	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
+	// after the owing commit would.
+	holdFollowUps bool
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -162,6 +165,11 @@ func Open(cfg Config) (*Service, error) {
 	}
 	s.inflight = map[string]*inflight{}
 	s.writer = newWriter(db)
+	if err := s.resumeFollowUps(); err != nil {
+		s.writer.close()
+		db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
