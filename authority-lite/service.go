@@ -186,6 +186,15 @@ func (s *Service) Close() error {
 	return s.closeErr
 }
 
+// Failed is closed when a write to the log has failed. From then on memory
+// may be ahead of the disk, every command is refused with INTERNAL_ERROR,
+// and the process should exit so that a supervisor restarts it: Open
+// reloads what is durable (docs/operations.md). Err says why.
+func (s *Service) Failed() <-chan struct{} { return s.writer.brokenCh }
+
+// Err is the failed write behind Failed, or nil.
+func (s *Service) Err() error { return s.writer.err() }
+
 // Now is the authority's clock.
 func (s *Service) Now() time.Time { return s.clock.Now() }
 

@@ -16,8 +16,9 @@ import (
 // reach the disk in order and a crash can only lose a suffix.
 //
 // A failed commit leaves memory ahead of the disk; the writer then refuses
-// everything (the process must restart and reload from the log), as a
-// database does after a failed fsync.
+// everything and closes brokenCh: the process must exit and a supervisor
+// restart it, to reload from the log, as a database does after a failed
+// fsync (Service.Failed).
 type writer struct {
 	db        *bolt.DB
 	reqs      chan *writeReq
@@ -25,8 +26,11 @@ type writer struct {
 	closeOnce sync.Once
 	done      sync.WaitGroup
 
-	mu     sync.Mutex
-	broken error
+	mu       sync.Mutex
+	broken   error
+	brokenCh chan struct{}
+	// inject, in tests, fails a commit as a full disk would.
+	inject func() error
 }
 
 type writeReq struct {
@@ -39,7 +43,7 @@ type writeReq struct {
 const maxBatch = 512
 
 func newWriter(db *bolt.DB) *writer {
-	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{})}
+	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{}), brokenCh: make(chan struct{})}
 	w.done.Add(1)
 	go w.run()
 	return w
@@ -58,6 +62,17 @@ func (w *writer) submit(fn func(*bolt.Tx) error) <-chan error {
 		r.done <- errClosed
 	}
 	return r.done
+}
+
+// injected is the test's failure for this commit, if any.
+func (w *writer) injected() error {
+	w.mu.Lock()
+	f := w.inject
+	w.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
 }
 
 func (w *writer) err() error {
@@ -89,6 +104,9 @@ func (w *writer) run() {
 		err := w.err()
 		if err == nil {
 			err = w.db.Update(func(tx *bolt.Tx) error {
+				if err := w.injected(); err != nil {
+					return err
+				}
 				for _, r := range batch {
 					if err := r.fn(tx); err != nil {
 						return err
@@ -97,9 +115,7 @@ func (w *writer) run() {
 				return nil
 			})
 			if err != nil {
-				w.mu.Lock()
-				w.broken = err
-				w.mu.Unlock()
+				w.fail(err)
 			}
 		}
 		for _, r := range batch {
@@ -136,6 +152,7 @@ func (w *writer) fail(err error) {
 	defer w.mu.Unlock()
 	if w.broken == nil {
 		w.broken = err
+		close(w.brokenCh)
 	}
 }
 

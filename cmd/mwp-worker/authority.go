@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -109,8 +110,39 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	}
 	fmt.Fprintf(out, "event key %s\n", svc.PublicKey().KeyID)
 	server := wss.NewServer(svc, wss.Options{Logger: log})
+	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
+	defer stopOnFailure()
 	if err := server.Serve(ctx, ln); err != nil {
 		return fail("%v", err)
+	}
+	return failedWrite(stderr, "authority serve", svc)
+}
+
+// exitFailedWrite is the exit status after a failed write to the
+// authority's log (EX_TEMPFAIL): restarting reloads what is durable.
+const exitFailedWrite = 75
+
+// stopWhenFailed ends ctx when a write to the authority's log fails: from
+// then on it can only refuse, so the process exits and its supervisor
+// restarts it (docs/operations.md).
+func stopWhenFailed(ctx context.Context, svc *authoritylite.Service, log *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-svc.Failed():
+			log.Error("a write to the authority's log failed; exiting so a restart reloads what is durable", "err", svc.Err())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// failedWrite is the exit after a failed write, or nil.
+func failedWrite(stderr io.Writer, what string, svc *authoritylite.Service) error {
+	if err := svc.Err(); err != nil {
+		fmt.Fprintf(stderr, "%s: a write to the authority's log failed: %v; restart to reload what is durable\n", what, err)
+		return exitError{exitFailedWrite}
 	}
 	return nil
 }

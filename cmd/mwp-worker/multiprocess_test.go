@@ -125,6 +125,41 @@ func writeKey(t *testing.T, dir, name string, kind protocol.ActorKind, id string
 	return k
 }
 
+// coordinatorEnrollment writes the coordinator agent's signed
+// agent_card_register to dir/coord-enroll.json, for `authority serve
+// --enroll`, and returns its path and the card.
+func coordinatorEnrollment(t *testing.T, dir string, ck protocol.PrivateKey) (string, protocol.AgentCard) {
+	t.Helper()
+	card, err := protocol.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
+		Keys: protocol.List[protocol.PublicKey]{ck.Public().Encode()}, Capabilities: protocol.List[protocol.Capability]{{ID: "coordination", Version: "1.0.0"}},
+		Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1, IssuedAt: protocol.NewTime(time.Now())}, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordActor := protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}
+	_, raw, err := protocol.BuildCommand(coordActor, ck, protocol.CmdAgentCardRegister, protocol.Envelope{}, &protocol.RegisterAgentCardPayload{AgentCard: card}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "coord-enroll.json")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, card
+}
+
+// openCoordinator connects under session epoch 0, opens session 1 and
+// reconnects under it.
+func openCoordinator(t *testing.T, cfg client.Config, card protocol.AgentCard) *coordinator {
+	t.Helper()
+	co := connectCoordinator(t, cfg, 0)
+	rec, _ := protocol.Marshal(card)
+	co.do(protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}, cfg.Key, protocol.CmdSessionOpen, protocol.Envelope{},
+		&protocol.OpenSessionPayload{AgentID: "coord", SessionEpoch: 1, AgentCardHash: protocol.Digest(rec)})
+	co.stop()
+	return connectCoordinator(t, cfg, 1)
+}
+
 // coordinator is the test's coordinator agent: a client.Client of its
 // own over wss, relaying the human owner's signed commands too.
 type coordinator struct {
@@ -237,21 +272,8 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if out, err := exec.Command(bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll).CombinedOutput(); err != nil {
 		t.Fatalf("enrollment: %v\n%s", err, out)
 	}
-	card, err := protocol.SignedCard(protocol.AgentCard{AgentID: "coord", AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
-		Keys: protocol.List[protocol.PublicKey]{ck.Public().Encode()}, Capabilities: protocol.List[protocol.Capability]{{ID: "coordination", Version: "1.0.0"}},
-		Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1, IssuedAt: protocol.NewTime(time.Now())}, ck)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cEnroll, card := coordinatorEnrollment(t, dir, ck)
 	coordActor := protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}
-	_, raw, err := protocol.BuildCommand(coordActor, ck, protocol.CmdAgentCardRegister, protocol.Envelope{}, &protocol.RegisterAgentCardPayload{AgentCard: card}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cEnroll := filepath.Join(dir, "coord-enroll.json")
-	if err := os.WriteFile(cEnroll, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
 
 	auth := startProc(t, bin, "authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
 		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll)
@@ -276,11 +298,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	}
 	defer store.Close()
 	ccfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
-	co := connectCoordinator(t, ccfg, 0)
-	rec, _ := protocol.Marshal(card)
-	co.do(coordActor, ck, protocol.CmdSessionOpen, protocol.Envelope{}, &protocol.OpenSessionPayload{AgentID: "coord", SessionEpoch: 1, AgentCardHash: protocol.Digest(rec)})
-	co.stop()
-	co = connectCoordinator(t, ccfg, 1)
+	co := openCoordinator(t, ccfg, card)
 	stopped := false
 	defer func() {
 		if !stopped {

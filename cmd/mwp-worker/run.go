@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -119,6 +120,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		os.Exit(130)
 	}()
 
+	var embedded *authoritylite.Service // the in-process authority, when there is one
 	if url := cmd.String("authority"); url != "" {
 		cfg.URL = url
 		cfg.Trust = client.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
@@ -138,6 +140,10 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 			return fail("embedded authority: %v", err)
 		}
 		defer emb.Close()
+		var stopOnFailure context.CancelFunc
+		ctx, stopOnFailure = stopWhenFailed(ctx, emb.Service, log)
+		defer stopOnFailure()
+		embedded = emb.Service
 		cfg.UseInProcess(emb)
 		fmt.Fprintf(out, "embedded authority listening on %s\ncertificate fingerprint %s\n", emb.URL, emb.Fingerprint)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, emb.URL)
@@ -159,6 +165,11 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	err = w.Run(ctx)
 	st := w.Status()
 	fmt.Fprintf(out, "stopped: %d outcomes, %d commands buffered offline\n", len(st.Outcomes), st.Buffered)
+	if embedded != nil {
+		if ferr := failedWrite(stderr, "run: embedded authority", embedded); ferr != nil {
+			return ferr
+		}
+	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrNotRegistered) {
 			return fail("%v (write it with --enrollment FILE and start the authority with --enroll FILE)", err)
