@@ -356,6 +356,7 @@ func (e *engine) step(now time.Time) {
 		}
 	}
 	e.renewals(now)
+	e.leaseEnds(now)
 	e.offlinePauses(now)
 	if e.freed != e.freedSeen {
 		e.freedSeen = e.freed

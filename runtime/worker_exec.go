@@ -176,6 +176,21 @@ func roundMs(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 
 
 // offlinePauses asks running work to pause at a safe point before its grace
 // deadline while the authority is unreachable.
+// leaseEnds stops, online, a run whose lease reached its end without a
+// renewal the authority accepted (refused as stale, say, after a clock
+// jump): the worker no longer holds the item. Offline, the grace rules of
+// offlinePauses apply instead.
+func (e *engine) leaseEnds(now time.Time) {
+	if e.mon.State() != stateOnline {
+		return
+	}
+	for _, it := range e.items {
+		if it.phase == phRunning && !it.lost && !it.expires.IsZero() && !now.Before(it.expires) {
+			e.leaseLost(it, "the lease ended without an accepted renewal", now)
+		}
+	}
+}
+
 func (e *engine) offlinePauses(now time.Time) {
 	if e.mon.State() == stateOnline {
 		return

@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// The authority's clock jumps forward past a running item's lease: the
+// worker's next renewal is refused as expired, the worker stops the run at
+// its safe point and submits nothing under the lapsed lease; re-offered to
+// it, the item runs again under a higher epoch and completes.
+func TestAuthorityClockJumpsForwardPastTheLease(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	epoch1 := k.item("wi-1").Ownership.OwnershipEpoch
+
+	// Past the 2-minute lease at the renewal, within the 2-minute skew the
+	// authority allows a signature.
+	k.ac.skew.Store(int64(90 * time.Second))
+	k.fc.Advance(61 * time.Second) // the worker's renewal is due
+	k.waitFor("the run stopped", func(s WorkerStatus) bool { return len(s.Running) == 0 }, tw)
+	if !strings.Contains(k.logs.String(), string(protocol.CodeWorkLeaseExpired)) {
+		t.Fatalf("the run stopped, but not for the expired lease:\n%s", k.logs)
+	}
+	if i := hasLine(k.trace(), "work.submitted wi-1"); i >= 0 {
+		t.Fatalf("submitted under the lapsed lease:\n%s", strings.Join(k.trace(), "\n"))
+	}
+
+	k.reoffer("wi-1", "off-wi-1-again", "w1")
+	k.waitFor("running again", runningAll("wi-1"), tw)
+	if o := k.item("wi-1").Ownership; o == nil || o.OwnerAgentID != "w1" || o.OwnershipEpoch <= epoch1 {
+		t.Fatalf("ownership after the re-offer %+v, want w1 above epoch %d", o, epoch1)
+	}
+	h.release("wi-1")
+	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
+
+// The authority's clock jumps so far forward that every command of the
+// worker is refused as stale: the worker never hears that its lease
+// lapsed, and stops the run by its own view of the lease's end.
+func TestAuthorityClockJumpsFarForward(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	expires := k.item("wi-1").Lease.ExpiresAt.Time
+
+	k.ac.skew.Store(int64(10 * time.Minute))
+	k.until("stopped by the lease's end", func() bool {
+		if len(tw.w.Status().Running) == 0 {
+			return true
+		}
+		if k.fc.Now().After(expires.Add(5 * time.Second)) {
+			t.Fatalf("still running at %v, past the lease's end %v:\n%s", k.fc.Now(), expires, k.logs)
+		}
+		k.fc.Advance(time.Second)
+		return false
+	}, tw)
+	if i := hasLine(k.trace(), "work.submitted wi-1"); i >= 0 {
+		t.Fatalf("submitted under the lapsed lease:\n%s", strings.Join(k.trace(), "\n"))
+	}
+}
+
+// The authority's clock jumps back by more than the signature skew it
+// allows: the worker's commands look issued in the future and are
+// refused, nothing changes state; once the clock is right again the
+// worker's next renewal is accepted and the run goes on under its lease.
+func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	lease := k.item("wi-1").Lease
+	last := k.auth.Service.LastSequence("grp-a")
+
+	k.ac.skew.Store(int64(-5 * time.Minute))
+	k.fc.Advance(61 * time.Second)
+	k.until("a renewal refused", func() bool { return strings.Contains(k.logs.String(), "command refused") }, tw)
+	if got := k.auth.Service.LastSequence("grp-a"); got != last {
+		t.Fatalf("a command issued in the authority's future changed the log: %d events after %d", got, last)
+	}
+
+	k.ac.skew.Store(0)
+	k.until("renewed once the clock is right", func() bool {
+		if l := k.item("wi-1").Lease; l != nil && len(l.Renewals) > 0 {
+			return true
+		}
+		k.fc.Advance(time.Second) // the worker retries a refused renewal on its tick
+		return false
+	}, tw)
+	if l := k.item("wi-1").Lease; l.LeaseID != lease.LeaseID || !l.ExpiresAt.Time.After(lease.ExpiresAt.Time) {
+		t.Fatalf("lease after the renewal %+v, was %+v", l, lease)
+	}
+	if st := tw.w.Status(); len(st.Running) != 1 {
+		t.Fatalf("the run did not go on: %+v", st.Running)
+	}
+	h.release("wi-1")
+	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
