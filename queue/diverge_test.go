@@ -2,6 +2,7 @@ package queue
 
 import (
 	"crypto/ed25519"
+	"slices"
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -74,5 +75,58 @@ func TestDivergenceStopsTheGroup(t *testing.T) {
 	}
 	if _, ok := s.Divergence("g"); ok || s.Cursor("g") != 1 {
 		t.Fatalf("after the resync: diverged %v, cursor %d", ok, s.Cursor("g"))
+	}
+}
+
+// The operator's resync without a snapshot: ResetGroup forgets the Group's
+// diverged history, durably, and the authority's history then applies
+// from sequence 1; other Groups are untouched.
+func TestResetGroupReplaysTheAuthoritysHistory(t *testing.T) {
+	st := newStream("g")
+	st.missionCreated()
+	c := testContract(1, protocol.UrgencyNormal, false)
+	st.authorized("wi-1", c)
+	keep := newStream("h")
+	keep.missionCreated()
+	keep.authorized("wi-9", c)
+	dir := t.TempDir()
+	s := openTest(t, dir, fast)
+	mustApply(t, s, append(st.evs, keep.evs...)...)
+	other := newStream("g")
+	other.missionCreated()
+	other.authorized("wi-2", c)
+	if res := mustApply(t, s, other.evs[1]); len(res.Diverged) != 1 {
+		t.Fatalf("setup: no divergence: %+v", res)
+	}
+
+	had, err := s.ResetGroup("g")
+	if err != nil || had != 2 {
+		t.Fatalf("reset: cursor %d, %v", had, err)
+	}
+	if _, ok := s.Divergence("g"); ok || s.Cursor("g") != 0 || len(s.Items("g")) != 0 {
+		t.Fatalf("after the reset: cursor %d, items %d", s.Cursor("g"), len(s.Items("g")))
+	}
+	closeChecked(t, s)
+	s = openTest(t, dir, fast)
+	if _, ok := s.Divergence("g"); ok || s.Cursor("g") != 0 {
+		t.Fatalf("after reopen: the reset did not last (cursor %d)", s.Cursor("g"))
+	}
+	if !slices.Contains(s.GroupIDs(), "g") {
+		t.Fatal("the reset Group is no longer listed: it would not be subscribed again")
+	}
+	if res := mustApply(t, s, other.evs...); len(res.Applied) != 2 {
+		t.Fatalf("the authority's history after the reset: %+v", res)
+	}
+	if _, ok := s.Item("g", "wi-2"); !ok {
+		t.Fatal("wi-2 of the authority's history is not in the view")
+	}
+	if _, ok := s.Item("g", "wi-1"); ok {
+		t.Fatal("wi-1 of the forgotten history is still in the view")
+	}
+	if _, ok := s.Item("h", "wi-9"); !ok || s.Cursor("h") != 2 {
+		t.Fatal("another Group was touched")
+	}
+	if _, err := s.ResetGroup("nope"); err == nil {
+		t.Fatal("reset of an unknown Group succeeded")
 	}
 }
