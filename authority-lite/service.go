@@ -77,6 +77,7 @@ type Service struct {
 	acks   map[string]uint64
 	rates  *rateLimiter
 	writer *writer
+	m      *metrics
 
 	closeOnce sync.Once
 	closeErr  error
@@ -164,7 +165,8 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.inflight = map[string]*inflight{}
-	s.writer = newWriter(db)
+	s.m = newMetrics()
+	s.writer = newWriter(db, s.m)
 	if err := s.resumeFollowUps(); err != nil {
 		s.writer.close()
 		db.Close()
@@ -350,6 +352,14 @@ func (gs *groupState) notify() {
 // empty, is the agent authenticated on the connection; an agent command
 // must be signed by that agent.
 func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protocol.Receipt, error) {
+	var typ protocol.CommandType
+	r, err := s.submit(ctx, peer, raw, &typ)
+	s.m.command(typ, err)
+	return r, err
+}
+
+// submit is Submit; it sets *typ once the command is decoded.
+func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *protocol.CommandType) (*protocol.Receipt, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)
 	}
@@ -371,6 +381,7 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 		return nil, err
 	}
 	cmd := in.Command
+	*typ = cmd.Type
 	if peer != "" && cmd.Actor.Kind == protocol.ActorAgent && cmd.Actor.ID != peer {
 		return nil, protocol.Forbidden("the connection is authenticated as %s; it cannot send %s's commands", peer, cmd.Actor.ID)
 	}

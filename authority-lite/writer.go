@@ -21,6 +21,7 @@ import (
 // fsync (Service.Failed).
 type writer struct {
 	db        *bolt.DB
+	m         *metrics
 	reqs      chan *writeReq
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -42,8 +43,8 @@ type writeReq struct {
 // once the fsync is amortized.
 const maxBatch = 512
 
-func newWriter(db *bolt.DB) *writer {
-	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{}), brokenCh: make(chan struct{})}
+func newWriter(db *bolt.DB, m *metrics) *writer {
+	w := &writer{db: db, m: m, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{}), brokenCh: make(chan struct{})}
 	w.done.Add(1)
 	go w.run()
 	return w
@@ -103,6 +104,7 @@ func (w *writer) run() {
 		}
 		err := w.err()
 		if err == nil {
+			start, wrote := time.Now(), w.writeTime()
 			err = w.db.Update(func(tx *bolt.Tx) error {
 				if err := w.injected(); err != nil {
 					return err
@@ -114,6 +116,7 @@ func (w *writer) run() {
 				}
 				return nil
 			})
+			w.m.commit(len(batch), time.Since(start), w.writeTime()-wrote, err)
 			if err != nil {
 				w.fail(err)
 			}
@@ -122,6 +125,12 @@ func (w *writer) run() {
 			r.done <- err
 		}
 	}
+}
+
+// writeTime is bbolt's running total of time spent writing and syncing.
+func (w *writer) writeTime() time.Duration {
+	st := w.db.Stats()
+	return st.TxStats.GetWriteTime()
 }
 
 func (w *writer) drainClosed() {

@@ -32,6 +32,9 @@ type Worker struct {
 	eng     *engine // while Run is active
 	status  WorkerStatus
 	added   []string
+	m       *metrics
+	store   *queue.Store // while Run is active, for the metrics' gauges
+	offAt   time.Time    // when the worker went offline; zero while online
 }
 
 // NewWorker checks cfg; Run starts the worker.
@@ -39,9 +42,27 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger.With("component", "runtime.worker", "agent", cfg.AgentID)}
+	w := &Worker{cfg: cfg, log: cfg.Logger.With("component", "runtime.worker", "agent", cfg.AgentID), m: newMetrics()}
 	w.status = WorkerStatus{AgentID: cfg.AgentID, Slots: int(cfg.Card.MaxConcurrency), Connection: client.StateIdle.String()}
 	return w, nil
+}
+
+func (w *Worker) liveStore() *queue.Store {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.store
+}
+
+func (w *Worker) offlineSince() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.offAt
+}
+
+func (w *Worker) setOffline(at time.Time) {
+	w.mu.Lock()
+	w.offAt = at
+	w.mu.Unlock()
 }
 
 // AddGroup subscribes a Group, now when running, else at the next Run.
@@ -88,7 +109,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		w.running, w.eng = false, nil
+		w.running, w.eng, w.store = false, nil, nil
 		if err != nil {
 			w.status.LastError = err.Error()
 		}
@@ -130,7 +151,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return err
 	}
 	w.mu.Lock()
-	w.eng = eng
+	w.eng, w.store = eng, store
 	w.status.SessionEpoch = sess.epoch
 	w.mu.Unlock()
 	return eng.run(ctx)

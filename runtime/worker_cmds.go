@@ -55,7 +55,9 @@ func (e *engine) pump(it *item) {
 		e.inflight++
 		k := it.key
 		go func() {
+			start := time.Now()
 			r, err := e.client.Send(e.sendCtx, raw)
+			e.w.m.sent(c.typ, time.Since(start), err)
 			e.mb.post(msgSent{key: k, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
 		}()
 	}
@@ -128,6 +130,9 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		}
 	}
 	fenced := code == protocol.CodeWorkStaleOwnership || code == protocol.CodeWorkLeaseExpired || code == protocol.CodeAuthForbidden
+	if fenced {
+		e.w.m.fenced.WithLabelValues(string(code)).Inc()
+	}
 	switch m.typ {
 	case protocol.CmdWorkAcceptOffer:
 		if m.err != nil {
@@ -158,7 +163,11 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		it.retryAt = now.Add(e.cfg.Tick)
 		if m.err == nil {
 			it.renewals++
-		} else if fenced && it.phase == phRunning {
+			e.w.m.renewals.WithLabelValues("renewed").Inc()
+			break
+		}
+		e.w.m.renewals.WithLabelValues("refused").Inc()
+		if fenced && it.phase == phRunning {
 			e.leaseLost(it, "renewal refused: "+string(code), now)
 		}
 	case protocol.CmdWorkCheckpoint:

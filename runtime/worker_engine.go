@@ -147,7 +147,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
 		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, rejected: map[string]time.Time{}, members: members, groups: map[string]scheduler.GroupConfig{},
-		reliability: map[string]protocol.ReliabilityRecord{},
+		reliability: map[string]protocol.ReliabilityRecord{}, log_: statusLogs{m: w.m},
 	}
 	e.shared.members = cloneMap(members)
 	if e.notes, err = newNotices(store.DB(), cfg, cfg.Clock.Now()); err != nil {

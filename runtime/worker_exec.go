@@ -105,6 +105,7 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		return
 	}
 	it.phase, it.slot = phRunning, idx
+	e.w.m.runsStarted.Inc()
 	e.mon.SetLease(offline.Lease{Item: offlineItem(it.key), AgentID: e.cfg.AgentID, SessionEpoch: l.SessionEpoch,
 		OwnershipEpoch: en.OwnershipEpoch, LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt.Time,
 		Reversible: contract.Risk.Class.Known() && contract.Risk.Class.Rank() < protocol.RiskHigh.Rank()})

@@ -30,6 +30,7 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 		it.progress = &p
 	}
 	e.log.Info("run ended", "item", k.sched(), "lease", it.leaseID, "outcome", o.Kind, "err", o.Err)
+	e.w.m.runs.WithLabelValues(o.Kind.String()).Inc()
 	it.phase, it.slot = phFinishing, -1
 	if o.Kind != slots.Preempted {
 		e.track(it, false)
@@ -160,6 +161,7 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 	}
 	switch sc.State {
 	case client.StateConnected:
+		e.w.m.reconnects.Inc()
 		e.mon.Connected(now)
 		if !e.reconciling {
 			e.reconciling = true
@@ -170,6 +172,9 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 		e.mon.Disconnected(now)
 		e.sched.SetOffline(true)
 		e.setOnline(false)
+		if e.w.offlineSince().IsZero() {
+			e.w.setOffline(now)
+		}
 	case client.StateGroupRejected:
 		// Not (yet) a member: subscribe again later, the membership may
 		// come after the worker starts.
@@ -250,6 +255,7 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 		e.log.Warn("buffered commands left unsettled until the next connection", "commands", n)
 	}
 	e.mon.Reconciled(now)
+	e.w.setOffline(time.Time{})
 	e.sched.SetOffline(false)
 	e.scheduleChanged() // capacity is no longer offline; queued notices go out
 	e.setOnline(true)

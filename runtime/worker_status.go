@@ -13,6 +13,7 @@ const maxLog = 512
 // statusLogs are the decisions kept for Status: admissions with their
 // selection basis, scheduler picks, preemptions, outcomes, reconciliation.
 type statusLogs struct {
+	m           *metrics
 	admissions  []AdmissionLog
 	selections  []SelectionLog
 	preemptions []PreemptionLog
@@ -45,6 +46,9 @@ func (l *statusLogs) admissionErr(k itemKey, offerID string, err error) {
 func (l *statusLogs) selection(s SelectionLog) { l.selections = appendBounded(l.selections, s) }
 
 func (l *statusLogs) preempt(k itemKey, forID, reason string, b scheduler.SelectionBasis, now time.Time) {
+	if l.m != nil {
+		l.m.preemptions.WithLabelValues(reason).Inc()
+	}
 	l.preemptions = appendBounded(l.preemptions, PreemptionLog{GroupID: k.group, WorkItemID: k.id, For: forID, Reason: reason, Basis: b, At: now})
 }
 

@@ -14,6 +14,7 @@ import (
 // onApplied feeds what a store transaction changed to the scheduler:
 // memberships first (commands need them), then every changed WorkItem.
 func (e *engine) onApplied(res queue.Result) {
+	e.w.m.applied(res)
 	me := protocol.Actor{Kind: protocol.ActorAgent, ID: e.cfg.AgentID}
 	for _, r := range res.Members {
 		if r.Principal != me {

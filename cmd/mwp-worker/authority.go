@@ -15,6 +15,7 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
+	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -32,7 +33,7 @@ func authorityCommand() *cli.Command {
 				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
 				"register their own Agent Cards over the wire once known: a HELLO needs a registered key, so an\n" +
 				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`).",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "the authority's data directory", Required: true, Sources: cli.EnvVars("MWP_AUTHORITY_DATA")},
 				&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:7443", Sources: cli.EnvVars("MWP_AUTHORITY_LISTEN")},
 				&cli.BoolFlag{Name: "insecure-loopback", Usage: "serve plain ws:// (tests only; refused on non-loopback addresses)"},
@@ -40,7 +41,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
-			},
+			}, opsFlags()...),
 			Action: serveAuthority,
 		}},
 	}
@@ -112,6 +113,9 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	server := wss.NewServer(svc, wss.Options{Logger: log})
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()
+	if err := startOps(ctx, cmd, out, log, svc.Collectors(), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
+		return fail("%v", err)
+	}
 	if err := server.Serve(ctx, ln); err != nil {
 		return fail("%v", err)
 	}

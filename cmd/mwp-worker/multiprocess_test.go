@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,8 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // proc is a child process whose stdout is collected line by line.
@@ -276,16 +280,26 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	coordActor := protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}
 
 	auth := startProc(t, bin, "authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
-		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll)
+		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll, "--metrics-listen", "127.0.0.1:0")
+	metricsLine := regexp.MustCompile(`metrics listening on (http://127\.0\.0\.1:\d+)/metrics`)
+	authOps := auth.await(t, metricsLine, 10*time.Second)[1]
 	url := auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
 	fp := auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
 	authPub := filepath.Join(d1, "authority.pub")
 
 	worker := startProc(t, bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--authority", url,
-		"--authority-fingerprint", fp, "--authority-key", authPub, "--group", "grp-a", "--slots", "1", "--demo-step", "300ms")
+		"--authority-fingerprint", fp, "--authority-key", authPub, "--group", "grp-a", "--slots", "1", "--demo-step", "300ms", "--metrics-listen", "127.0.0.1:0")
 	t.Logf("authority up after %v", time.Since(t0))
+	workerOps := worker.await(t, metricsLine, 10*time.Second)[1]
 	worker.await(t, regexp.MustCompile(`agent w1 session 1 open`), 15*time.Second)
 	t.Logf("worker session after %v", time.Since(t0))
+	// Session open, but not yet a member of grp-a: not ready.
+	if code, body := httpGet(t, workerOps+"/readyz"); code != 503 || !strings.Contains(body, "grp-a") {
+		t.Fatalf("worker /readyz before its Group: %d %q", code, body)
+	}
+	if code, _ := httpGet(t, authOps+"/readyz"); code != 200 {
+		t.Fatalf("authority /readyz: %d", code)
+	}
 
 	// The coordinator: HELLO under epoch 0, open session 1, reconnect.
 	apub, err := protocol.LoadPublicKey(authPub)
@@ -339,6 +353,19 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	}
 
 	t.Logf("wi-1 verified after %v", time.Since(start))
+	waitMetric(t, workerOps, `mwp_worker_queue_items{group="grp-a",state="verified"}`, 1)
+	if v := metricValue(t, workerOps, `mwp_worker_commands_total{result="accepted",type="work.submit"}`); v != 1 {
+		t.Fatalf("work.submit accepted: %v, want 1", v)
+	}
+	if v := metricValue(t, workerOps, `mwp_worker_runs_started_total`); v != 1 {
+		t.Fatalf("runs started: %v, want 1", v)
+	}
+	if v := metricValue(t, authOps, `mwp_authority_commands_total{result="accepted",type="work.accept_result"}`); v != 1 {
+		t.Fatalf("authority work.accept_result accepted: %v, want 1", v)
+	}
+	if code, body := httpGet(t, workerOps+"/readyz"); code != 200 {
+		t.Fatalf("worker /readyz after work: %d %q", code, body)
+	}
 	// A second item is running when the worker is interrupted.
 	offer("wi-2")
 	co.waitState("wi-2", protocol.WorkActive)
@@ -374,5 +401,67 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 		t.Logf("authority stopped after %v", time.Since(t0))
 	case <-time.After(10 * time.Second):
 		t.Fatal("authority did not stop")
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricValue scrapes base/metrics and returns one sample, named as the
+// text format writes it (labels sorted), or -1 when it is absent.
+func metricValue(t *testing.T, base, sample string) float64 {
+	t.Helper()
+	code, body := httpGet(t, base+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	name, labels, _ := strings.Cut(sample, "{")
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+	for _, m := range f.Metric {
+		var parts []string
+		for _, l := range m.Label {
+			parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+		}
+		if strings.Join(parts, ",") != strings.TrimSuffix(labels, "}") {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		}
+	}
+	return -1
+}
+
+func waitMetric(t *testing.T, base, sample string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v := metricValue(t, base, sample)
+		if v == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %v, want %v", sample, v, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/checkpoint"
+	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
 	"github.com/missionweave/mwp-worker/runtime/client"
@@ -48,7 +49,7 @@ func runCommand() *cli.Command {
 			"goal and one passing Evidence per acceptance criterion.\n\n" +
 			"SIGINT or SIGTERM stops taking work, asks running slots for a safe point, sends their checkpoints\n" +
 			"and exits 0; a second signal exits at once with status 130.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Usage: "the worker's data directory (store, checkpoints, artifacts)", Required: true, Sources: cli.EnvVars("MWP_DATA")},
 			&cli.StringFlag{Name: "key", Usage: "the agent's private key FILE (keygen --key-id agent:ID#k1)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
 			&cli.StringFlag{Name: "authority", Usage: "authority URL wss://HOST:PORT/mwp (default: an embedded authority)", Sources: cli.EnvVars("MWP_AUTHORITY")},
@@ -62,7 +63,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
-		},
+		}, opsFlags()...),
 		Action: runWorker,
 	}
 }
@@ -150,6 +151,14 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	}
 	w, err := runtime.NewWorker(cfg)
 	if err != nil {
+		return fail("%v", err)
+	}
+	cols, checks := w.Collectors(), ops.Checks{Live: w.Live, Ready: w.Ready}
+	if embedded != nil {
+		cols = append(cols, embedded.Collectors()...)
+		checks = ops.Checks{Live: allOf(w.Live, embedded.Err), Ready: allOf(w.Ready, embedded.Err)}
+	}
+	if err := startOps(ctx, cmd, out, log, cols, checks); err != nil {
 		return fail("%v", err)
 	}
 	go func() {
@@ -295,4 +304,16 @@ func (h demoHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, erro
 			Artifacts: protocol.List[string]{d}})
 	}
 	return slots.Result{Artifacts: []string{d}, Evidence: ev}, nil
+}
+
+// allOf is a check that passes when every one of checks does.
+func allOf(checks ...func() error) func() error {
+	return func() error {
+		for _, c := range checks {
+			if err := c(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

@@ -1,0 +1,107 @@
+package authoritylite
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// metrics are the authority's Prometheus series (docs/operations.md).
+type metrics struct {
+	commands      *prometheus.CounterVec
+	commitBatch   prometheus.Histogram
+	commitSeconds prometheus.Histogram
+	writeSeconds  prometheus.Histogram
+	failedWrites  prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mwp_authority_commands_total",
+			Help: "Commands submitted, by type and result: accepted, or the refusal's error code.",
+		}, []string{"type", "result"}),
+		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mwp_authority_commit_batch_commands",
+			Help:    "Writes (accepted commands and automatic follow-ups) per log transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mwp_authority_commit_seconds",
+			Help:    "Time of one log transaction, from its start to its fsync.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mwp_authority_log_write_seconds",
+			Help:    "Time one log transaction spent writing pages and syncing them to disk.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		failedWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mwp_authority_failed_writes_total",
+			Help: "Log transactions that failed; after the first the authority refuses everything and exits.",
+		}),
+	}
+}
+
+// command counts one submitted command.
+func (m *metrics) command(typ protocol.CommandType, err error) {
+	if m == nil {
+		return
+	}
+	t := string(typ)
+	if _, ok := protocol.Commands[typ]; !ok {
+		t = "unknown" // bounded labels: only the types the authority knows
+	}
+	result := "accepted"
+	if err != nil {
+		result = string(protocol.CodeOf(err))
+		if result == "" {
+			result = string(protocol.CodeInternalError)
+		}
+	}
+	m.commands.WithLabelValues(t, result).Inc()
+}
+
+func (m *metrics) commit(batch int, took, wrote time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.commitBatch.Observe(float64(batch))
+	m.commitSeconds.Observe(took.Seconds())
+	m.writeSeconds.Observe(wrote.Seconds())
+	if err != nil {
+		m.failedWrites.Inc()
+	}
+}
+
+// Collectors are the authority's metrics, for the process's registry: the
+// series above and, read when scraped, the Groups and their log heads.
+func (s *Service) Collectors() []prometheus.Collector {
+	m := s.m
+	groups := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mwp_authority_groups",
+		Help: "Groups the authority holds.",
+	}, func() float64 { return float64(len(s.GroupIDs())) })
+	events := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mwp_authority_log_events",
+		Help: "Events in every Group's log (the sum of their last sequences).",
+	}, func() float64 {
+		var n uint64
+		for _, id := range s.GroupIDs() {
+			n += s.LastSequence(id)
+		}
+		return float64(n)
+	})
+	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mwp_authority_log_writable",
+		Help: "1 while writes to the log succeed; 0 after a failed write (the process then exits with status 75).",
+	}, func() float64 {
+		if s.Err() != nil {
+			return 0
+		}
+		return 1
+	})
+	return []prometheus.Collector{m.commands, m.commitBatch, m.commitSeconds, m.writeSeconds, m.failedWrites, groups, events, healthy}
+}
