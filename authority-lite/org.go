@@ -266,9 +266,17 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 			revoked = append(revoked, &groupRevocation{gs: gs, p: rp})
 		}
 	}
-	return o.commit(c, ev, func(tx *bolt.Tx) error {
+	r, err := o.commit(c, ev, func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(p.AgentID), &rec)
 	}, func() { o.agents[p.AgentID] = &rec }, revoked)
+	if err == nil {
+		if p.SessionEpoch > 1 {
+			s.log.Info("session replaced", "agent", p.AgentID, "sessionEpoch", p.SessionEpoch, "groupsRevoked", len(revoked))
+		} else {
+			s.log.Info("session opened", "agent", p.AgentID, "sessionEpoch", p.SessionEpoch)
+		}
+	}
+	return r, err
 }
 
 type groupRevocation struct {

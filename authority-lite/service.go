@@ -78,6 +78,8 @@ type Service struct {
 	rates  *rateLimiter
 	writer *writer
 	m      *metrics
+	// refusals samples the INFO lines about refused commands.
+	refusals refusalLog
 
 	closeOnce sync.Once
 	closeErr  error
@@ -172,6 +174,11 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
+	events := uint64(0)
+	for _, id := range s.GroupIDs() {
+		events += s.LastSequence(id)
+	}
+	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "events", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
 }
 
@@ -184,6 +191,7 @@ func (s *Service) Close() error {
 		}
 		s.writer.close()
 		s.closeErr = s.db.Close()
+		s.log.Info("authority log closed", "dir", s.cfg.Dir, "err", s.closeErr)
 	})
 	return s.closeErr
 }
@@ -355,6 +363,9 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	var typ protocol.CommandType
 	r, err := s.submit(ctx, peer, raw, &typ)
 	s.m.command(typ, err)
+	if err != nil {
+		s.refusals.refused(s.log, s.clock.Now(), typ, err)
+	}
 	return r, err
 }
 

@@ -45,7 +45,8 @@ type engine struct {
 	// freed counts commitments that ended (records forgotten); step
 	// judges capacity refusals again when it moved past freedSeen.
 	freed, freedSeen uint64
-	rejected         map[string]time.Time // Groups refused by SUBSCRIBE, since
+	rejected         map[string]time.Time // Groups refused by SUBSCRIBE: when to subscribe again
+	rejections       map[string]int       // refusals in a row per Group, for the back-off
 	members          map[string]uint64    // membership epoch per Group
 	groups           map[string]scheduler.GroupConfig
 	reliability      map[string]protocol.ReliabilityRecord
@@ -146,7 +147,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
-		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, rejected: map[string]time.Time{}, members: members, groups: map[string]scheduler.GroupConfig{},
+		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
 		reliability: map[string]protocol.ReliabilityRecord{}, log_: statusLogs{m: w.m},
 	}
 	e.shared.members = cloneMap(members)
@@ -350,7 +351,7 @@ func (e *engine) nextWake(now time.Time) time.Duration {
 // starts and preemption.
 func (e *engine) step(now time.Time) {
 	for g, at := range e.rejected {
-		if !now.Before(at.Add(2 * e.cfg.Tick)) {
+		if !now.Before(at) {
 			delete(e.rejected, g)
 			e.client.AddGroup(g)
 		}

@@ -106,6 +106,8 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 	}
 	it.phase, it.slot = phRunning, idx
 	e.w.m.runsStarted.Inc()
+	e.log.Info("run started", "group", it.key.group, "item", it.key.id, "lease", l.LeaseID, "slot", idx, "ownershipEpoch", en.OwnershipEpoch,
+		"resumeFrom", checkpointOf(en))
 	e.mon.SetLease(offline.Lease{Item: offlineItem(it.key), AgentID: e.cfg.AgentID, SessionEpoch: l.SessionEpoch,
 		OwnershipEpoch: en.OwnershipEpoch, LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt.Time,
 		Reversible: contract.Risk.Class.Known() && contract.Risk.Class.Rank() < protocol.RiskHigh.Rank()})
@@ -232,4 +234,11 @@ func (e *engine) checkpointOf(it *item, o slots.Outcome, now time.Time) (checkpo
 	}
 	return e.cps.Save(checkpoint.Key{GroupID: it.key.group, WorkItemID: it.key.id, OwnershipEpoch: it.epoch}, now,
 		checkpoint.Meta{Phase: "yielded", Note: "no handler checkpoint"}, nil)
+}
+
+func checkpointOf(en queue.Entry) string {
+	if en.Checkpoint == nil {
+		return ""
+	}
+	return en.Checkpoint.CheckpointID
 }

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/missionweave/mwp-worker/offline"
@@ -29,7 +31,11 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 		p := *o.Progress
 		it.progress = &p
 	}
-	e.log.Info("run ended", "item", k.sched(), "lease", it.leaseID, "outcome", o.Kind, "err", o.Err)
+	level := slog.LevelInfo
+	if o.Kind != slots.Completed && o.Kind != slots.Preempted {
+		level = slog.LevelWarn // failed, blocked, cancelled, lease lost: someone may have to act
+	}
+	e.log.Log(context.Background(), level, "run ended", "group", k.group, "item", k.id, "lease", it.leaseID, "outcome", o.Kind, "err", o.Err)
 	e.w.m.runs.WithLabelValues(o.Kind.String()).Inc()
 	it.phase, it.slot = phFinishing, -1
 	if o.Kind != slots.Preempted {
@@ -162,6 +168,11 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 	switch sc.State {
 	case client.StateConnected:
 		e.w.m.reconnects.Inc()
+		if since := e.w.offlineSince(); !since.IsZero() {
+			e.log.Info("reconnected to the authority; reconciling", "offlineFor", now.Sub(since).Round(time.Millisecond))
+		} else {
+			e.log.Info("connected to the authority")
+		}
 		e.mon.Connected(now)
 		if !e.reconciling {
 			e.reconciling = true
@@ -178,8 +189,18 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 	case client.StateGroupRejected:
 		// Not (yet) a member: subscribe again later, the membership may
 		// come after the worker starts.
-		e.log.Warn("group rejected; retrying", "group", sc.GroupID, "err", sc.Err)
-		e.rejected[sc.GroupID] = now
+		n := e.rejections[sc.GroupID]
+		e.rejections[sc.GroupID] = n + 1
+		wait := rejectedBackoff(e.cfg.Tick, n)
+		e.rejected[sc.GroupID] = now.Add(wait)
+		switch {
+		case n == 0:
+			e.log.Warn("group rejected; subscribing again with back-off", "group", sc.GroupID, "err", sc.Err, "retryIn", wait)
+		case n&(n+1) == 0: // 1, 3, 7, 15, ... refusals: a line at each doubling
+			e.log.Info("group still rejected", "group", sc.GroupID, "refusals", n+1, "err", sc.Err, "retryIn", wait)
+		default:
+			e.log.Debug("group still rejected", "group", sc.GroupID, "refusals", n+1, "err", sc.Err, "retryIn", wait)
+		}
 	}
 }
 
@@ -269,4 +290,15 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	for _, it := range e.items {
 		e.pump(it)
 	}
+}
+
+// rejectedBackoff is the wait before subscribing again to a Group refused
+// n times in a row: two ticks, doubling, at most a minute (a membership
+// usually comes soon after the worker starts, or not for a long time).
+func rejectedBackoff(tick time.Duration, n int) time.Duration {
+	d := 2 * tick
+	for i := 0; i < n && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
 }

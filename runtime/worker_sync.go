@@ -15,6 +15,12 @@ import (
 // memberships first (commands need them), then every changed WorkItem.
 func (e *engine) onApplied(res queue.Result) {
 	e.w.m.applied(res)
+	for _, c := range res.Cursors {
+		if n := e.rejections[c.GroupID]; n > 0 {
+			e.log.Info("group subscribed", "group", c.GroupID, "afterRefusals", n)
+			delete(e.rejections, c.GroupID)
+		}
+	}
 	me := protocol.Actor{Kind: protocol.ActorAgent, ID: e.cfg.AgentID}
 	for _, r := range res.Members {
 		if r.Principal != me {

@@ -56,7 +56,10 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dir := cmd.String("data")
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := newLogger(cmd, stderr)
+	if err != nil {
+		return fail("%v", err)
+	}
 	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration")})
 	if err != nil {
 		return fail("%v", err)

@@ -12,11 +12,31 @@ import (
 	"github.com/missionweave/mwp-worker/internal/ops"
 )
 
-// opsFlags are the operator endpoints' flags of every long-running command.
+// opsFlags are the operator's flags of every long-running command: logs
+// and the metrics/health endpoints.
 func opsFlags() []cli.Flag {
 	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
+		&cli.StringFlag{Name: "log-format", Usage: "text (logfmt) or json (one object per line)", Value: "text", Sources: cli.EnvVars("MWP_LOG_FORMAT")},
 		&cli.StringFlag{Name: "metrics-listen", Usage: "serve /metrics, /healthz and /readyz over HTTP on `ADDR` (e.g. 127.0.0.1:9464); off when empty", Sources: cli.EnvVars("MWP_METRICS_LISTEN")},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve /debug/pprof/ on --metrics-listen", Sources: cli.EnvVars("MWP_PPROF")},
+	}
+}
+
+// newLogger is the process's logger on w, as --log-level and --log-format say.
+func newLogger(cmd *cli.Command, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", cmd.String("log-level"))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f := cmd.String("log-format"); f {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", f)
 	}
 }
 

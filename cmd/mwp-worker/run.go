@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -62,7 +61,6 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
 		}, opsFlags()...),
 		Action: runWorker,
 	}
@@ -74,11 +72,10 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintf(stderr, "run: "+format+"\n", args...)
 		return exitError{1}
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
-		return fail("--log-level: %v", err)
+	log, err := newLogger(cmd, stderr)
+	if err != nil {
+		return fail("%v", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	key, err := protocol.LoadPrivateKey(cmd.String("key"))
 	if err != nil {
 		return fail("--key: %v", err)
