@@ -350,7 +350,7 @@ func (c *Client) pause(ctx context.Context, q *cmdQueue, d time.Duration) bool {
 // outbox read reaches bbolt directly) or a protocol version mismatch.
 func isFatal(err error) bool {
 	return errors.Is(err, queue.ErrClosed) || errors.Is(err, berrors.ErrDatabaseNotOpen) ||
-		protocol.CodeOf(err) == protocol.CodeUnsupportedVersion
+		protocol.CodeOf(err) == protocol.CodeUnsupportedVersion || errors.Is(err, ErrPinMismatch)
 }
 
 // transport is the HTTP client transport for dialing: HTTP/1.1 (the

@@ -54,9 +54,10 @@ func parsePin(pin string) ([sha256.Size]byte, error) {
 	return out, nil
 }
 
-// errPinMismatch is returned by the handshake when a pinned server
-// presents another certificate.
-var errPinMismatch = errors.New("client: server certificate does not match the pinned fingerprint")
+// ErrPinMismatch is returned by the handshake when a pinned server
+// presents another certificate. It ends Run: retrying cannot change the
+// certificate, and the operator must know (the error names both pins).
+var ErrPinMismatch = errors.New("client: the authority's certificate does not match the pinned fingerprint")
 
 // tlsConfig returns the client TLS configuration for t: TLS 1.3 only (spec
 // 17.1), and certificate checks by system roots, by the given PEM
@@ -86,11 +87,11 @@ func (t Trust) tlsConfig() (*tls.Config, error) {
 		cfg.InsecureSkipVerify = true
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
-				return errPinMismatch
+				return ErrPinMismatch
 			}
 			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
 			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				return fmt.Errorf("%w (got %s)", errPinMismatch, certPin(cs.PeerCertificates[0].Raw))
+				return fmt.Errorf("%w: it presents %s, the pin is %s", ErrPinMismatch, certPin(cs.PeerCertificates[0].Raw), t.Pin)
 			}
 			return nil
 		}

@@ -150,16 +150,20 @@ func TestClientOverWSSWithPin(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r2 := startClient(t, fs, Config{Store: store, Trust: Trust{Pin: certPin(certB.Leaf.Raw)}})
-	waitFor(t, r2.sig, "failed attempts", func() bool { return r2.st.count(StateDisconnected) >= 2 })
-	if ch, _ := r2.st.last(StateDisconnected); !errors.Is(ch.Err, errPinMismatch) {
-		t.Fatalf("disconnect error %v, want the pin mismatch", ch.Err)
+	// A wrong pin ends Run at once, naming both fingerprints: retrying
+	// cannot change the certificate.
+	wrong := certPin(certB.Leaf.Raw)
+	r2 := startClient(t, fs, Config{Store: store, Trust: Trust{Pin: wrong}})
+	waitFor(t, r2.sig, "stopped", func() bool { return r2.st.count(StateStopped) == 1 })
+	ch, _ := r2.st.last(StateStopped)
+	if !errors.Is(ch.Err, ErrPinMismatch) || !strings.Contains(ch.Err.Error(), wrong) || !strings.Contains(ch.Err.Error(), certPin(certA.Leaf.Raw)) {
+		t.Fatalf("stop error %v, want the pin mismatch naming both pins", ch.Err)
 	}
 	if r2.st.count(StateConnected) != 0 {
 		t.Fatal("connected to a server whose certificate does not match the pin")
 	}
-	if err := r2.stop(t); err != nil {
-		t.Fatal(err)
+	if err := r2.stop(t); !errors.Is(err, ErrPinMismatch) {
+		t.Fatalf("Run returned %v, want the pin mismatch", err)
 	}
 }
 
