@@ -97,26 +97,10 @@ func fetchCopy(dir string, timeout time.Duration) (string, *liveStatus, error) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(serveTimeout))
-	var head [len(snapMagic) + 4]byte
-	if _, err := io.ReadFull(conn, head[:]); err != nil {
-		return "", nil, fmt.Errorf("read header: %w", err)
+	live, size, err := readLiveStatus(conn)
+	if err != nil {
+		return "", nil, err
 	}
-	if string(head[:len(snapMagic)]) != snapMagic {
-		return "", nil, fmt.Errorf("socket %s does not serve a worker store", filepath.Join(dir, SocketName))
-	}
-	n := binary.BigEndian.Uint32(head[len(snapMagic):])
-	if n > 64<<20 {
-		return "", nil, fmt.Errorf("live status of %d bytes is implausible", n)
-	}
-	status := make([]byte, n+8)
-	if _, err := io.ReadFull(conn, status); err != nil {
-		return "", nil, fmt.Errorf("read status: %w", err)
-	}
-	var live liveStatus
-	if err := json.Unmarshal(status[:n], &live); err != nil {
-		return "", nil, fmt.Errorf("live status: %w", err)
-	}
-	size := int64(binary.BigEndian.Uint64(status[n:]))
 	f, err := os.CreateTemp("", "mwp-inspect-*.db")
 	if err != nil {
 		return "", nil, err
@@ -132,5 +116,45 @@ func fetchCopy(dir string, timeout time.Duration) (string, *liveStatus, error) {
 		os.Remove(f.Name())
 		return "", nil, err
 	}
-	return f.Name(), &live, nil
+	return f.Name(), live, nil
+}
+
+// holderPID asks the worker serving dir for its process id.
+func holderPID(dir string) (int, bool) {
+	conn, err := net.DialTimeout("unix", filepath.Join(dir, SocketName), time.Second)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	live, _, err := readLiveStatus(conn)
+	if err != nil || live.PID <= 0 {
+		return 0, false
+	}
+	return live.PID, true
+}
+
+// readLiveStatus reads the header of a served copy: the live status and
+// the size of the file that follows.
+func readLiveStatus(conn net.Conn) (*liveStatus, int64, error) {
+	var head [len(snapMagic) + 4]byte
+	if _, err := io.ReadFull(conn, head[:]); err != nil {
+		return nil, 0, fmt.Errorf("read header: %w", err)
+	}
+	if string(head[:len(snapMagic)]) != snapMagic {
+		return nil, 0, fmt.Errorf("socket %s does not serve a worker store", conn.RemoteAddr())
+	}
+	n := binary.BigEndian.Uint32(head[len(snapMagic):])
+	if n > 64<<20 {
+		return nil, 0, fmt.Errorf("live status of %d bytes is implausible", n)
+	}
+	status := make([]byte, n+8)
+	if _, err := io.ReadFull(conn, status); err != nil {
+		return nil, 0, fmt.Errorf("read status: %w", err)
+	}
+	var live liveStatus
+	if err := json.Unmarshal(status[:n], &live); err != nil {
+		return nil, 0, fmt.Errorf("live status: %w", err)
+	}
+	return &live, int64(binary.BigEndian.Uint64(status[n:])), nil
 }

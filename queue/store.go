@@ -33,6 +33,20 @@ const SchemaVersion = 1
 // ErrSchema is returned by Open for a store written with another layout.
 var ErrSchema = errors.New("queue: unsupported store schema version")
 
+// ErrLocked is returned by Open when another process holds the store's
+// file lock: a worker already runs on the data directory.
+var ErrLocked = errors.New("queue: the store is held by another process")
+
+// lockedError names the process holding dir's store when it is a worker
+// serving its socket.
+func lockedError(dir string, err error) error {
+	path := filepath.Join(dir, FileName)
+	if pid, ok := holderPID(dir); ok {
+		return fmt.Errorf("%w: %s is locked by process %d (a worker running on this data directory): %w", ErrLocked, path, pid, err)
+	}
+	return fmt.Errorf("%w: %s is locked (a worker or inspect using this data directory?): %w", ErrLocked, path, err)
+}
+
 // ErrClosed is returned by a closed Store.
 var ErrClosed = errors.New("queue: store is closed")
 
@@ -143,6 +157,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		bo.MmapFlags = mmapPopulate
 	}
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, bo)
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, lockedError(dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: open %s: %w", filepath.Join(dir, FileName), err)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v3"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/missionweave/mwp-worker/queue"
 )
@@ -38,8 +37,8 @@ func resyncCommand() *cli.Command {
 				return fail("no worker store at %s", path)
 			}
 			s, err := queue.Open(dir, queue.Options{NoSocket: true, NoPopulate: true})
-			if errors.Is(err, bolt.ErrTimeout) {
-				return fail("%s is held by another process (a running worker?): stop it first", path)
+			if errors.Is(err, queue.ErrLocked) {
+				return fail("%v; stop it first", err)
 			}
 			if err != nil {
 				return fail("%v", err)

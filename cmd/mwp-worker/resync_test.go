@@ -12,7 +12,7 @@ import (
 func TestResync(t *testing.T) {
 	dir := t.TempDir()
 	s := inspectStore(t, dir)
-	if code, _, errOut := runCLI(t, "resync", "--data", dir, "--group", "grp-a"); code != 1 || !strings.Contains(errOut, "held by another process") || strings.Count(errOut, "\n") != 1 {
+	if code, _, errOut := runCLI(t, "resync", "--data", dir, "--group", "grp-a"); code != 1 || !strings.Contains(errOut, "locked by process") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("resync while the store is open: %d %q", code, errOut)
 	}
 	if err := s.Close(); err != nil {
