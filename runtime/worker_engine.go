@@ -235,7 +235,12 @@ func (e *engine) run(ctx context.Context) error {
 		case <-t.C():
 		case <-drainBy:
 			t.Stop()
-			e.log.Warn("drain timed out", "inflight", e.inflight)
+			e.log.Warn("drain timed out", "timeout", e.cfg.DrainTimeout, "inflight", e.inflight)
+			for _, it := range e.items {
+				if it.phase == phRunning {
+					e.log.Warn("drain timed out: the run is stopped without its safe point", "group", it.key.group, "item", it.key.id, "lease", it.leaseID)
+				}
+			}
 			e.publishStatus()
 			return e.exitErr()
 		}

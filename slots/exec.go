@@ -97,6 +97,7 @@ func (e Exec) Run(ctx context.Context, w *Work) (Result, error) {
 	if err := cmd.Start(); err != nil {
 		return Result{}, Permanent(fmt.Errorf("slots: start %s: %w", e.Path, err))
 	}
+	trackProcess(cmd)
 	s := &session{w: w, stdin: stdin, enc: json.NewEncoder(stdin), lines: make(chan incoming), done: make(chan struct{}), eof: make(chan struct{})}
 	kill := func() { killGroup(cmd) }
 	go s.read(stdout)
@@ -130,6 +131,7 @@ func (e Exec) Run(ctx context.Context, w *Work) (Result, error) {
 	s.drain()
 	waitErr := cmd.Wait()
 	waitGroupGone(cmd, time.Second)
+	untrackProcess(cmd)
 	if ps := cmd.ProcessState; ps != nil {
 		// Recorded even over budget: it was spent. The run is ending
 		// either way, so the refusal changes nothing.

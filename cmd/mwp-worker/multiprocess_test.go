@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,6 +102,18 @@ func (p *proc) await(t *testing.T, re *regexp.Regexp, d time.Duration) []string 
 	return nil
 }
 
+// awaitErr waits up to d for text in the process's output, stderr included.
+func (p *proc) awaitErr(t *testing.T, text string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.logs(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in time; output:\n%s", text, p.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	goBin := filepath.Join(goruntime.GOROOT(), "bin", "go")
@@ -175,6 +188,7 @@ type coordinator struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   func() string // the worker's, for failures
+	once   sync.Once
 }
 
 func connectCoordinator(t *testing.T, cfg client.Config, epoch uint64) *coordinator {
@@ -200,6 +214,11 @@ func connectCoordinator(t *testing.T, cfg client.Config, epoch uint64) *coordina
 func (co *coordinator) stop() {
 	co.cancel()
 	<-co.done
+}
+
+// stopOnce stops the coordinator if it still runs.
+func (co *coordinator) stopOnce() {
+	co.once.Do(co.stop)
 }
 
 // do sends one command as actor, signed by key, with the given epochs.
@@ -253,51 +272,65 @@ func demoContract(id string, now time.Time) protocol.WorkContract {
 	}
 }
 
-// Separate processes: `authority serve` and `run`, a coordinator and a
-// human driving a Mission over wss from the test, the worker's result
-// submitted and accepted; then SIGINT stops the worker cleanly, sending
-// the checkpoint of the item it was running.
-func TestMultiProcessAuthorityAndWorker(t *testing.T) {
+// cluster is `authority serve` and `run` as separate processes, with the
+// test as the coordinator agent (and the human owner, alice) of Mission
+// mis-a in grp-a, of which the worker w1 is a member.
+type cluster struct {
+	t                  *testing.T
+	t0                 time.Time
+	bin                string
+	auth, worker       *proc
+	authOps, workerOps string // http://ADDR of --metrics-listen
+	co                 *coordinator
+	coordActor         protocol.Actor
+	coordEnv           protocol.Envelope
+	ck                 protocol.PrivateKey
+}
+
+// newCluster starts both processes, the worker with workerArgs added to
+// its flags; before the worker is a member, its /readyz must say not ready.
+func newCluster(t *testing.T, workerArgs ...string) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	t0 := time.Now()
-	bin := buildBinary(t)
-	t.Logf("built after %v", time.Since(t0))
+	k := &cluster{t: t, t0: time.Now(), coordActor: protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}}
+	k.bin = buildBinary(t)
+	t.Logf("built after %v", time.Since(k.t0))
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	hk := writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
-	ck := writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
+	k.ck = writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
 	writeKey(t, keys, "w1", protocol.ActorAgent, "w1")
 	d1, d2 := filepath.Join(dir, "authority"), filepath.Join(dir, "worker")
 
 	// Enrollments: the worker writes its own; the coordinator's is built here.
 	wEnroll := filepath.Join(dir, "w1-enroll.json")
-	if out, err := exec.Command(bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll).CombinedOutput(); err != nil {
+	if out, err := exec.Command(k.bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll).CombinedOutput(); err != nil {
 		t.Fatalf("enrollment: %v\n%s", err, out)
 	}
-	cEnroll, card := coordinatorEnrollment(t, dir, ck)
-	coordActor := protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}
+	cEnroll, card := coordinatorEnrollment(t, dir, k.ck)
 
-	auth := startProc(t, bin, "authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
+	k.auth = startProc(t, k.bin, "authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
 		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll, "--metrics-listen", "127.0.0.1:0")
 	metricsLine := regexp.MustCompile(`metrics listening on (http://127\.0\.0\.1:\d+)/metrics`)
-	authOps := auth.await(t, metricsLine, 10*time.Second)[1]
-	url := auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
-	fp := auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
+	k.authOps = k.auth.await(t, metricsLine, 10*time.Second)[1]
+	url := k.auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
+	fp := k.auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
 	authPub := filepath.Join(d1, "authority.pub")
 
-	worker := startProc(t, bin, "run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--authority", url,
-		"--authority-fingerprint", fp, "--authority-key", authPub, "--group", "grp-a", "--slots", "1", "--demo-step", "300ms", "--metrics-listen", "127.0.0.1:0")
-	t.Logf("authority up after %v", time.Since(t0))
-	workerOps := worker.await(t, metricsLine, 10*time.Second)[1]
-	worker.await(t, regexp.MustCompile(`agent w1 session 1 open`), 15*time.Second)
-	t.Logf("worker session after %v", time.Since(t0))
+	args := append([]string{"run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--authority", url,
+		"--authority-fingerprint", fp, "--authority-key", authPub, "--group", "grp-a", "--metrics-listen", "127.0.0.1:0"}, workerArgs...)
+	k.worker = startProc(t, k.bin, args...)
+	t.Logf("authority up after %v", time.Since(k.t0))
+	k.workerOps = k.worker.await(t, metricsLine, 10*time.Second)[1]
+	k.worker.await(t, regexp.MustCompile(`agent w1 session 1 open`), 15*time.Second)
+	t.Logf("worker session after %v", time.Since(k.t0))
 	// Session open, but not yet a member of grp-a: not ready.
-	if code, body := httpGet(t, workerOps+"/readyz"); code != 503 || !strings.Contains(body, "grp-a") {
+	if code, body := httpGet(t, k.workerOps+"/readyz"); code != 503 || !strings.Contains(body, "grp-a") {
 		t.Fatalf("worker /readyz before its Group: %d %q", code, body)
 	}
-	if code, _ := httpGet(t, authOps+"/readyz"); code != 200 {
+	if code, _ := httpGet(t, k.authOps+"/readyz"); code != 200 {
 		t.Fatalf("authority /readyz: %d", code)
 	}
 
@@ -310,76 +343,104 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	ccfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
-	co := openCoordinator(t, ccfg, card)
-	stopped := false
-	defer func() {
-		if !stopped {
-			co.stop()
-		}
-	}()
-	co.key, co.human, co.logs = ck, hk, worker.logs
+	t.Cleanup(func() { store.Close() })
+	ccfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: k.ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
+	k.co = openCoordinator(t, ccfg, card)
+	t.Cleanup(k.co.stopOnce)
+	k.co.key, k.co.human, k.co.logs = k.ck, hk, k.worker.logs
 
-	t.Logf("coordinator session after %v", time.Since(t0))
+	t.Logf("coordinator session after %v", time.Since(k.t0))
 	alice := protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}
 	one := protocol.Uint64(1)
-	co.do(alice, hk, protocol.CmdMissionCreate, protocol.Envelope{GroupID: "grp-a"}, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "demo", Objective: "two processes", PriorityClass: protocol.PriorityNormal})
-	co.do(alice, hk, protocol.CmdMissionAssignCoordinator, protocol.Envelope{GroupID: "grp-a", MembershipEpoch: one},
+	k.co.do(alice, hk, protocol.CmdMissionCreate, protocol.Envelope{GroupID: "grp-a"}, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "demo", Objective: "two processes", PriorityClass: protocol.PriorityNormal})
+	k.co.do(alice, hk, protocol.CmdMissionAssignCoordinator, protocol.Envelope{GroupID: "grp-a", MembershipEpoch: one},
 		&protocol.AssignCoordinatorPayload{MissionID: "mis-a", AgentID: "coord", LeaseDurationMs: uint64(time.Hour.Milliseconds())})
-	coord := protocol.Envelope{GroupID: "grp-a", SessionEpoch: one, MembershipEpoch: one, CoordinatorEpoch: one}
-	co.do(coordActor, ck, protocol.CmdMembershipChange, coord, &protocol.ChangeMembershipPayload{
+	k.coordEnv = protocol.Envelope{GroupID: "grp-a", SessionEpoch: one, MembershipEpoch: one, CoordinatorEpoch: one}
+	k.co.do(k.coordActor, k.ck, protocol.CmdMembershipChange, k.coordEnv, &protocol.ChangeMembershipPayload{
 		Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
-	co.c.AddGroup("grp-a")
+	k.co.c.AddGroup("grp-a")
+	return k
+}
 
-	offer := func(id string) {
-		now := time.Now()
-		c := demoContract(id, now)
-		co.do(coordActor, ck, protocol.CmdWorkAuthorize, coord, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-a", Contract: c})
-		co.do(coordActor, ck, protocol.CmdWorkOffer, coord, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: "off-" + id, Contract: c,
-			Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w1", SelectionBasis: protocol.SelectionBasis{
-				CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: "demo.steps", Required: "1.x", Offered: "1.0.0"}},
-				AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
-				ExpectedCost: protocol.Budgets{WallClockSeconds: protocol.Float64(1)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{}, PolicyRulesApplied: protocol.List[string]{"test"}}}},
-			ExpiresAt: protocol.NewTime(now.Add(10 * time.Minute))})
+// offer authorizes WorkItem id and offers it to w1.
+func (k *cluster) offer(id string) {
+	now := time.Now()
+	c := demoContract(id, now)
+	k.co.do(k.coordActor, k.ck, protocol.CmdWorkAuthorize, k.coordEnv, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-a", Contract: c})
+	k.co.do(k.coordActor, k.ck, protocol.CmdWorkOffer, k.coordEnv, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: "off-" + id, Contract: c,
+		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w1", SelectionBasis: protocol.SelectionBasis{
+			CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: "demo.steps", Required: "1.x", Offered: "1.0.0"}},
+			AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
+			ExpectedCost: protocol.Budgets{WallClockSeconds: protocol.Float64(1)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{}, PolicyRulesApplied: protocol.List[string]{"test"}}}},
+		ExpiresAt: protocol.NewTime(now.Add(10 * time.Minute))})
+}
+
+// waitExit waits for p to exit and returns its status (-1: killed by a signal).
+func (k *cluster) waitExit(p *proc, within time.Duration) int {
+	k.t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			k.t.Fatalf("wait: %v", err)
+		}
+		return 0
+	case <-time.After(within):
+		k.t.Fatalf("process did not exit within %v:\n%s", within, p.logs())
+		return 0
 	}
+}
+
+// stop ends the coordinator and the authority.
+func (k *cluster) stop() {
+	k.co.stopOnce()
+	_ = k.auth.cmd.Process.Signal(syscall.SIGINT)
+	k.waitExit(k.auth, 10*time.Second)
+	k.t.Logf("authority stopped after %v", time.Since(k.t0))
+}
+
+// Separate processes: `authority serve` and `run`, a coordinator and a
+// human driving a Mission over wss from the test, the worker's result
+// submitted and accepted; then SIGINT stops the worker cleanly, sending
+// the checkpoint of the item it was running.
+func TestMultiProcessAuthorityAndWorker(t *testing.T) {
+	k := newCluster(t, "--slots", "1", "--demo-step", "300ms")
+	co, worker := k.co, k.worker
 	start := time.Now()
-	offer("wi-1")
+	k.offer("wi-1")
 	e := co.waitState("wi-1", protocol.WorkSubmitted)
-	co.do(coordActor, ck, protocol.CmdWorkAcceptResult, coord, &protocol.AcceptResultPayload{WorkItemID: "wi-1", ContractRevision: 1})
+	co.do(k.coordActor, k.ck, protocol.CmdWorkAcceptResult, k.coordEnv, &protocol.AcceptResultPayload{WorkItemID: "wi-1", ContractRevision: 1})
 	co.waitState("wi-1", protocol.WorkVerified)
 	if e.Owner != "w1" {
 		t.Fatalf("wi-1 owner %q", e.Owner)
 	}
 
 	t.Logf("wi-1 verified after %v", time.Since(start))
-	waitMetric(t, workerOps, `mwp_worker_queue_items{group="grp-a",state="verified"}`, 1)
-	if v := metricValue(t, workerOps, `mwp_worker_commands_total{result="accepted",type="work.submit"}`); v != 1 {
+	waitMetric(t, k.workerOps, `mwp_worker_queue_items{group="grp-a",state="verified"}`, 1)
+	if v := metricValue(t, k.workerOps, `mwp_worker_commands_total{result="accepted",type="work.submit"}`); v != 1 {
 		t.Fatalf("work.submit accepted: %v, want 1", v)
 	}
-	if v := metricValue(t, workerOps, `mwp_worker_runs_started_total`); v != 1 {
+	if v := metricValue(t, k.workerOps, `mwp_worker_runs_started_total`); v != 1 {
 		t.Fatalf("runs started: %v, want 1", v)
 	}
-	if v := metricValue(t, authOps, `mwp_authority_commands_total{result="accepted",type="work.accept_result"}`); v != 1 {
+	if v := metricValue(t, k.authOps, `mwp_authority_commands_total{result="accepted",type="work.accept_result"}`); v != 1 {
 		t.Fatalf("authority work.accept_result accepted: %v, want 1", v)
 	}
-	if code, body := httpGet(t, workerOps+"/readyz"); code != 200 {
+	if code, body := httpGet(t, k.workerOps+"/readyz"); code != 200 {
 		t.Fatalf("worker /readyz after work: %d %q", code, body)
 	}
 	// A second item is running when the worker is interrupted.
-	offer("wi-2")
+	k.offer("wi-2")
 	co.waitState("wi-2", protocol.WorkActive)
 	if err := worker.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-worker.done:
-		worker.done <- err
-		if err != nil {
-			t.Fatalf("worker exit: %v\n%s", err, worker.logs())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("worker did not stop on SIGINT:\n%s", worker.logs())
+	if code := k.waitExit(worker, 15*time.Second); code != 0 {
+		t.Fatalf("worker exit %d:\n%s", code, worker.logs())
 	}
 	if e, _ := co.store.Item("grp-a", "wi-2"); e.State == protocol.WorkFailed {
 		t.Fatalf("wi-2 failed on SIGINT:\n%s", worker.logs())
@@ -392,16 +453,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if !strings.Contains(worker.stdout(), "stopped:") {
 		t.Fatalf("no stop report:\n%s", worker.logs())
 	}
-	co.stop()
-	stopped = true
-	_ = auth.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-auth.done:
-		auth.done <- err
-		t.Logf("authority stopped after %v", time.Since(t0))
-	case <-time.After(10 * time.Second):
-		t.Fatal("authority did not stop")
-	}
+	k.stop()
 }
 
 func httpGet(t *testing.T, url string) (int, string) {

@@ -47,7 +47,8 @@ func runCommand() *cli.Command {
 			"there when preempted and resumes from its checkpoint), then a text artifact naming the contract's\n" +
 			"goal and one passing Evidence per acceptance criterion.\n\n" +
 			"SIGINT or SIGTERM stops taking work, asks running slots for a safe point, sends their checkpoints\n" +
-			"and exits 0; a second signal exits at once with status 130.",
+			"and exits 0 (a run still going after the drain timeout is stopped, and logged with its ids); a\n" +
+			"second signal kills every handler process group at once and exits with status 130.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Usage: "the worker's data directory (store, checkpoints, artifacts)", Required: true, Sources: cli.EnvVars("MWP_DATA")},
 			&cli.StringFlag{Name: "key", Usage: "the agent's private key FILE (keygen --key-id agent:ID#k1)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
@@ -115,6 +116,8 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintln(stderr, "run: stopping at the next safe points (signal again to exit now)")
 		cancel()
 		<-sigs
+		n := slots.KillAllHandlers()
+		fmt.Fprintf(stderr, "run: second signal: killed %d running handler process group(s); exiting now (the next start resumes from the last checkpoints)\n", n)
 		os.Exit(130)
 	}()
 
@@ -175,6 +178,10 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		if ferr := failedWrite(stderr, "run: embedded authority", embedded); ferr != nil {
 			return ferr
 		}
+	}
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		fmt.Fprintln(out, "stopped by a signal before a session opened")
+		return nil
 	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrNotRegistered) {
