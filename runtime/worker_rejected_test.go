@@ -26,7 +26,9 @@ func TestWorkerRejectedGroupBacksOff(t *testing.T) {
 	h := newStepHandler(1)
 	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
 	tw.w.AddGroup("grp-a") // not a member yet
-	refusals := func() int { return strings.Count(k.logs.String(), "group rejected") + strings.Count(k.logs.String(), "group still rejected") }
+	refusals := func() int {
+		return strings.Count(k.logs.String(), "group rejected") + strings.Count(k.logs.String(), "group still rejected")
+	}
 	k.until("four refusals", func() bool {
 		if refusals() >= 4 {
 			return true
