@@ -1,12 +1,16 @@
 package slots
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os/exec"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -31,6 +35,10 @@ type Exec struct {
 	Env map[string]string
 	// ExitGrace: 0 means DefaultExitGrace.
 	ExitGrace time.Duration
+	// Logger receives the program's stderr, a line per record at DEBUG
+	// with the run's Group, WorkItem and lease ids, and its last lines at
+	// WARN when the run fails. nil: stderr only goes into failure reasons.
+	Logger *slog.Logger
 }
 
 // Capability returns e.Cap.
@@ -94,6 +102,14 @@ func (e Exec) Run(ctx context.Context, w *Work) (Result, error) {
 	}
 	stderr := &tailBuffer{max: 4 << 10}
 	cmd.Stderr = stderr
+	var log *slog.Logger
+	if e.Logger != nil {
+		s := w.Slot()
+		log = e.Logger.With("handler", e.Path, "group", s.GroupID, "item", s.WorkItemID, "lease", s.LeaseID)
+		lines := &lineLogger{log: log}
+		defer lines.flush()
+		cmd.Stderr = io.MultiWriter(stderr, lines)
+	}
 	if err := cmd.Start(); err != nil {
 		return Result{}, Permanent(fmt.Errorf("slots: start %s: %w", e.Path, err))
 	}
@@ -137,6 +153,10 @@ func (e Exec) Run(ctx context.Context, w *Work) (Result, error) {
 		// either way, so the refusal changes nothing.
 		_ = w.Charge(protocol.Usage{ComputeSeconds: (ps.UserTime() + ps.SystemTime()).Seconds()})
 	}
+	failed := ctx.Err() == nil && ((runErr != nil && !final) || (runErr == nil && waitErr != nil))
+	if failed && log != nil && stderr.suffix() != "" {
+		log.Warn("handler failed; the last lines of its stderr", "stderr", strings.TrimPrefix(stderr.suffix(), "; stderr: "))
+	}
 	switch {
 	case ctx.Err() != nil:
 		return Result{}, context.Cause(ctx)
@@ -163,4 +183,34 @@ func startMessage(w *Work) (startMsg, error) {
 			State: base64.StdEncoding.EncodeToString(c.State)}
 	}
 	return m, nil
+}
+
+// lineLogger logs each line written to it at DEBUG; a line longer than
+// 4 KiB is logged in pieces.
+type lineLogger struct {
+	log *slog.Logger
+	buf []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			if len(l.buf) > 4<<10 {
+				l.log.Debug("handler stderr", "line", string(l.buf))
+				l.buf = l.buf[:0]
+			}
+			return len(p), nil
+		}
+		l.log.Debug("handler stderr", "line", string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+}
+
+func (l *lineLogger) flush() {
+	if len(l.buf) > 0 {
+		l.log.Debug("handler stderr", "line", string(l.buf))
+		l.buf = nil
+	}
 }

@@ -3,11 +3,13 @@ package slots
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -276,4 +278,47 @@ func TestStartMessage(t *testing.T) {
 	if string(got.Context) != `{"k":[1,2]}` || got.Slot.LeaseID != "l1" || got.Protocol != ExecProtocol || got.Resume != nil {
 		t.Fatalf("start %+v", got)
 	}
+}
+
+// The program's stderr reaches the worker's log: each line at DEBUG with
+// the run's ids, and its last lines at WARN when the run fails.
+func TestExecStderrLogged(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	var buf lockedLog
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := Exec{Path: "/bin/sh", Args: []string{"-c", `read x; echo "warming up" >&2; echo "disk on fire" >&2; exit 3`},
+		Cap: protocol.Capability{ID: "sh", Version: "1.0.0"}, Logger: log}
+	e := newEnv(t, 1, h)
+	e.start(t, assignment("grp-a", "wi-7", "l1", "sh"))
+	if o := e.host.wait(t); o.Kind != Failed {
+		t.Fatalf("outcome %v", o.Kind)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		`level=DEBUG msg="handler stderr"`, `line="warming up"`, `line="disk on fire"`, "group=grp-a", "item=wi-7", "lease=l1",
+		`level=WARN msg="handler failed; the last lines of its stderr"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

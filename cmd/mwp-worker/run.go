@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,8 +31,11 @@ var demoCapability = protocol.Capability{ID: "demo.steps", Version: "1.0.0"}
 
 func runCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "run",
-		Usage: "run the worker: accept offers, schedule, execute handlers in slots, renew leases, submit",
+		Name: "run",
+		// A handler's command line may hold commas: lists are split here
+		// (splitList), by newline for handlers and also by comma for Groups.
+		DisableSliceFlagSeparator: true,
+		Usage:                     "run the worker: accept offers, schedule, execute handlers in slots, renew leases, submit",
 		Description: "Without --authority an embedded authority-lite is started in DIR/authority (wss on 127.0.0.1,\n" +
 			"self-signed certificate) and the worker connects to it over real wss with the certificate pinned;\n" +
 			"its URL and fingerprint are printed so coordinators can connect. With --authority the worker\n" +
@@ -41,7 +45,8 @@ func runCommand() *cli.Command {
 			"A remote authority must know the agent before its first HELLO: write the enrollment with\n" +
 			"--enrollment FILE and start the authority with `authority serve --enroll FILE` (within the\n" +
 			"authority's clock skew); later starts re-register the card over the wire.\n\n" +
-			"Handlers: --handler-exec CAP=PATH runs PATH (JSON lines, slots/EXTERNAL.md) for capability CAP,\n" +
+			"Handlers: --handler-exec 'CAP=PATH [ARG...]' runs PATH with its arguments (JSON lines,\n" +
+			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG) for capability CAP,\n" +
 			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
 			"demo.steps 1.0.0: three steps of --demo-step, each reported as structured progress and checkpointed (it yields\n" +
 			"there when preempted and resumes from its checkpoint), then a text artifact naming the contract's\n" +
@@ -56,9 +61,9 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "authority-fingerprint", Usage: "pin the authority's certificate: sha256:<64 hex>", Sources: cli.EnvVars("MWP_AUTHORITY_FINGERPRINT")},
 			&cli.StringFlag{Name: "authority-ca", Usage: "PEM file of certificates to trust instead of the system roots", Sources: cli.EnvVars("MWP_AUTHORITY_CA")},
 			&cli.StringFlag{Name: "authority-key", Usage: "the authority's public key FILE (authority.pub) to verify events", Sources: cli.EnvVars("MWP_AUTHORITY_KEY")},
-			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe (repeatable; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
+			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe (repeatable, or comma-separated; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
 			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
-			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler CAP=PATH, CAP as ID or ID@VERSION (repeatable)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
+			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler `CAP=PATH [ARG...]`, CAP as ID or ID@VERSION; arguments split as a shell would, without one (repeatable; MWP_HANDLER_EXEC: one per line)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
@@ -85,7 +90,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	if !ok {
 		return fail("--key: key id %q is not an agent key (agent:<id>#<name>)", key.KeyID)
 	}
-	handlers, err := handlersFrom(cmd.StringSlice("handler-exec"), demoHandler{agentID: agentID, step: cmd.Duration("demo-step")})
+	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), demoHandler{agentID: agentID, step: cmd.Duration("demo-step")}, log)
 	if err != nil {
 		return fail("--handler-exec: %v", err)
 	}
@@ -93,7 +98,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		return fail("--slots must be at least 1")
 	}
 	cfg := runtime.WorkerConfig{
-		Dir: cmd.String("data"), Key: key, AgentID: agentID, Handlers: handlers, Groups: cmd.StringSlice("group"),
+		Dir: cmd.String("data"), Key: key, AgentID: agentID, Handlers: handlers, Groups: splitList(cmd.StringSlice("group"), "\n,"),
 		Card:   protocol.AgentCard{MaxConcurrency: uint64(cmd.Int("slots")), AgentVersion: "0.1.0"},
 		Logger: log, AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 	}
@@ -203,16 +208,24 @@ func agentOfKey(keyID string) (string, bool) {
 }
 
 // handlersFrom builds the external handlers, or the demo handler.
-func handlersFrom(specs []string, demo demoHandler) ([]slots.Handler, error) {
+func handlersFrom(specs []string, demo demoHandler, log *slog.Logger) ([]slots.Handler, error) {
 	if len(specs) == 0 {
 		return []slots.Handler{demo}, nil
 	}
 	var hs []slots.Handler
 	for _, s := range specs {
-		capSpec, path, ok := strings.Cut(s, "=")
-		if !ok || capSpec == "" || path == "" {
-			return nil, fmt.Errorf("%q: want CAP=PATH", s)
+		capSpec, command, ok := strings.Cut(s, "=")
+		if !ok || capSpec == "" || command == "" {
+			return nil, fmt.Errorf("%q: want CAP=PATH [ARG...]", s)
 		}
+		argv, err := splitCommand(command)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", s, err)
+		}
+		if len(argv) == 0 {
+			return nil, fmt.Errorf("%q: want CAP=PATH [ARG...]", s)
+		}
+		path := argv[0]
 		id, version, hasVersion := strings.Cut(capSpec, "@")
 		if !hasVersion {
 			version = "1.0.0"
@@ -227,7 +240,7 @@ func handlersFrom(specs []string, demo demoHandler) ([]slots.Handler, error) {
 		if _, err := os.Stat(abs); err != nil {
 			return nil, err
 		}
-		hs = append(hs, slots.Exec{Path: abs, Cap: protocol.Capability{ID: id, Version: version}})
+		hs = append(hs, slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Logger: log})
 	}
 	return hs, nil
 }
@@ -320,4 +333,70 @@ func allOf(checks ...func() error) func() error {
 		}
 		return nil
 	}
+}
+
+// splitCommand splits a handler's command line into words, as a shell
+// would without running one: blanks separate words; 'single quotes' keep
+// everything; "double quotes" keep everything but \" and \\; a backslash
+// outside quotes keeps the next character.
+func splitCommand(s string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				words, inWord = append(words, w.String()), false
+				w.Reset()
+			}
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated ' at byte %d", i)
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			i, inWord = i+1+j, true
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\') {
+					i++
+				}
+				w.WriteByte(s[i])
+			}
+			if i == len(s) {
+				return nil, errors.New(`unterminated "`)
+			}
+			inWord = true
+		case c == '\\':
+			if i+1 == len(s) {
+				return nil, errors.New("a trailing backslash escapes nothing")
+			}
+			i++
+			w.WriteByte(s[i])
+			inWord = true
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, nil
+}
+
+// splitList splits every value at any of seps and drops empty parts.
+func splitList(values []string, seps string) []string {
+	var out []string
+	for _, v := range values {
+		for _, part := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(seps, r) }) {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
 }

@@ -19,19 +19,24 @@ import (
 // safe point, the second exits at once with status 130, and neither the
 // handler nor its child is left running.
 func TestRunSecondSignalLeavesNoHandler(t *testing.T) {
-	pids := t.TempDir()
+	// The pid directory reaches the script as its argument, a comma and
+	// a blank in it: --handler-exec takes a command line.
+	pids := filepath.Join(t.TempDir(), "pids, here")
+	if err := os.Mkdir(pids, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	script := filepath.Join(t.TempDir(), "stubborn.sh")
-	body := fmt.Sprintf(`#!/bin/sh
+	body := `#!/bin/sh
 read start
 sleep 300 &
-echo $$ > %[1]s/handler.tmp && mv %[1]s/handler.tmp %[1]s/handler
-echo $! > %[1]s/child.tmp && mv %[1]s/child.tmp %[1]s/child
+echo $$ > "$1/handler.tmp" && mv "$1/handler.tmp" "$1/handler"
+echo $! > "$1/child.tmp" && mv "$1/child.tmp" "$1/child"
 while :; do sleep 1; done
-`, pids)
+`
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	k := newCluster(t, "--slots", "1", "--handler-exec", "demo.steps@1.0.0="+script)
+	k := newCluster(t, "--slots", "1", "--handler-exec", fmt.Sprintf("demo.steps@1.0.0=%s '%s'", script, pids))
 	k.offer("wi-1")
 	handler, child := readPID(t, filepath.Join(pids, "handler")), readPID(t, filepath.Join(pids, "child"))
 	if !alive(handler) || !alive(child) {

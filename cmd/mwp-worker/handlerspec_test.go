@@ -1,0 +1,49 @@
+package main
+
+import (
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+func TestSplitCommand(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string // nil with err
+		err  bool
+	}{
+		{"/bin/handler", []string{"/bin/handler"}, false},
+		{"  python3   handler.py --steps 3 ", []string{"python3", "handler.py", "--steps", "3"}, false},
+		{`python3 -c 'print("a, b")'`, []string{"python3", "-c", `print("a, b")`}, false},
+		{`sh -c "echo \"hi\" \\ there"`, []string{"sh", "-c", `echo "hi" \ there`}, false},
+		{`a\ b c`, []string{"a b", "c"}, false},
+		{`x '' y`, []string{"x", "", "y"}, false},
+		{`'unterminated`, nil, true},
+		{`"unterminated`, nil, true},
+		{`trailing\`, nil, true},
+	} {
+		got, err := splitCommand(tc.in)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("splitCommand(%q) = %q, %v; want %q (error %v)", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestHandlersFromArgs(t *testing.T) {
+	hs, err := handlersFrom([]string{`lint@2.1.0=/bin/sh -c 'echo a,b'`}, demoHandler{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := hs[0].(slots.Exec)
+	if !ok || e.Path != "/bin/sh" || !slices.Equal(e.Args, []string{"-c", "echo a,b"}) || e.Cap.ID != "lint" || e.Cap.Version != "2.1.0" || e.Logger == nil {
+		t.Fatalf("handler %+v", hs[0])
+	}
+	if got := splitList([]string{"grp-a,grp-b", "grp-c\n"}, "\n,"); !slices.Equal(got, []string{"grp-a", "grp-b", "grp-c"}) {
+		t.Fatalf("groups %q", got)
+	}
+	if got := splitList([]string{"a=/x 1,2\nb=/y"}, "\n"); !slices.Equal(got, []string{"a=/x 1,2", "b=/y"}) {
+		t.Fatalf("handlers %q", got)
+	}
+}
