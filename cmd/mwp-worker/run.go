@@ -67,7 +67,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
-		}, opsFlags()...),
+		}, append(tuningFlags(), opsFlags()...)...),
 		Action: runWorker,
 	}
 }
@@ -97,11 +97,16 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	if n := cmd.Int("slots"); n < 1 {
 		return fail("--slots must be at least 1")
 	}
+	tuning, err := tuningFrom(cmd)
+	if err != nil {
+		return fail("%v", err)
+	}
 	cfg := runtime.WorkerConfig{
 		Dir: cmd.String("data"), Key: key, AgentID: agentID, Handlers: handlers, Groups: splitList(cmd.StringSlice("group"), "\n,"),
 		Card:   protocol.AgentCard{MaxConcurrency: uint64(cmd.Int("slots")), AgentVersion: "0.1.0"},
 		Logger: log, AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 	}
+	tuning.apply(&cfg)
 	if path := cmd.String("enrollment"); path != "" {
 		return writeEnrollment(out, path, cfg)
 	}

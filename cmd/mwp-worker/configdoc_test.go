@@ -1,0 +1,81 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v3"
+)
+
+var updateConfigDoc = flag.Bool("update-config-doc", false, "rewrite docs/configuration.md from the commands' flags")
+
+// configDoc renders every flag of the long-running commands as one table
+// per command: docs/configuration.md is this output, so it cannot drift.
+func configDoc() string {
+	var b strings.Builder
+	b.WriteString("# Configuration\n\n")
+	b.WriteString("Every flag of the long-running commands, its environment variable and its default. Generated from\n")
+	b.WriteString("the commands themselves (`go test ./cmd/mwp-worker -run TestConfigDoc -update-config-doc`); a test\n")
+	b.WriteString("fails when this page and the flags disagree. What the endpoints, logs and exit statuses mean is in\n")
+	b.WriteString("[operations.md](operations.md).\n")
+	serve := authorityCommand().Commands[0]
+	for _, c := range []struct {
+		title string
+		cmd   *cli.Command
+	}{{"mwp-worker run", runCommand()}, {"mwp-worker authority serve", serve}} {
+		fmt.Fprintf(&b, "\n## `%s`\n\n| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n", c.title)
+		for _, f := range c.cmd.Flags {
+			d, ok := f.(cli.DocGenerationFlag)
+			if !ok {
+				continue
+			}
+			name := "--" + f.Names()[0]
+			if d.TakesValue() {
+				name += " " + strings.ToUpper(d.TypeName())
+			}
+			env := strings.Join(d.GetEnvVars(), ", ")
+			if env != "" {
+				env = "`" + env + "`"
+			}
+			def := d.GetDefaultText()
+			if def == "" {
+				def = d.GetValue()
+			}
+			if def == `""` || def == "[]" || def == "false" {
+				def = ""
+			}
+			if def != "" {
+				def = "`" + strings.Trim(def, `"`) + "`"
+			}
+			if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+				def = "required"
+			}
+			usage := strings.ReplaceAll(d.GetUsage(), "|", `\|`)
+			usage = strings.ReplaceAll(usage, "`", "")
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, env, def, usage)
+		}
+	}
+	return b.String()
+}
+
+func TestConfigDoc(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "configuration.md")
+	want := configDoc()
+	if *updateConfigDoc {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("docs/configuration.md is not what the flags say; run go test ./cmd/mwp-worker -run TestConfigDoc -update-config-doc")
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/missionweave/mwp-worker/offline"
+	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+// tuningFlags are run's knobs beyond the connection: every setting a Go
+// embedder has in runtime.WorkerConfig that an operator may need
+// (docs/operations.md lists them with their defaults).
+func tuningFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "drain-timeout", Usage: "how long a shutdown waits for slots to reach a safe point and their checkpoints to be sent", Value: 30 * time.Second, Sources: cli.EnvVars("MWP_DRAIN_TIMEOUT")},
+		&cli.DurationFlag{Name: "preempt-timeout", Usage: "how long a preemption or cancellation waits for a handler's safe point", Value: slots.DefaultPreemptTimeout, Sources: cli.EnvVars("MWP_PREEMPT_TIMEOUT")},
+		&cli.StringSliceFlag{Name: "group-weight", Usage: "a Group's scheduler weight, `GROUP=N` (repeatable or comma-separated; default 1, scaled by the Mission's priority class)", Sources: cli.EnvVars("MWP_GROUP_WEIGHTS")},
+		&cli.StringSliceFlag{Name: "group-quota", Usage: "the most slots a Group may hold at once, `GROUP=N` (repeatable or comma-separated; default none)", Sources: cli.EnvVars("MWP_GROUP_QUOTAS")},
+		&cli.IntFlag{Name: "queue-depth", Usage: "accepted, unfinished items admission control takes per slot", Value: 4, Sources: cli.EnvVars("MWP_QUEUE_DEPTH")},
+		&cli.DurationFlag{Name: "estimate", Usage: "expected run time of an item, for admission and schedule disclosure, until runs are observed", Value: time.Minute, Sources: cli.EnvVars("MWP_ESTIMATE")},
+		&cli.DurationFlag{Name: "offline-grace", Usage: "how long reversible work keeps running while the authority is unreachable", Value: offline.DefaultGrace, Sources: cli.EnvVars("MWP_OFFLINE_GRACE")},
+		&cli.IntFlag{Name: "offline-buffer-commands", Usage: "the most signed commands buffered while offline", Value: offline.DefaultMaxCommands, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_COMMANDS")},
+		&cli.Int64Flag{Name: "offline-buffer-bytes", Usage: "the most bytes of signed commands buffered while offline", Value: offline.DefaultMaxBytes, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_BYTES")},
+	}
+}
+
+// tuning is what tuningFlags said, checked.
+type tuning struct {
+	drain, preempt, estimate, grace time.Duration
+	weights                         map[string]int64
+	quotas                          map[string]int
+	depth, bufCommands              int
+	bufBytes                        int64
+}
+
+func tuningFrom(cmd *cli.Command) (tuning, error) {
+	t := tuning{
+		drain: cmd.Duration("drain-timeout"), preempt: cmd.Duration("preempt-timeout"), estimate: cmd.Duration("estimate"),
+		grace: cmd.Duration("offline-grace"), depth: int(cmd.Int("queue-depth")),
+		bufCommands: int(cmd.Int("offline-buffer-commands")), bufBytes: cmd.Int64("offline-buffer-bytes"),
+	}
+	for name, d := range map[string]time.Duration{"drain-timeout": t.drain, "preempt-timeout": t.preempt, "estimate": t.estimate, "offline-grace": t.grace} {
+		if d <= 0 {
+			return t, fmt.Errorf("--%s %v: want a positive duration", name, d)
+		}
+	}
+	if t.grace > offline.MaxGrace {
+		return t, fmt.Errorf("--offline-grace %v: at most %v", t.grace, offline.MaxGrace)
+	}
+	for name, n := range map[string]int64{"queue-depth": int64(t.depth), "offline-buffer-commands": int64(t.bufCommands), "offline-buffer-bytes": t.bufBytes} {
+		if n <= 0 {
+			return t, fmt.Errorf("--%s %d: want a positive number", name, n)
+		}
+	}
+	weights, err := groupNumbers("group-weight", splitList(cmd.StringSlice("group-weight"), "\n,"))
+	if err != nil {
+		return t, err
+	}
+	quotas, err := groupNumbers("group-quota", splitList(cmd.StringSlice("group-quota"), "\n,"))
+	if err != nil {
+		return t, err
+	}
+	t.weights = weights
+	t.quotas = map[string]int{}
+	for g, n := range quotas {
+		t.quotas[g] = int(n)
+	}
+	return t, nil
+}
+
+// groupNumbers parses GROUP=N pairs, N a positive integer, each Group once.
+func groupNumbers(flag string, pairs []string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, p := range pairs {
+		g, v, ok := strings.Cut(p, "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || g == "" || err != nil || n <= 0 || n > 1<<20 {
+			return nil, fmt.Errorf("--%s %q: want GROUP=N, N a positive integer up to %d", flag, p, 1<<20)
+		}
+		if _, dup := out[g]; dup {
+			return nil, fmt.Errorf("--%s: Group %s given twice", flag, g)
+		}
+		out[g] = n
+	}
+	return out, nil
+}
+
+func (t tuning) apply(cfg *runtime.WorkerConfig) {
+	cfg.DrainTimeout, cfg.PreemptTimeout, cfg.Estimate, cfg.OfflineGrace = t.drain, t.preempt, t.estimate, t.grace
+	cfg.QueueDepth = t.depth
+	cfg.OfflineLimits = offline.Limits{MaxCommands: t.bufCommands, MaxBytes: t.bufBytes}
+	cfg.GroupWeights, cfg.GroupQuotas = t.weights, t.quotas
+}
