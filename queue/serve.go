@@ -30,7 +30,18 @@ const serveTimeout = 30 * time.Second
 type liveStatus struct {
 	PID     int            `json:"pid"`
 	Buffers []BufferStatus `json:"buffers,omitempty"`
+	// Process is what the process using the store reports of itself
+	// (Options.LiveStatus: a worker's connection, session, slots, runs).
+	Process json.RawMessage `json:"process,omitempty"`
 }
+
+// A reader asks for the status alone by sending statusOnly first; a reader
+// that sends nothing within requestWait gets the status and a copy.
+const (
+	statusOnly    = 'S'
+	statusAndCopy = 'C'
+	requestWait   = 200 * time.Millisecond
+)
 
 func (s *Store) serve() error {
 	path := filepath.Join(s.dir, SocketName)
@@ -60,7 +71,14 @@ func (s *Store) serve() error {
 			go func() {
 				defer s.wg.Done()
 				defer conn.Close()
+				var req [1]byte
+				conn.SetReadDeadline(time.Now().Add(requestWait))
+				n, _ := conn.Read(req[:])
 				conn.SetDeadline(time.Now().Add(serveTimeout))
+				if n == 1 && req[0] == statusOnly {
+					s.writeStatus(conn)
+					return
+				}
 				s.writeCopy(conn)
 			}()
 		}
@@ -68,9 +86,36 @@ func (s *Store) serve() error {
 	return nil
 }
 
+func (s *Store) status() ([]byte, error) {
+	st := liveStatus{PID: os.Getpid(), Buffers: s.Buffers()}
+	if s.opts.LiveStatus != nil {
+		raw, err := json.Marshal(s.opts.LiveStatus())
+		if err != nil {
+			return nil, err
+		}
+		st.Process = raw
+	}
+	return json.Marshal(st)
+}
+
+// writeStatus writes the header with the status and no copy (size 0).
+func (s *Store) writeStatus(w io.Writer) error {
+	status, err := s.status()
+	if err != nil {
+		return err
+	}
+	hdr := make([]byte, 0, len(snapMagic)+12+len(status))
+	hdr = append(hdr, snapMagic...)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(status)))
+	hdr = append(hdr, status...)
+	hdr = binary.BigEndian.AppendUint64(hdr, 0)
+	_, err = w.Write(hdr)
+	return err
+}
+
 // writeCopy writes the header and a consistent copy of the file to w.
 func (s *Store) writeCopy(w io.Writer) error {
-	status, err := json.Marshal(liveStatus{PID: os.Getpid(), Buffers: s.Buffers()})
+	status, err := s.status()
 	if err != nil {
 		return err
 	}
@@ -97,6 +142,9 @@ func fetchCopy(dir string, timeout time.Duration) (string, *liveStatus, error) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(serveTimeout))
+	if _, err := conn.Write([]byte{statusAndCopy}); err != nil {
+		return "", nil, err
+	}
 	live, size, err := readLiveStatus(conn)
 	if err != nil {
 		return "", nil, err
@@ -121,17 +169,46 @@ func fetchCopy(dir string, timeout time.Duration) (string, *liveStatus, error) {
 
 // holderPID asks the worker serving dir for its process id.
 func holderPID(dir string) (int, bool) {
-	conn, err := net.DialTimeout("unix", filepath.Join(dir, SocketName), time.Second)
-	if err != nil {
-		return 0, false
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	live, _, err := readLiveStatus(conn)
+	live, err := askStatus(dir, time.Second)
 	if err != nil || live.PID <= 0 {
 		return 0, false
 	}
 	return live.PID, true
+}
+
+// Live is what a running worker reports of itself through its socket.
+type Live struct {
+	PID     int             `json:"pid"`
+	Buffers []BufferStatus  `json:"buffers"`
+	Process json.RawMessage `json:"process,omitempty"`
+}
+
+// LiveStatus asks the process running on dir's store for its status,
+// without a copy of the store. It fails when none is running.
+func LiveStatus(dir string, timeout time.Duration) (Live, error) {
+	live, err := askStatus(dir, timeout)
+	if err != nil {
+		return Live{}, fmt.Errorf("queue: no running worker answers on %s: %w", filepath.Join(dir, SocketName), err)
+	}
+	out := Live{PID: live.PID, Buffers: live.Buffers, Process: live.Process}
+	if out.Buffers == nil {
+		out.Buffers = []BufferStatus{}
+	}
+	return out, nil
+}
+
+func askStatus(dir string, timeout time.Duration) (*liveStatus, error) {
+	conn, err := net.DialTimeout("unix", filepath.Join(dir, SocketName), timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout + 2*time.Second))
+	if _, err := conn.Write([]byte{statusOnly}); err != nil {
+		return nil, err
+	}
+	live, _, err := readLiveStatus(conn)
+	return live, err
 }
 
 // readLiveStatus reads the header of a served copy: the live status and

@@ -73,6 +73,10 @@ type Options struct {
 	NoSync bool
 	// NoSocket does not serve snapshots to inspect.
 	NoSocket bool
+	// LiveStatus, when set, is what the socket reports of the process
+	// besides the store (`mwp-worker status`); it must be safe to call
+	// from any goroutine.
+	LiveStatus func() any
 }
 
 // Store is the worker's durable store: one bbolt file for every Group. It

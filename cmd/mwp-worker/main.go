@@ -30,6 +30,7 @@ func newApp() *cli.Command {
 			schedulerCommand(),
 			inspectCommand(),
 			resyncCommand(),
+			statusCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
 			runCommand(),

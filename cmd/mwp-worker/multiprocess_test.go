@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -281,6 +282,7 @@ type cluster struct {
 	bin                string
 	auth, worker       *proc
 	authOps, workerOps string // http://ADDR of --metrics-listen
+	workerDir          string
 	co                 *coordinator
 	coordActor         protocol.Actor
 	coordEnv           protocol.Envelope
@@ -303,6 +305,7 @@ func newCluster(t *testing.T, workerArgs ...string) *cluster {
 	k.ck = writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
 	writeKey(t, keys, "w1", protocol.ActorAgent, "w1")
 	d1, d2 := filepath.Join(dir, "authority"), filepath.Join(dir, "worker")
+	k.workerDir = d2
 
 	// Enrollments: the worker writes its own; the coordinator's is built here.
 	wEnroll := filepath.Join(dir, "w1-enroll.json")
@@ -326,9 +329,20 @@ func newCluster(t *testing.T, workerArgs ...string) *cluster {
 	k.workerOps = k.worker.await(t, metricsLine, 10*time.Second)[1]
 	k.worker.await(t, regexp.MustCompile(`agent w1 session 1 open`), 15*time.Second)
 	t.Logf("worker session after %v", time.Since(k.t0))
-	// Session open, but not yet a member of grp-a: not ready.
-	if code, body := httpGet(t, k.workerOps+"/readyz"); code != 503 || !strings.Contains(body, "grp-a") {
-		t.Fatalf("worker /readyz before its Group: %d %q", code, body)
+	// Session open and connected, but not yet a member of grp-a: not
+	// ready, and it says why (connecting first, then the Group).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body := httpGet(t, k.workerOps+"/readyz")
+		if code != 503 {
+			t.Fatalf("worker /readyz before its Group: %d %q", code, body)
+		}
+		if strings.Contains(body, "grp-a") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker /readyz never names its missing Group: %q", body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if code, _ := httpGet(t, k.authOps+"/readyz"); code != 200 {
 		t.Fatalf("authority /readyz: %d", code)
@@ -436,6 +450,23 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	// A second item is running when the worker is interrupted.
 	k.offer("wi-2")
 	co.waitState("wi-2", protocol.WorkActive)
+	// `status` shows the run, its lease and the connection.
+	out, err := exec.Command(k.bin, "status", "--data", k.workerDir, "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var st struct {
+		PID    int
+		Worker statusView
+	}
+	if err := json.Unmarshal(out, &st); err != nil || st.PID != worker.cmd.Process.Pid || st.Worker.Connection != "connected" ||
+		len(st.Worker.Running) != 1 || st.Worker.Running[0].WorkItemID != "wi-2" || st.Worker.Running[0].LeaseID == "" {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(k.bin, "status", "--data", k.workerDir).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "worker w1, pid") || !strings.Contains(string(out), "slot 0: grp-a/wi-2 lease "+st.Worker.Running[0].LeaseID) {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
 	if err := worker.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -452,6 +483,9 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	t.Logf("wi-2 checkpointed after %v", time.Since(start))
 	if !strings.Contains(worker.stdout(), "stopped:") {
 		t.Fatalf("no stop report:\n%s", worker.logs())
+	}
+	if out, err := exec.Command(k.bin, "status", "--data", k.workerDir).CombinedOutput(); err == nil || !strings.Contains(string(out), "no running worker") {
+		t.Fatalf("status of a stopped worker: %v %s", err, out)
 	}
 	k.stop()
 }
