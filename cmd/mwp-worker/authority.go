@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -43,7 +44,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
 			}, opsFlags()...),
 			Action: serveAuthority,
-		}},
+		}, authorityInspectCommand()},
 	}
 }
 
@@ -117,6 +118,9 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()
 	if err := startOps(ctx, cmd, out, log, svc.Collectors(), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
+		return fail("%v", err)
+	}
+	if err := ops.ServeStatus(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, log); err != nil {
 		return fail("%v", err)
 	}
 	if err := server.Serve(ctx, ln); err != nil {

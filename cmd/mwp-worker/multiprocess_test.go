@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
@@ -282,7 +283,7 @@ type cluster struct {
 	bin                string
 	auth, worker       *proc
 	authOps, workerOps string // http://ADDR of --metrics-listen
-	workerDir          string
+	workerDir, authDir string
 	co                 *coordinator
 	coordActor         protocol.Actor
 	coordEnv           protocol.Envelope
@@ -305,7 +306,7 @@ func newCluster(t *testing.T, workerArgs ...string) *cluster {
 	k.ck = writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
 	writeKey(t, keys, "w1", protocol.ActorAgent, "w1")
 	d1, d2 := filepath.Join(dir, "authority"), filepath.Join(dir, "worker")
-	k.workerDir = d2
+	k.workerDir, k.authDir = d2, d1
 
 	// Enrollments: the worker writes its own; the coordinator's is built here.
 	wEnroll := filepath.Join(dir, "w1-enroll.json")
@@ -487,7 +488,20 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if out, err := exec.Command(k.bin, "status", "--data", k.workerDir).CombinedOutput(); err == nil || !strings.Contains(string(out), "no running worker") {
 		t.Fatalf("status of a stopped worker: %v %s", err, out)
 	}
+	// The running authority, inspected: its Group and both agents' sessions.
+	out, err = exec.Command(k.bin, "authority", "inspect", "--data", k.authDir, "--json").CombinedOutput()
+	var ast authoritylite.Status
+	if err != nil || json.Unmarshal(out, &ast) != nil || len(ast.Groups) != 1 || ast.Groups[0].MissionID != "mis-a" ||
+		ast.Groups[0].Items[protocol.WorkVerified] != 1 || len(ast.Agents) != 2 || ast.Agents[1].AgentID != "w1" || ast.Agents[1].SessionEpoch != 1 || !ast.Writable {
+		t.Fatalf("authority inspect --json: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(k.bin, "authority", "inspect", "--data", k.authDir).CombinedOutput(); err != nil || !strings.Contains(string(out), "group grp-a: mission mis-a active") {
+		t.Fatalf("authority inspect: %v\n%s", err, out)
+	}
 	k.stop()
+	if out, err := exec.Command(k.bin, "authority", "inspect", "--data", k.authDir).CombinedOutput(); err == nil || !strings.Contains(string(out), "no running authority") {
+		t.Fatalf("authority inspect of a stopped authority: %v %s", err, out)
+	}
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
