@@ -34,6 +34,7 @@ import (
 //	org/nonces                agentId 0 nonce -> issuedAt (HELLO replay guard)
 //	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
 //	audit                     index -> late result JSON (never applied)
+//	log/identity              the log's id, creation time and key (identity.go)
 var (
 	bucketGroups    = []byte("groups")
 	bucketEvents    = []byte("events")

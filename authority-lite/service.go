@@ -49,6 +49,12 @@ type Config struct {
 	// (spec 20); zero RateBurst means 60 per minute.
 	RateBurst int
 	RateEvery time.Duration
+	// Init allows a new, empty log beside an existing DIR/authority.key
+	// (`authority serve --init`); without it Open refuses a key whose log
+	// is missing or empty (LOG_MISSING), and with it Open refuses a log that
+	// exists (LOG_EXISTS). A first start, with neither file, creates both
+	// either way; a Config.Key is never "existing".
+	Init bool
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -61,13 +67,14 @@ type Config struct {
 // Group service over a bbolt log. It implements the wss Backend and is
 // also called in-process by embedded workers.
 type Service struct {
-	cfg     Config
-	db      *bolt.DB
-	clock   clock.Clock
-	key     protocol.PrivateKey
-	log     *slog.Logger
-	inbound protocol.Inbound
-	org     *org
+	cfg      Config
+	db       *bolt.DB
+	identity LogIdentity
+	clock    clock.Clock
+	key      protocol.PrivateKey
+	log      *slog.Logger
+	inbound  protocol.Inbound
+	org      *org
 
 	// orgMu serializes Organization commands and Group creation; it is
 	// taken before any Group lock.
@@ -130,18 +137,38 @@ func Open(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
+	logPath := filepath.Join(cfg.Dir, LogFile)
+	logExists, err := logFileState(logPath)
+	if err != nil {
+		return nil, err
+	}
+	keyExisted := false
 	if cfg.Key.KeyID == "" {
-		k, err := loadOrCreateKey(cfg.Dir, cfg.ID)
-		if err != nil {
+		if cfg.Key, keyExisted, err = openKey(cfg.Dir, cfg.ID, logExists); err != nil {
 			return nil, err
 		}
-		cfg.Key = k
 	}
-	db, err := bolt.Open(filepath.Join(cfg.Dir, "authority.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
+	if keyExisted && !logExists && !cfg.Init {
+		// Refused before bbolt creates the file.
+		return nil, errLogMissing(cfg.Dir)
+	}
+	db, err := bolt.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("authority: open store: %w", err)
 	}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
+	var created bool
+	if err := db.Update(func(tx *bolt.Tx) error {
+		var err error
+		s.identity, created, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if created {
+		cfg.Logger.Info("recorded the log's identity", "log", s.identity.LogID, "key", s.identity.KeyID)
+	}
 	if cfg.RateBurst == 0 {
 		cfg.RateBurst, cfg.RateEvery = 60, time.Second
 	}
@@ -187,11 +214,14 @@ func (s *Service) PublicKey() protocol.VerifyingKey { return s.key.Public() }
 // ID is the acceptedBy of the authority's events.
 func (s *Service) ID() string { return s.cfg.ID }
 
+// Identity is the log's recorded identity: its id, creation time and key.
+func (s *Service) Identity() LogIdentity { return s.identity }
+
 // Dir is the data directory.
 func (s *Service) Dir() string { return s.cfg.Dir }
 
 func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
-	path := filepath.Join(dir, "authority.key")
+	path := filepath.Join(dir, KeyFile)
 	if k, err := protocol.LoadPrivateKey(path); err == nil {
 		return k, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
