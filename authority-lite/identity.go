@@ -103,11 +103,12 @@ func openKey(dir, id string, logExists bool) (k protocol.PrivateKey, loaded bool
 	return k, false, err
 }
 
-// checkIdentity runs in Open's first write transaction. A log with an
-// identity must match key; a log without one is either new (no buckets
-// yet) or was written before identities were recorded, and gets one.
-// keyExisted is a key that was there before this start (or given in
-// Config): then a new log needs init.
+// checkIdentity runs in Open's first transaction. A log with an identity
+// must match key; a log without one is either new (no buckets yet) or was
+// written before identities were recorded, and gets one: in a read
+// transaction it then only reports that one must be created (the bool),
+// in a write transaction it creates it. keyExisted is a key file that was
+// there before this start: then a new log needs init.
 func checkIdentity(tx *bolt.Tx, dir string, key protocol.VerifyingKey, keyExisted, init bool, now time.Time) (LogIdentity, bool, error) {
 	logPath, keyPath := filepath.Join(dir, LogFile), filepath.Join(dir, KeyFile)
 	files := []string{logPath, keyPath}
@@ -132,6 +133,9 @@ func checkIdentity(tx *bolt.Tx, dir string, key protocol.VerifyingKey, keyExiste
 	_ = tx.ForEach(func([]byte, *bolt.Bucket) error { fresh = false; return nil })
 	if fresh && keyExisted && !init {
 		return LogIdentity{}, false, errLogMissing(dir)
+	}
+	if !tx.Writable() {
+		return LogIdentity{}, true, nil // to be created in a write transaction
 	}
 	var rnd [16]byte
 	if _, err := rand.Read(rnd[:]); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
@@ -55,6 +56,10 @@ type Config struct {
 	// exists (LOG_EXISTS). A first start, with neither file, creates both
 	// either way; a Config.Key is never "existing".
 	Init bool
+	// OpenCheckEvents is how many of each Group's newest events Open
+	// verifies before serving (zero: DefaultOpenCheckEvents); the rest are
+	// verified in the background (integrity.go).
+	OpenCheckEvents int
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -67,14 +72,16 @@ type Config struct {
 // Group service over a bbolt log. It implements the wss Backend and is
 // also called in-process by embedded workers.
 type Service struct {
-	cfg      Config
-	db       *bolt.DB
-	identity LogIdentity
-	clock    clock.Clock
-	key      protocol.PrivateKey
-	log      *slog.Logger
-	inbound  protocol.Inbound
-	org      *org
+	cfg       Config
+	db        *logDB
+	identity  LogIdentity
+	head      *head
+	integrity integrity
+	clock     clock.Clock
+	key       protocol.PrivateKey
+	log       *slog.Logger
+	inbound   protocol.Inbound
+	org       *org
 
 	// orgMu serializes Organization commands and Group creation; it is
 	// taken before any Group lock.
@@ -152,22 +159,43 @@ func Open(cfg Config) (*Service, error) {
 		// Refused before bbolt creates the file.
 		return nil, errLogMissing(cfg.Dir)
 	}
-	db, err := bolt.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
-	if err != nil {
-		return nil, fmt.Errorf("authority: open store: %w", err)
-	}
-	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
-	var created bool
-	if err := db.Update(func(tx *bolt.Tx) error {
-		var err error
-		s.identity, created, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
-		return err
-	}); err != nil {
-		db.Close()
+	if _, err := preOpen(logPath); err != nil {
 		return nil, err
 	}
-	if created {
+	bdb, err := bolt.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
+	if err != nil {
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+			return nil, damaged(logPath, "", err)
+		}
+		return nil, fmt.Errorf("authority: open store: %w", err)
+	}
+	db := &logDB{DB: bdb, path: logPath}
+	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
+	s.integrity.groups = map[string]*protocol.Error{}
+	// Nothing is written before the log is known to be this key's and
+	// whole: a commit would overwrite a damaged meta page and hide the loss.
+	var txid uint64
+	var create bool
+	err = db.View(func(tx *bolt.Tx) error {
+		txid = uint64(tx.ID())
+		var err error
+		s.identity, create, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
+		return err
+	})
+	if err == nil && !create {
+		err = checkHead(cfg.Dir, s.identity, txid)
+	}
+	if err == nil && create {
+		err = db.Update(func(tx *bolt.Tx) error {
+			var err error
+			s.identity, _, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
+			return err
+		})
 		cfg.Logger.Info("recorded the log's identity", "log", s.identity.LogID, "key", s.identity.KeyID)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	if cfg.RateBurst == 0 {
 		cfg.RateBurst, cfg.RateEvery = 60, time.Second
@@ -187,8 +215,22 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
+	if cfg.OpenCheckEvents <= 0 {
+		cfg.OpenCheckEvents = DefaultOpenCheckEvents
+	}
+	s.verifyTail(cfg.OpenCheckEvents)
+	if s.head, err = openHead(cfg.Dir, s.identity.LogID); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.View(func(tx *bolt.Tx) error { s.head.record(uint64(tx.ID())); return nil }); err != nil {
+		s.head.close()
+		db.Close()
+		return nil, err
+	}
 	s.inflight = map[string]*inflight{}
-	s.writer = newWriter(db)
+	s.writer = newWriter(db, s.head)
+	s.startBackgroundCheck(cfg.OpenCheckEvents)
 	return s, nil
 }
 
@@ -196,10 +238,12 @@ func Open(cfg Config) (*Service, error) {
 // Submit calls must have returned.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopBackgroundCheck()
 		if err := s.checkpointAll(); err != nil {
 			s.log.Error("checkpoint at close failed; the next open folds the log again", "err", err)
 		}
 		s.writer.close()
+		s.head.close()
 		s.closeErr = s.db.Close()
 	})
 	return s.closeErr
@@ -240,24 +284,40 @@ func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
 // load reads every Group's state from the store. It returns the Groups
 // whose store has no stateSeq marker yet.
 func (s *Service) load() ([]string, error) {
-	var unmarked []string
+	var unmarked, ids []string
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketGroups).ForEachBucket(func(k []byte) error {
-			gs, marked, err := s.readGroup(tx, string(k))
-			if err != nil {
-				return err
-			}
-			s.groups[gs.id] = gs
-			if !marked {
-				unmarked = append(unmarked, gs.id)
-			}
+			ids = append(ids, string(k))
 			return nil
 		})
 	})
-	return unmarked, err
+	if err != nil {
+		return nil, err
+	}
+	// One transaction per Group: a damaged Group is kept, not served,
+	// and does not keep the others from loading.
+	for _, id := range ids {
+		var gs *groupState
+		var marked bool
+		err := s.groupView(id, func(tx *bolt.Tx) error {
+			var err error
+			gs, marked, err = s.readGroup(tx, id)
+			return err
+		})
+		if err != nil {
+			s.markDamaged(id, err)
+			s.groups[id] = newGroupState(id, s.cfg.Limits)
+			continue
+		}
+		s.groups[gs.id] = gs
+		if !marked {
+			unmarked = append(unmarked, gs.id)
+		}
+	}
+	return unmarked, nil
 }
 
 func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
@@ -407,6 +467,9 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	gs := s.group(cmd.GroupID)
 	if gs == nil {
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", cmd.GroupID).At("/groupId")
+	}
+	if err := s.groupDamage(cmd.GroupID); err != nil {
+		return nil, err
 	}
 	gs.mu.Lock()
 	r, p, wait, err := s.decideInGroup(c, gs)

@@ -19,7 +19,8 @@ import (
 // everything (the process must restart and reload from the log), as a
 // database does after a failed fsync.
 type writer struct {
-	db        *bolt.DB
+	db        *logDB
+	head      *head
 	reqs      chan *writeReq
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -38,8 +39,8 @@ type writeReq struct {
 // once the fsync is amortized.
 const maxBatch = 512
 
-func newWriter(db *bolt.DB) *writer {
-	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{})}
+func newWriter(db *logDB, h *head) *writer {
+	w := &writer{db: db, head: h, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{})}
 	w.done.Add(1)
 	go w.run()
 	return w
@@ -88,7 +89,9 @@ func (w *writer) run() {
 		}
 		err := w.err()
 		if err == nil {
+			var txid uint64
 			err = w.db.Update(func(tx *bolt.Tx) error {
+				txid = uint64(tx.ID())
 				for _, r := range batch {
 					if err := r.fn(tx); err != nil {
 						return err
@@ -96,7 +99,9 @@ func (w *writer) run() {
 				}
 				return nil
 			})
-			if err != nil {
+			if err == nil {
+				w.head.record(txid)
+			} else {
 				w.mu.Lock()
 				w.broken = err
 				w.mu.Unlock()

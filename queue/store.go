@@ -77,6 +77,9 @@ type Store struct {
 	sockPath string
 	wg       sync.WaitGroup
 
+	// failed is set by the first panic caught on a damaged page.
+	failed atomic.Pointer[protocol.Error]
+
 	commits atomic.Int64 // write transactions of Apply, for group-commit tests
 	// failApply, when set (tests only), runs at the end of Apply's
 	// transaction; an error rolls everything back like a crash would.
@@ -142,16 +145,25 @@ func Open(dir string, opts Options) (*Store, error) {
 	if !opts.NoPopulate {
 		bo.MmapFlags = mmapPopulate
 	}
-	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, bo)
+	path := filepath.Join(dir, FileName)
+	if err := preOpen(path); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, bo)
 	if err != nil {
-		return nil, fmt.Errorf("queue: open %s: %w", filepath.Join(dir, FileName), err)
+		return nil, openErr(path, err)
 	}
 	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState)}
-	if err := db.Update(initLayout); err != nil {
+	if err := s.update(initLayout); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if err := db.View(s.load); err != nil {
+	if err := s.view(func(tx *bolt.Tx) error {
+		if err := checkTails(tx, OpenCheckEvents); err != nil {
+			return damaged(path, err)
+		}
+		return s.load(tx)
+	}); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -208,7 +220,7 @@ func checkSchema(tx *bolt.Tx) error {
 // version.
 func (s *Store) upgradeProjection() error {
 	var current bool
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bktMeta).Get(keyProjection)
 		current = len(v) == 8 && getU64(v) == ProjectionVersion
 		return nil
@@ -220,7 +232,7 @@ func (s *Store) upgradeProjection() error {
 			return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
 		}
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktMeta).Put(keyProjection, u64(ProjectionVersion))
 	})
 }
@@ -463,7 +475,7 @@ func (s *Store) Buffers() []BufferStatus {
 // Event returns the inbox bytes of one applied event.
 func (s *Store) Event(groupID string, seq uint64) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		gb := tx.Bucket(bktGroups).Bucket([]byte(groupID))
 		if gb == nil {
 			return fmt.Errorf("queue: unknown group %s", groupID)

@@ -45,7 +45,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
 			},
 			Action: serveAuthority,
-		}},
+		}, authorityCheckCommand()},
 	}
 }
 

@@ -29,6 +29,7 @@ func newApp() *cli.Command {
 			keygenCommand(), signCommand(), verifyCommand(),
 			schedulerCommand(),
 			inspectCommand(),
+			checkCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
 			runCommand(),
