@@ -194,4 +194,3 @@ func Structure(tx *bolt.Tx) []string {
 	}
 	return out
 }
-
