@@ -44,7 +44,7 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 	} else {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("signatures not checked: %v", err))
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := storecheck.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return rep, fmt.Errorf("%s is held by a running authority: stop it first", path)

@@ -34,7 +34,7 @@ func ReadLog(path string, timeout time.Duration, fn func(groupID string, raw []b
 	if _, err := preOpen(path); err != nil {
 		return err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := storecheck.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return fmt.Errorf("%s is held by a running authority", path)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/missionweave/mwp-worker/group"
@@ -162,9 +164,9 @@ func Open(cfg Config) (*Service, error) {
 	if _, err := preOpen(logPath); err != nil {
 		return nil, err
 	}
-	bdb, err := bolt.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
+	bdb, err := storecheck.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
 	if err != nil {
-		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		if storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 			return nil, damaged(logPath, "", err)
 		}
 		return nil, fmt.Errorf("authority: open store: %w", err)

@@ -92,7 +92,7 @@ func preOpen(path string) error {
 
 // openErr maps bbolt's refusals of a damaged file to STORE_DAMAGED.
 func openErr(path string, err error) error {
-	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+	if storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 		return damaged(path, err)
 	}
 	return fmt.Errorf("queue: open %s: %w", path, err)

@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/internal/storecheck"
+
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -34,14 +36,14 @@ func OpenReader(dir string, timeout time.Duration) (*Reader, error) {
 	if err := preOpen(path); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := storecheck.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, bolt.ErrTimeout) {
 		tmp, live, ferr := fetchCopy(dir, timeout)
 		if ferr != nil {
 			return nil, fmt.Errorf("queue: %s is locked by a running worker, and its copy failed: %w", path, ferr)
 		}
 		r.tmp, r.live = tmp, live
-		db, err = bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+		db, err = storecheck.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 		if err != nil {
 			os.Remove(tmp)
 		}

@@ -16,6 +16,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/internal/storecheck"
+
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -149,7 +151,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := preOpen(path); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, bo)
+	db, err := storecheck.Open(path, 0o600, bo)
 	if err != nil {
 		return nil, openErr(path, err)
 	}

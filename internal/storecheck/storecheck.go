@@ -194,3 +194,14 @@ func Structure(tx *bolt.Tx) []string {
 	}
 	return out
 }
+
+// Open is bolt.Open under Guard: bbolt reads the meta and freelist pages
+// while opening, and panics on some damage there too.
+func Open(path string, mode os.FileMode, opts *bolt.Options) (db *bolt.DB, err error) {
+	err = Guard(func() error {
+		var err error
+		db, err = bolt.Open(path, mode, opts)
+		return err
+	})
+	return db, err
+}
