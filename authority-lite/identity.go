@@ -58,6 +58,9 @@ const (
 func storeError(reason string, files []string, format string, args ...any) *protocol.Error {
 	e := protocol.Errorf(protocol.CodeInternalError, "%s: %s", reason, fmt.Sprintf(format, args...))
 	e.Retryable = false
+	if files == nil {
+		return protocol.WithDetails(e, "reason", reason)
+	}
 	return protocol.WithDetails(e, "reason", reason, "files", files)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,6 +51,7 @@ const backgroundChunk = 1024
 type logDB struct {
 	*bolt.DB
 	path   string
+	log    *slog.Logger
 	failed atomic.Pointer[protocol.Error]
 }
 
@@ -67,12 +69,19 @@ func (d *logDB) Update(fn func(*bolt.Tx) error) error {
 	return d.check(storecheck.Guard(func() error { return d.DB.Update(fn) }))
 }
 
-// check turns a caught panic into the log's failure.
+const logFailed = "the authority's log is damaged; it serves nothing more until it is restored (`mwp-worker authority check`)"
+
+// check turns a caught panic into the log's failure. The error every
+// later call returns goes to clients too, so it names no file; the log
+// line does.
 func (d *logDB) check(err error) error {
 	if !storecheck.IsPanic(err) {
 		return err
 	}
-	d.failed.CompareAndSwap(nil, damaged(d.path, "", err))
+	e := storeError(ReasonStoreDamaged, nil, "%s", logFailed)
+	if d.failed.CompareAndSwap(nil, e) {
+		d.log.Error("authority log failed: a damaged page", "file", d.path, "err", err)
+	}
 	return d.failed.Load()
 }
 
@@ -99,30 +108,35 @@ type integrity struct {
 	checked atomic.Int64 // events verified in the background
 }
 
-// groupDamage returns the error a damaged Group answers with, nil if sound.
+// groupDamage returns the error a damaged Group answers with (on the wire
+// too: it names no file), nil if sound.
 func (s *Service) groupDamage(groupID string) error {
 	if e := s.db.failed.Load(); e != nil {
-		return e
+		return protocol.WithDetails(storeError(ReasonStoreDamaged, nil, "%s", logFailed), "groupId", groupID)
 	}
 	s.integrity.mu.Lock()
 	defer s.integrity.mu.Unlock()
-	if e := s.integrity.groups[groupID]; e != nil {
-		return e
+	if s.integrity.groups[groupID] != nil {
+		return groupDamaged(groupID)
 	}
 	return nil
 }
 
-// markDamaged stops serving a Group; the first reason is kept.
+func groupDamaged(groupID string) *protocol.Error {
+	return protocol.WithDetails(storeError(ReasonStoreDamaged, nil,
+		"group %s is not served: its stored events are damaged (`mwp-worker authority check` names them)", groupID), "groupId", groupID)
+}
+
+// markDamaged stops serving a Group; the first reason is kept and logged.
+// It returns the error the Group answers with.
 func (s *Service) markDamaged(groupID string, err error) *protocol.Error {
 	s.integrity.mu.Lock()
 	defer s.integrity.mu.Unlock()
-	if e := s.integrity.groups[groupID]; e != nil {
-		return e
+	if s.integrity.groups[groupID] == nil {
+		s.integrity.groups[groupID] = damaged(s.db.path, groupID, err)
+		s.log.Error("group not served: its stored events are damaged", "group", groupID, "file", s.db.path, "err", err)
 	}
-	e := damaged(s.db.path, groupID, err)
-	s.integrity.groups[groupID] = e
-	s.log.Error("group not served: its stored events are damaged", "group", groupID, "err", err)
-	return e
+	return groupDamaged(groupID)
 }
 
 // DamagedGroups lists the Groups not served because their store is damaged.

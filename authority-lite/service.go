@@ -171,7 +171,7 @@ func Open(cfg Config) (*Service, error) {
 		}
 		return nil, fmt.Errorf("authority: open store: %w", err)
 	}
-	db := &logDB{DB: bdb, path: logPath}
+	db := &logDB{DB: bdb, path: logPath, log: cfg.Logger}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
 	s.integrity.groups = map[string]*protocol.Error{}
 	// Nothing is written before the log is known to be this key's and
