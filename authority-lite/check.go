@@ -53,13 +53,15 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		return rep, nil
 	}
 	defer db.Close()
-	var structure []string
-	err = storecheck.Guard(func() error {
-		return db.View(func(tx *bolt.Tx) error { structure = storecheck.Structure(tx); return nil })
-	})
-	rep.StructureChecked = err == nil
-	if err != nil {
-		rep.Add(storecheck.Problem{Where: "structure", What: err.Error()})
+	structure := storecheck.Pages(path, ms)
+	if len(structure) == 0 {
+		err = storecheck.Guard(func() error {
+			return db.View(func(tx *bolt.Tx) error { structure = storecheck.Structure(tx); return nil })
+		})
+		rep.StructureChecked = err == nil
+		if err != nil {
+			rep.Add(storecheck.Problem{Where: "structure", What: err.Error()})
+		}
 	}
 	for _, p := range structure {
 		rep.Add(storecheck.Problem{Where: "structure", What: p})

@@ -46,7 +46,11 @@ type workerBase struct {
 	inbox  map[string][][]byte
 }
 
-func writeWorkerBase(t *testing.T) workerBase {
+func writeWorkerBase(t *testing.T) workerBase { return writeWorkerBaseN(t, 80, 20) }
+
+// writeWorkerBaseN writes Groups g-a and g-b with about that many WorkItems
+// each.
+func writeWorkerBaseN(t *testing.T, na, nb int) workerBase {
 	t.Helper()
 	key, err := protocol.GenerateKey(protocol.KeyIDFor(protocol.ActorService, "authority-1", "k1"), rand.Reader)
 	if err != nil {
@@ -59,7 +63,7 @@ func writeWorkerBase(t *testing.T) workerBase {
 	}
 	b := workerBase{dir: dir, keys: protocol.NewKeySet(key.Public()), inbox: map[string][][]byte{}}
 	for i, g := range []string{"g-a", "g-b"} {
-		evs := signedStream(t, g, 80-60*i, uint64(i+1), key)
+		evs := signedStream(t, g, []int{na, nb}[i], uint64(i+1), key)
 		for j := 0; j < len(evs); j += 16 {
 			mustApply(t, s, evs[j:min(j+16, len(evs))]...)
 		}
@@ -265,4 +269,27 @@ func catchPanic(t *testing.T, what string, fn func() string) (out string) {
 		}
 	}()
 	return fn()
+}
+
+// BenchmarkOpenPageWalk prices the page walk Open makes (checkPages) on the
+// 100k-event store of BenchmarkRebuild100k against the whole Open.
+func BenchmarkOpenPageWalk(b *testing.B) {
+	dir := rebuildStore(b)
+	path := filepath.Join(dir, FileName)
+	var walk, open time.Duration
+	for range b.N {
+		start := time.Now()
+		if err := checkPages(path); err != nil {
+			b.Fatal(err)
+		}
+		walk += time.Since(start)
+		start = time.Now()
+		s, err := Open(dir, Options{NoSocket: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		open += time.Since(start)
+		s.Close()
+	}
+	b.ReportMetric(walk.Seconds()/open.Seconds(), "walk/open")
 }

@@ -90,6 +90,22 @@ func preOpen(path string) error {
 	return nil
 }
 
+// checkPages walks the whole page tree from the file (storecheck.Pages)
+// once the file lock is held: a bad page anywhere, also in the buckets of
+// offline/, checkpoint/ and toolkeys/ that read the file without this
+// package's guard, refuses the store at start instead of crashing later.
+// It reads the file once more, as MAP_POPULATE already does.
+func checkPages(path string) error {
+	ms, err := storecheck.ReadMeta(path)
+	if err != nil {
+		return err
+	}
+	if ps := storecheck.Pages(path, ms); len(ps) > 0 {
+		return damaged(path, fmt.Errorf("%s (%d problem(s); `mwp-worker check` lists them)", ps[0], len(ps)))
+	}
+	return nil
+}
+
 // openErr maps bbolt's refusals of a damaged file to STORE_DAMAGED.
 func openErr(path string, err error) error {
 	if storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
@@ -170,13 +186,22 @@ func Check(dir string, keys protocol.KeyResolver, timeout time.Duration) (rep st
 	if r.Live() {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("read from the copy served by the running worker, pid %d", r.live.PID))
 	}
-	var structure []string
-	err = storecheck.Guard(func() error {
-		return r.db.View(func(tx *bolt.Tx) error { structure = storecheck.Structure(tx); return nil })
-	})
-	rep.StructureChecked = err == nil
-	if err != nil {
-		rep.Add(storecheck.Problem{Where: "structure", What: err.Error()})
+	opened, oms := path, ms
+	if r.tmp != "" {
+		opened = r.tmp
+		if oms, err = storecheck.ReadMeta(opened); err != nil {
+			return rep, err
+		}
+	}
+	structure := storecheck.Pages(opened, oms)
+	if len(structure) == 0 {
+		err = storecheck.Guard(func() error {
+			return r.db.View(func(tx *bolt.Tx) error { structure = storecheck.Structure(tx); return nil })
+		})
+		rep.StructureChecked = err == nil
+		if err != nil {
+			rep.Add(storecheck.Problem{Where: "structure", What: err.Error()})
+		}
 	}
 	for _, p := range structure {
 		rep.Add(storecheck.Problem{Where: "structure", What: p})

@@ -155,6 +155,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, openErr(path, err)
 	}
+	if err := checkPages(path); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState)}
 	if err := s.update(initLayout); err != nil {
 		db.Close()
@@ -164,7 +168,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		if err := checkTails(tx, OpenCheckEvents); err != nil {
 			return damaged(path, err)
 		}
-		return s.load(tx)
+		if err := s.load(tx); err != nil {
+			return damaged(path, err) // records that do not decode
+		}
+		return nil
 	}); err != nil {
 		db.Close()
 		return nil, err

@@ -67,6 +67,8 @@ type MetaPage struct {
 	HighWater uint64 `json:"highWater"`
 	Problem   string `json:"problem,omitempty"`
 	pageSize  int
+	root      uint64 // the root bucket's page
+	freelist  uint64
 }
 
 // Metas is what the two meta pages say.
@@ -95,6 +97,7 @@ func readMeta(f *os.File, page int, off int64) MetaPage {
 	m := b[pageHeader:]
 	le := binary.LittleEndian
 	mp.pageSize = int(le.Uint32(m[8:]))
+	mp.root, mp.freelist = le.Uint64(m[16:]), le.Uint64(m[32:])
 	mp.HighWater, mp.Txid = le.Uint64(m[40:]), le.Uint64(m[48:])
 	h := fnv.New64a()
 	h.Write(m[:metaSummed])
