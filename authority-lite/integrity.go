@@ -355,7 +355,7 @@ func (s *Service) startBackgroundCheck(tail int) {
 				s.integrity.checked.Add(int64(to - from + 1))
 			}
 		}
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && s.integrity.checked.Load() > 0 {
 			s.log.Info("background integrity check finished", "events", s.integrity.checked.Load(),
 				"newlyDamagedGroups", len(s.DamagedGroups())-damagedBefore)
 		}

@@ -16,12 +16,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/missionweave/mwp-worker/internal/storecheck"
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -297,6 +296,9 @@ func (s *Service) load() ([]string, error) {
 		})
 	})
 	if err != nil {
+		if ReasonOf(err) == "" {
+			err = damaged(s.db.path, "", err) // Organization records that do not decode
+		}
 		return nil, err
 	}
 	// One transaction per Group: a damaged Group is kept, not served,

@@ -11,7 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/missionweave/mwp-worker/internal/storecheck"
-
 	"github.com/missionweave/mwp-worker/protocol"
 )
 

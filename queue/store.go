@@ -16,9 +16,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/missionweave/mwp-worker/internal/storecheck"
-
 	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 

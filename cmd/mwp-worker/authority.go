@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,8 +51,22 @@ func authorityCommand() *cli.Command {
 	}
 }
 
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
 func serveAuthority(ctx context.Context, cmd *cli.Command) error {
-	stderr := cmd.Root().ErrWriter
+	// The log (the authority's background work included) and the
+	// refusals below share stderr.
+	stderr := &syncWriter{w: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
 		return exitError{1}
