@@ -38,6 +38,11 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 	}
 	var keys protocol.KeyResolver
 	pub, err := protocol.LoadPublicKey(filepath.Join(dir, "authority.pub"))
+	if err != nil {
+		if k, kerr := protocol.LoadPrivateKey(filepath.Join(dir, KeyFile)); kerr == nil {
+			pub, err = k.Public(), nil
+		}
+	}
 	if err == nil {
 		keys = protocol.NewKeySet(pub)
 		rep.SignaturesChecked = true
