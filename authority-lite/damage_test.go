@@ -268,6 +268,15 @@ func openDamaged(t *testing.T, dir string, d damage, b damagedLog) string {
 	if err := s.db.failed.Load(); err != nil {
 		intact = false
 		answers = append(answers, "log failed on a later read")
+		// From then on every call fails fast with the coded error.
+		for _, g := range []string{"grp-a", "grp-b"} {
+			if _, err := s.Events(g, 0, 0); ReasonOf(err) != ReasonStoreDamaged {
+				t.Errorf("Events(%s) after the log failed: %v", g, err)
+			}
+		}
+		if _, err := s.OrgEvents(); ReasonOf(err) != ReasonStoreDamaged {
+			t.Errorf("OrgEvents after the log failed: %v", err)
+		}
 	}
 	if intact {
 		return "served intact"

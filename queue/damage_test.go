@@ -293,3 +293,52 @@ func BenchmarkOpenPageWalk(b *testing.B) {
 	}
 	b.ReportMetric(walk.Seconds()/open.Seconds(), "walk/open")
 }
+
+// A page damaged while the store is open: the first read that meets it
+// gets STORE_DAMAGED instead of a panic, and every later call fails fast
+// with the same error.
+func TestStoreFailsFastAfterDamage(t *testing.T) {
+	b := writeWorkerBaseN(t, 6, 2)
+	s, err := Open(b.dir, Options{NoSocket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	raw := b.inbox["g-a"][0]
+	at := bytes.Index(b.data, raw)
+	if at < 0 {
+		t.Fatal("event not in the file")
+	}
+	f, err := os.OpenFile(filepath.Join(b.dir, FileName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, b.page), int64(at/b.page*b.page)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = s.Event("g-a", 1)
+	if coded(t, "Event", err); s.Failed() == nil {
+		t.Fatalf("the store did not fail: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"Event g-b": func() error { _, err := s.Event("g-b", 1); return err },
+		"Apply":     func() error { _, err := s.Apply(b.incoming(t)); return err },
+		"PutOutbox": func() error { return s.PutOutbox("act-1", []byte(`{"actionId":"act-1"}`)) },
+		"Rebuild":   func() error { return s.Rebuild() },
+	} {
+		var pe *protocol.Error
+		if err := call(); !errors.As(err, &pe) || pe != s.failed.Load() {
+			t.Errorf("%s after the failure: %v, want the store's failure %v", name, err, s.Failed())
+		}
+	}
+}
+
+// incoming is one more event for g-a, signed like the rest.
+func (b workerBase) incoming(t *testing.T) []Incoming {
+	in, err := Decode(b.inbox["g-a"][len(b.inbox["g-a"])-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []Incoming{in}
+}
