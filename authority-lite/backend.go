@@ -2,6 +2,7 @@ package authoritylite
 
 import (
 	"encoding/json"
+	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -22,7 +23,13 @@ func (s *Service) Authorize(peer, groupID string) error {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	m := gs.members[actorKey(protocol.Actor{Kind: protocol.ActorAgent, ID: peer})]
-	if m == nil || m.State != protocol.MembershipActive {
+	active := m != nil && m.State == protocol.MembershipActive
+	// A damaged Group says so to its members, and to anyone when its
+	// members could not be read.
+	if err := s.groupDamage(groupID); err != nil && (active || len(gs.members) == 0) {
+		return err
+	}
+	if !active {
 		return notFound
 	}
 	return nil
@@ -35,14 +42,16 @@ func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEve
 	}
 	var out []wss.StoredEvent
 	var old *protocol.Error
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	if err := s.groupView(groupID, func(tx *bolt.Tx) error {
 		if gb, err := openGroupBuckets(tx, groupID, false); err == nil && gb != nil {
 			if first, ref := onlineFrom(gb); after+1 < first {
 				old = cursorTooOld(groupID, after, first, ref)
 			}
 		}
 		return nil
-	})
+	}); err != nil {
+		return nil, err
+	}
 	if old != nil {
 		return nil, old
 	}
@@ -60,7 +69,7 @@ func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEve
 // scanEvents calls fn for each stored event of a Group after a sequence,
 // in order, until fn returns false.
 func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.Event, raw []byte) bool) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.groupView(groupID, func(tx *bolt.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return err
@@ -69,7 +78,7 @@ func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.
 		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
 			var ev protocol.Event
 			if err := json.Unmarshal(v, &ev); err != nil {
-				return err
+				return s.markDamaged(groupID, fmt.Errorf("event %d does not decode: %v", seqFromKey(k), err))
 			}
 			raw := append([]byte(nil), v...)
 			if !fn(&ev, raw) {
@@ -114,7 +123,7 @@ func (s *Service) DecidedSequence(groupID string) uint64 {
 // LastSequence is a Group's highest durable sequence.
 func (s *Service) LastSequence(groupID string) uint64 {
 	var last uint64
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.groupView(groupID, func(tx *bolt.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err == nil && gb != nil {
 			last = lastSeq(gb.events)

@@ -19,4 +19,9 @@
 // Offline reconciliation (spec 11.5) reuses package offline's pure
 // CheckBuffered, so the worker and the authority judge a binding by the
 // same rules; that is the one import beyond protocol and internal.
+//
+// The log records the key it was created for and refuses another key, or
+// a missing log beside the key (identity.go); a damaged log gives coded
+// errors, never a panic, and a Group whose events fail verification is not
+// served (integrity.go); Check is `mwp-worker authority check`.
 package authoritylite

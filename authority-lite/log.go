@@ -35,6 +35,7 @@ import (
 //	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
 //	audit                     index -> late result JSON (never applied)
 //	followups                 groupId 0 sequence index -> follow-up owed to another Group (followups.go)
+//	log/identity              the log's id, creation time and key (identity.go)
 var (
 	bucketGroups    = []byte("groups")
 	bucketEvents    = []byte("events")

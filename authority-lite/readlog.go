@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 )
 
 // LogFile is the authority's store inside its data directory.
@@ -28,33 +31,54 @@ func FindLog(dir string) (string, error) {
 // an authority holds it) and calls fn for every stored event: the
 // Organization's first, then each Group's in sequence order, Groups by id.
 func ReadLog(path string, timeout time.Duration, fn func(groupID string, raw []byte) error) error {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if _, err := preOpen(path); err != nil {
+		return err
+	}
+	db, err := storecheck.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return fmt.Errorf("%s is held by a running authority", path)
 		}
-		return err
+		return damaged(path, "", err)
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
-		if org := tx.Bucket(bucketOrg); org != nil {
-			if b := org.Bucket(bucketEvents); b != nil {
-				if err := b.ForEach(func(_, v []byte) error { return fn("", v) }); err != nil {
-					return err
+	err = storecheck.Guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketLog); b != nil {
+				var id LogIdentity
+				if json.Unmarshal(b.Get(keyIdentity), &id) == nil {
+					if err := checkHead(filepath.Dir(path), id, uint64(tx.ID())); err != nil {
+						return err
+					}
 				}
 			}
+			return readAll(tx, fn)
+		})
+	})
+	if storecheck.IsPanic(err) {
+		return damaged(path, "", err)
+	}
+	return err
+}
+
+func readAll(tx *bolt.Tx, fn func(groupID string, raw []byte) error) error {
+	if org := tx.Bucket(bucketOrg); org != nil {
+		if b := org.Bucket(bucketEvents); b != nil {
+			if err := b.ForEach(func(_, v []byte) error { return fn("", v) }); err != nil {
+				return err
+			}
 		}
-		groups := tx.Bucket(bucketGroups)
-		if groups == nil {
+	}
+	groups := tx.Bucket(bucketGroups)
+	if groups == nil {
+		return nil
+	}
+	return groups.ForEachBucket(func(k []byte) error {
+		g := groups.Bucket(k)
+		b := g.Bucket(bucketEvents)
+		if b == nil {
 			return nil
 		}
-		return groups.ForEachBucket(func(k []byte) error {
-			g := groups.Bucket(k)
-			b := g.Bucket(bucketEvents)
-			if b == nil {
-				return nil
-			}
-			return b.ForEach(func(_, v []byte) error { return fn(string(k), v) })
-		})
+		return b.ForEach(func(_, v []byte) error { return fn(string(k), v) })
 	})
 }

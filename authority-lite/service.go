@@ -16,9 +16,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -49,6 +51,16 @@ type Config struct {
 	// (spec 20); zero RateBurst means 60 per minute.
 	RateBurst int
 	RateEvery time.Duration
+	// Init allows a new, empty log beside an existing DIR/authority.key
+	// (`authority serve --init`); without it Open refuses a key whose log
+	// is missing or empty (LOG_MISSING), and with it Open refuses a log that
+	// exists (LOG_EXISTS). A first start, with neither file, creates both
+	// either way; a Config.Key is never "existing".
+	Init bool
+	// OpenCheckEvents is how many of each Group's newest events Open
+	// verifies before serving (zero: DefaultOpenCheckEvents); the rest are
+	// verified in the background (integrity.go).
+	OpenCheckEvents int
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -61,13 +73,16 @@ type Config struct {
 // Group service over a bbolt log. It implements the wss Backend and is
 // also called in-process by embedded workers.
 type Service struct {
-	cfg     Config
-	db      *bolt.DB
-	clock   clock.Clock
-	key     protocol.PrivateKey
-	log     *slog.Logger
-	inbound protocol.Inbound
-	org     *org
+	cfg       Config
+	db        *logDB
+	identity  LogIdentity
+	head      *head
+	integrity integrity
+	clock     clock.Clock
+	key       protocol.PrivateKey
+	log       *slog.Logger
+	inbound   protocol.Inbound
+	org       *org
 
 	// orgMu serializes Organization commands and Group creation; it is
 	// taken before any Group lock.
@@ -136,18 +151,59 @@ func Open(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
+	logPath := filepath.Join(cfg.Dir, LogFile)
+	logExists, err := logFileState(logPath)
+	if err != nil {
+		return nil, err
+	}
+	keyExisted := false
 	if cfg.Key.KeyID == "" {
-		k, err := loadOrCreateKey(cfg.Dir, cfg.ID)
-		if err != nil {
+		if cfg.Key, keyExisted, err = openKey(cfg.Dir, cfg.ID, logExists); err != nil {
 			return nil, err
 		}
-		cfg.Key = k
 	}
-	db, err := bolt.Open(filepath.Join(cfg.Dir, "authority.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
+	if keyExisted && !logExists && !cfg.Init {
+		// Refused before bbolt creates the file.
+		return nil, errLogMissing(cfg.Dir)
+	}
+	if _, err := preOpen(logPath); err != nil {
+		return nil, err
+	}
+	bdb, err := storecheck.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
 	if err != nil {
+		if storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+			return nil, damaged(logPath, "", err)
+		}
 		return nil, fmt.Errorf("authority: open store: %w", err)
 	}
+	db := &logDB{DB: bdb, path: logPath, log: cfg.Logger}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
+	s.integrity.groups = map[string]*protocol.Error{}
+	// Nothing is written before the log is known to be this key's and
+	// whole: a commit would overwrite a damaged meta page and hide the loss.
+	var txid uint64
+	var create bool
+	err = db.View(func(tx *bolt.Tx) error {
+		txid = uint64(tx.ID())
+		var err error
+		s.identity, create, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
+		return err
+	})
+	if err == nil && !create {
+		err = checkHead(cfg.Dir, s.identity, txid)
+	}
+	if err == nil && create {
+		err = db.Update(func(tx *bolt.Tx) error {
+			var err error
+			s.identity, _, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
+			return err
+		})
+		cfg.Logger.Info("recorded the log's identity", "log", s.identity.LogID, "key", s.identity.KeyID)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	if cfg.RateBurst == 0 {
 		cfg.RateBurst, cfg.RateEvery = 60, time.Second
 	}
@@ -166,14 +222,29 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.inflight = map[string]*inflight{}
-	s.m = newMetrics()
-	s.writer = newWriter(db, s.m)
-	if err := s.resumeFollowUps(); err != nil {
-		s.writer.close()
+	if cfg.OpenCheckEvents <= 0 {
+		cfg.OpenCheckEvents = DefaultOpenCheckEvents
+	}
+	s.verifyTail(cfg.OpenCheckEvents)
+	if s.head, err = openHead(cfg.Dir, s.identity.LogID); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if err := db.View(func(tx *bolt.Tx) error { s.head.record(uint64(tx.ID())); return nil }); err != nil {
+		s.head.close()
+		db.Close()
+		return nil, err
+	}
+	s.inflight = map[string]*inflight{}
+	s.m = newMetrics()
+	s.writer = newWriter(db, s.head, s.m)
+	if err := s.resumeFollowUps(); err != nil {
+		s.writer.close()
+		s.head.close()
+		db.Close()
+		return nil, err
+	}
+	s.startBackgroundCheck(cfg.OpenCheckEvents)
 	events := uint64(0)
 	for _, id := range s.GroupIDs() {
 		events += s.LastSequence(id)
@@ -186,10 +257,12 @@ func Open(cfg Config) (*Service, error) {
 // Submit calls must have returned.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopBackgroundCheck()
 		if err := s.checkpointAll(); err != nil {
 			s.log.Error("checkpoint at close failed; the next open folds the log again", "err", err)
 		}
 		s.writer.close()
+		s.head.close()
 		s.closeErr = s.db.Close()
 		s.log.Info("authority log closed", "dir", s.cfg.Dir, "err", s.closeErr)
 	})
@@ -214,11 +287,14 @@ func (s *Service) PublicKey() protocol.VerifyingKey { return s.key.Public() }
 // ID is the acceptedBy of the authority's events.
 func (s *Service) ID() string { return s.cfg.ID }
 
+// Identity is the log's recorded identity: its id, creation time and key.
+func (s *Service) Identity() LogIdentity { return s.identity }
+
 // Dir is the data directory.
 func (s *Service) Dir() string { return s.cfg.Dir }
 
 func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
-	path := filepath.Join(dir, "authority.key")
+	path := filepath.Join(dir, KeyFile)
 	if k, err := protocol.LoadPrivateKey(path); err == nil {
 		return k, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -237,24 +313,43 @@ func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
 // load reads every Group's state from the store. It returns the Groups
 // whose store has no stateSeq marker yet.
 func (s *Service) load() ([]string, error) {
-	var unmarked []string
+	var unmarked, ids []string
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketGroups).ForEachBucket(func(k []byte) error {
-			gs, marked, err := s.readGroup(tx, string(k))
-			if err != nil {
-				return err
-			}
-			s.groups[gs.id] = gs
-			if !marked {
-				unmarked = append(unmarked, gs.id)
-			}
+			ids = append(ids, string(k))
 			return nil
 		})
 	})
-	return unmarked, err
+	if err != nil {
+		if ReasonOf(err) == "" {
+			err = damaged(s.db.path, "", err) // Organization records that do not decode
+		}
+		return nil, err
+	}
+	// One transaction per Group: a damaged Group is kept, not served,
+	// and does not keep the others from loading.
+	for _, id := range ids {
+		var gs *groupState
+		var marked bool
+		err := s.groupView(id, func(tx *bolt.Tx) error {
+			var err error
+			gs, marked, err = s.readGroup(tx, id)
+			return err
+		})
+		if err != nil {
+			s.markDamaged(id, err)
+			s.groups[id] = newGroupState(id, s.cfg.Limits)
+			continue
+		}
+		s.groups[gs.id] = gs
+		if !marked {
+			unmarked = append(unmarked, gs.id)
+		}
+	}
+	return unmarked, nil
 }
 
 func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
@@ -416,6 +511,9 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	gs := s.group(cmd.GroupID)
 	if gs == nil {
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", cmd.GroupID).At("/groupId")
+	}
+	if err := s.groupDamage(cmd.GroupID); err != nil {
+		return nil, err
 	}
 	gs.mu.Lock()
 	r, p, wait, err := s.decideInGroup(c, gs)

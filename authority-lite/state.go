@@ -190,6 +190,9 @@ func (s *Service) checkpointAll() error {
 	}
 	var writes []write
 	for _, id := range s.GroupIDs() {
+		if s.groupDamage(id) != nil {
+			continue // its records may sit on the damaged pages
+		}
 		gs := s.group(id)
 		gs.mu.Lock()
 		if gs.last > gs.saved.seq {

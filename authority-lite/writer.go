@@ -20,7 +20,8 @@ import (
 // restart it, to reload from the log, as a database does after a failed
 // fsync (Service.Failed).
 type writer struct {
-	db        *bolt.DB
+	db        *logDB
+	head      *head
 	m         *metrics
 	reqs      chan *writeReq
 	stop      chan struct{}
@@ -43,8 +44,8 @@ type writeReq struct {
 // once the fsync is amortized.
 const maxBatch = 512
 
-func newWriter(db *bolt.DB, m *metrics) *writer {
-	w := &writer{db: db, m: m, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{}), brokenCh: make(chan struct{})}
+func newWriter(db *logDB, h *head, m *metrics) *writer {
+	w := &writer{db: db, head: h, m: m, reqs: make(chan *writeReq, maxBatch), stop: make(chan struct{}), brokenCh: make(chan struct{})}
 	w.done.Add(1)
 	go w.run()
 	return w
@@ -105,10 +106,12 @@ func (w *writer) run() {
 		err := w.err()
 		if err == nil {
 			start, wrote := time.Now(), w.writeTime()
+			var txid uint64
 			err = w.db.Update(func(tx *bolt.Tx) error {
 				if err := w.injected(); err != nil {
 					return err
 				}
+				txid = uint64(tx.ID())
 				for _, r := range batch {
 					if err := r.fn(tx); err != nil {
 						return err
@@ -117,7 +120,9 @@ func (w *writer) run() {
 				return nil
 			})
 			w.m.commit(len(batch), time.Since(start), w.writeTime()-wrote, err)
-			if err != nil {
+			if err == nil {
+				w.head.record(txid)
+			} else {
 				w.fail(err)
 			}
 		}

@@ -225,7 +225,7 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 
 	if len(groupIDs) > 0 || len(org) > 0 || len(diverged) > 0 {
 		var txRes Result
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.update(func(tx *bolt.Tx) error {
 			txRes = Result{}
 			for _, d := range diverged {
 				if err := putDivergence(tx, d); err != nil {

@@ -41,7 +41,7 @@ func (d *Divergence) err() *protocol.Error {
 // duplicates.
 func (s *Store) compareApplied(plans map[string]*groupPlan, res *Result) error {
 	now := protocol.NewTime(s.opts.Clock.Now())
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		for _, p := range plans {
 			if len(p.applied0) == 0 {
 				continue

@@ -110,4 +110,12 @@
 // replaces the Group's buckets with the snapshot's projection, cursor and
 // base in one transaction. Rebuild starts from the stored snapshot and
 // replays the inbox after it.
+//
+// # Damaged files
+//
+// Every transaction runs under storecheck.Guard, Open walks the page tree
+// from the file and checks each Group's inbox tail and cursor, and the first
+// bad page met later fails the Store for good (integrity.go). Check is
+// `mwp-worker check`. The store is rebuilt from the authority when damaged
+// (docs/operations.md).
 package queue

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -69,7 +70,7 @@ func (s *Store) PutOutbox(actionID string, signed []byte) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		idx, ob := tx.Bucket(bktOutboxIndex), tx.Bucket(bktOutbox)
 		if k := idx.Get([]byte(actionID)); k != nil {
 			old, err := decodeOutbox(ob.Get(k))
@@ -101,7 +102,7 @@ func (s *Store) AckOutbox(actionID string) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return ackOutboxTx(tx, actionID) })
+	return s.update(func(tx *bolt.Tx) error { return ackOutboxTx(tx, actionID) })
 }
 
 func ackOutboxTx(tx *bolt.Tx, actionID string) error {
@@ -136,17 +137,22 @@ func (s *Store) Outbox() iter.Seq2[OutboxEntry, error] {
 
 func readOutbox(db *bolt.DB) ([]OutboxEntry, error) {
 	var out []OutboxEntry
-	err := db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bktOutbox).ForEach(func(k, v []byte) error {
-			e, err := decodeOutbox(v)
-			if err != nil {
-				return fmt.Errorf("queue: outbox record %x: %w", k, err)
-			}
-			e.Signed = slices.Clone(e.Signed)
-			out = append(out, e)
-			return nil
+	err := storecheck.Guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bktOutbox).ForEach(func(k, v []byte) error {
+				e, err := decodeOutbox(v)
+				if err != nil {
+					return fmt.Errorf("queue: outbox record %x: %w", k, err)
+				}
+				e.Signed = slices.Clone(e.Signed)
+				out = append(out, e)
+				return nil
+			})
 		})
 	})
+	if storecheck.IsPanic(err) {
+		return nil, damaged(db.Path(), err)
+	}
 	return out, err
 }
 

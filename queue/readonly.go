@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -31,27 +32,29 @@ func OpenReader(dir string, timeout time.Duration) (*Reader, error) {
 		return nil, fmt.Errorf("queue: no worker store: %w", err)
 	}
 	r := &Reader{path: path}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err := preOpen(path); err != nil {
+		return nil, err
+	}
+	db, err := storecheck.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, bolt.ErrTimeout) {
 		tmp, live, ferr := fetchCopy(dir, timeout)
 		if ferr != nil {
 			return nil, fmt.Errorf("queue: %s is locked by a running worker, and its copy failed: %w", path, ferr)
 		}
 		r.tmp, r.live = tmp, live
-		db, err = bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+		db, err = storecheck.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 		if err != nil {
 			os.Remove(tmp)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("queue: open %s read-only: %w", path, err)
+		return nil, openErr(path, err)
 	}
-	if err := db.View(checkSchema); err != nil {
-		r.db = db
+	r.db = db
+	if err := r.view(checkSchema); err != nil {
 		r.Close()
 		return nil, err
 	}
-	r.db = db
 	return r, nil
 }
 
@@ -119,7 +122,7 @@ func (r *Reader) Report() (Report, error) {
 	if r.live != nil {
 		rep.WorkerPID = r.live.PID
 	}
-	err := r.db.View(func(tx *bolt.Tx) error {
+	err := r.view(func(tx *bolt.Tx) error {
 		rep.Schema = getU64(tx.Bucket(bktMeta).Get(keySchema))
 		rep.OrgEvents = tx.Bucket(bktOrg).Stats().KeyN
 		err := tx.Bucket(bktGroups).ForEachBucket(func(name []byte) error {
@@ -186,7 +189,7 @@ func groupReport(gb *bolt.Bucket, id string) (GroupReport, error) {
 // Items returns one Group's entries as stored, sorted by id.
 func (r *Reader) Items(groupID string) ([]Entry, error) {
 	var out []Entry
-	err := r.db.View(func(tx *bolt.Tx) error {
+	err := r.view(func(tx *bolt.Tx) error {
 		gb := tx.Bucket(bktGroups).Bucket([]byte(groupID))
 		if gb == nil {
 			return fmt.Errorf("queue: unknown group %s", groupID)

@@ -28,7 +28,7 @@ func (s *Store) Rebuild(groupIDs ...string) error {
 		groupIDs = s.GroupIDs()
 	}
 	rebuilt := make(map[string]*groupState, len(groupIDs))
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		for _, id := range groupIDs {
 			gb := tx.Bucket(bktGroups).Bucket([]byte(id))
 			if gb == nil {

@@ -119,7 +119,7 @@ func (s *Store) writeCopy(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		hdr := make([]byte, 0, len(snapMagic)+12+len(status))
 		hdr = append(hdr, snapMagic...)
 		hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(status)))

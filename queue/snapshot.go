@@ -50,7 +50,7 @@ func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify fun
 	}
 	p := &groupPlan{g: ns, isNew: true, pending: map[uint64]candidateEv{}}
 	var res Result
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		res = Result{}
 		groups := tx.Bucket(bktGroups)
 		if groups.Bucket([]byte(ref.GroupID)) != nil {
@@ -198,7 +198,7 @@ func (s *Store) Contract(groupID, workItemID string) (protocol.WorkContract, err
 		return protocol.WorkContract{}, fmt.Errorf("queue: group %s has no work item %s", groupID, workItemID)
 	}
 	var c protocol.WorkContract
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		gb := tx.Bucket(bktGroups).Bucket([]byte(groupID))
 		if gb == nil {
 			return fmt.Errorf("queue: unknown group %s", groupID)

@@ -17,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -95,6 +96,9 @@ type Store struct {
 	sockPath string
 	wg       sync.WaitGroup
 
+	// failed is set by the first panic caught on a damaged page.
+	failed atomic.Pointer[protocol.Error]
+
 	commits atomic.Int64 // write transactions of Apply, for group-commit tests
 	// failApply, when set (tests only), runs at the end of Apply's
 	// transaction; an error rolls everything back like a crash would.
@@ -160,19 +164,35 @@ func Open(dir string, opts Options) (*Store, error) {
 	if !opts.NoPopulate {
 		bo.MmapFlags = mmapPopulate
 	}
-	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, bo)
+	path := filepath.Join(dir, FileName)
+	if err := preOpen(path); err != nil {
+		return nil, err
+	}
+	db, err := storecheck.Open(path, 0o600, bo)
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, lockedError(dir, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("queue: open %s: %w", filepath.Join(dir, FileName), err)
+		return nil, openErr(path, err)
 	}
-	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState)}
-	if err := db.Update(initLayout); err != nil {
+	if err := checkPages(path); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if err := db.View(s.load); err != nil {
+	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState)}
+	if err := s.update(initLayout); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.view(func(tx *bolt.Tx) error {
+		if err := checkTails(tx, OpenCheckEvents); err != nil {
+			return damaged(path, err)
+		}
+		if err := s.load(tx); err != nil {
+			return damaged(path, err) // records that do not decode
+		}
+		return nil
+	}); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -229,7 +249,7 @@ func checkSchema(tx *bolt.Tx) error {
 // version.
 func (s *Store) upgradeProjection() error {
 	var current bool
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bktMeta).Get(keyProjection)
 		current = len(v) == 8 && getU64(v) == ProjectionVersion
 		return nil
@@ -241,7 +261,7 @@ func (s *Store) upgradeProjection() error {
 			return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
 		}
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktMeta).Put(keyProjection, u64(ProjectionVersion))
 	})
 }
@@ -484,7 +504,7 @@ func (s *Store) Buffers() []BufferStatus {
 // Event returns the inbox bytes of one applied event.
 func (s *Store) Event(groupID string, seq uint64) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		gb := tx.Bucket(bktGroups).Bucket([]byte(groupID))
 		if gb == nil {
 			return fmt.Errorf("queue: unknown group %s", groupID)

@@ -10,7 +10,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -27,16 +29,19 @@ func authorityCommand() *cli.Command {
 		Commands: []*cli.Command{{
 			Name:  "serve",
 			Usage: "serve the WebSocket binding at wss://HOST:PORT/mwp",
-			Description: "Opens (creating on first start) the authority's log DIR/authority.db, its event-signing key\n" +
-				"DIR/authority.key and a self-signed TLS 1.3 certificate DIR/cert.pem, then serves until SIGINT or\n" +
-				"SIGTERM. It prints the URL, the certificate fingerprint (give it to workers with --authority-fingerprint)\n" +
-				"and the authority's public key. Humans and Organization policy services are registered with\n" +
+			Description: "Opens the authority's log DIR/authority.db, its event-signing key DIR/authority.key and a\n" +
+				"self-signed TLS 1.3 certificate DIR/cert.pem, then serves until SIGINT or SIGTERM. A first start (no key,\n" +
+				"no log) creates all three. A key whose log is missing or empty is refused (LOG_MISSING), and so is a\n" +
+				"log created for another key (LOG_KEY_MISMATCH): --init starts a new, empty log beside the existing key,\n" +
+				"once (it is refused when a log exists). It prints the URL, the certificate fingerprint (give it to\n" +
+				"workers with --authority-fingerprint), the authority's public key and the log's id. Humans and Organization policy services are registered with\n" +
 				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
 				"register their own Agent Cards over the wire once known: a HELLO needs a registered key, so an\n" +
 				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`).",
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "the authority's data directory", Required: true, Sources: cli.EnvVars("MWP_AUTHORITY_DATA")},
 				&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:7443", Sources: cli.EnvVars("MWP_AUTHORITY_LISTEN")},
+				&cli.BoolFlag{Name: "init", Usage: "start a new, empty log beside an existing authority.key (receipts, replay guards and sequences start over)"},
 				&cli.BoolFlag{Name: "insecure-loopback", Usage: "serve plain ws:// (tests only; refused on non-loopback addresses)"},
 				&cli.StringSliceFlag{Name: "human", Usage: "register a human principal: ID=PUBKEYFILE (repeatable)"},
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
@@ -44,12 +49,26 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
 			}, opsFlags()...),
 			Action: serveAuthority,
-		}, authorityInspectCommand()},
+		}, authorityInspectCommand(), authorityCheckCommand()},
 	}
 }
 
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
 func serveAuthority(ctx context.Context, cmd *cli.Command) error {
-	stderr := cmd.Root().ErrWriter
+	// The log (the authority's background work included) and the
+	// refusals below share stderr.
+	stderr := &syncWriter{w: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
 		return exitError{1}
@@ -61,7 +80,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration")})
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration"), Init: cmd.Bool("init")})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -114,6 +133,8 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintf(out, "certificate fingerprint %s\n", fingerprint)
 	}
 	fmt.Fprintf(out, "event key %s\n", svc.PublicKey().KeyID)
+	id := svc.Identity()
+	fmt.Fprintf(out, "log %s created %s\n", id.LogID, id.CreatedAt.Format(time.RFC3339))
 	server := wss.NewServer(svc, wss.Options{Logger: log})
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()

@@ -31,6 +31,7 @@ func newApp() *cli.Command {
 			inspectCommand(),
 			resyncCommand(),
 			statusCommand(),
+			checkCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
 			runCommand(),

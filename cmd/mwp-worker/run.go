@@ -73,7 +73,9 @@ func runCommand() *cli.Command {
 }
 
 func runWorker(ctx context.Context, cmd *cli.Command) error {
-	out, stderr := cmd.Root().Writer, cmd.Root().ErrWriter
+	// The embedded authority's background check logs from its own
+	// goroutine while this one writes its lines: one lock for stderr.
+	out, stderr := cmd.Root().Writer, &syncWriter{w: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "run: "+format+"\n", args...)
 		return exitError{1}

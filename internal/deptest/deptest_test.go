@@ -70,9 +70,12 @@ var rules = map[string]rule{
 		clock:  true,
 		noGo:   true,
 	},
-	"internal/clock":   {},
-	"internal/deptest": {},
-	// The operator's HTTP endpoints: metrics, health, pprof.
+	"internal/clock": {},
+	// Surviving a damaged bbolt file: guarded transactions, meta pages,
+	// the check report both stores print.
+	"internal/storecheck": {imports: []string{"protocol"}},
+	"internal/deptest":    {},
+	// The operator's HTTP endpoints: metrics, health, pprof; status sockets.
 	"internal/ops": {},
 	// The Group state machine (Decide and one Fold), which authority-lite
 	// and queue both stand on: state, command and time in, events out;
@@ -115,12 +118,12 @@ var rules = map[string]rule{
 	},
 	"checkpoint": {imports: []string{"protocol", "internal/clock"}, clock: true},
 	"toolkeys":   {imports: []string{"protocol"}},
-	"queue":      {imports: []string{"protocol", "internal/clock", "group"}},
+	"queue":      {imports: []string{"protocol", "internal/clock", "group", "internal/storecheck"}},
 	"slots":      {imports: []string{"protocol", "checkpoint", "toolkeys", "internal/clock"}},
 	// The service reads only its injected clock (the decision core has no
 	// other time than its now argument).
 	"authority-lite": {
-		imports: []string{"protocol", "internal/clock", "offline", "authority-lite/wss", "group"},
+		imports: []string{"protocol", "internal/clock", "offline", "authority-lite/wss", "group", "internal/storecheck"},
 		clock:   true,
 		allow: map[string]string{
 			"writer.go time.Sleep": "backs off briefly when taking an ancestor's lock against the usual order; that wait decides nothing",

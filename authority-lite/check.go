@@ -1,0 +1,164 @@
+package authoritylite
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/storecheck"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Check verifies a stopped authority's log at path in full: its meta
+// pages, bbolt's structural check, the identity against the key beside it
+// (authority.pub), the head file, and every stored event: each Group's
+// sequences without a gap from its first online event, every Group and
+// Organization event's signature by the event key. Damage is reported,
+// never returned as an error; an error means the check could not run
+// (the file is missing, or held by a running authority past timeout).
+func Check(path string, timeout time.Duration) (rep storecheck.Report, err error) {
+	rep = storecheck.Report{Path: path, Store: "authority"}
+	defer rep.Finish()
+	dir := filepath.Dir(path)
+	ms, err := storecheck.ReadMeta(path)
+	if err != nil {
+		return rep, err
+	}
+	rep.Meta = ms
+	for _, p := range ms.Problems() {
+		rep.Add(storecheck.Problem{Where: "meta", What: p})
+	}
+	if ms.Used < 0 || ms.Truncated() {
+		return rep, nil
+	}
+	var keys protocol.KeyResolver
+	pub, err := protocol.LoadPublicKey(filepath.Join(dir, "authority.pub"))
+	if err != nil {
+		if k, kerr := protocol.LoadPrivateKey(filepath.Join(dir, KeyFile)); kerr == nil {
+			pub, err = k.Public(), nil
+		}
+	}
+	if err == nil {
+		keys = protocol.NewKeySet(pub)
+		rep.SignaturesChecked = true
+	} else {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("signatures not checked: %v", err))
+	}
+	db, err := storecheck.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return rep, fmt.Errorf("%s is held by a running authority: stop it first", path)
+		}
+		rep.Add(storecheck.Problem{Where: "file", What: err.Error()})
+		return rep, nil
+	}
+	defer db.Close()
+	structure := storecheck.Pages(path, ms)
+	if len(structure) == 0 {
+		err = storecheck.Guard(func() error {
+			return db.View(func(tx *bolt.Tx) error { structure = storecheck.Structure(tx); return nil })
+		})
+		rep.StructureChecked = err == nil
+		if err != nil {
+			rep.Add(storecheck.Problem{Where: "structure", What: err.Error()})
+		}
+	}
+	for _, p := range structure {
+		rep.Add(storecheck.Problem{Where: "structure", What: p})
+	}
+	var id LogIdentity
+	var ids []string
+	err = storecheck.Guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketLog); b != nil {
+				if err := json.Unmarshal(b.Get(keyIdentity), &id); err != nil {
+					return fmt.Errorf("log identity: %v", err)
+				}
+			}
+			if g := tx.Bucket(bucketGroups); g != nil {
+				return g.ForEachBucket(func(k []byte) error { ids = append(ids, string(k)); return nil })
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		rep.Add(storecheck.Problem{Where: "file", What: err.Error()})
+		return rep, nil
+	}
+	switch {
+	case id.LogID == "":
+		rep.Notes = append(rep.Notes, "the log records no identity (written before identities; the next serve records one)")
+	default:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("log %s created %s for key %s", id.LogID, id.CreatedAt.Format(time.RFC3339), id.KeyID))
+		if keys != nil && !id.sameKey(pub) {
+			rep.Add(storecheck.Problem{Where: "identity", What: fmt.Sprintf("the log was created for key %s, authority.pub beside it is %s (or another key under that id)", id.KeyID, pub.KeyID)})
+		}
+		if logID, last, ok := readHead(dir); ok && logID == id.LogID {
+			if ms.Txid() < last {
+				rep.Add(storecheck.Problem{Where: "head", What: fmt.Sprintf("the log opens at transaction %d, %s records %d committed: %d commits are lost", ms.Txid(), HeadFile, last, last-ms.Txid())})
+			} else {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s records transaction %d; the log is at %d", HeadFile, last, ms.Txid()))
+			}
+		}
+	}
+	checkOrg(db, keys, &rep)
+	for _, gid := range ids {
+		run := storecheck.Run{GroupID: gid, Keys: keys}
+		err := storecheck.Guard(func() error {
+			return db.View(func(tx *bolt.Tx) error {
+				gb, err := openGroupBuckets(tx, gid, false)
+				if err != nil || gb == nil {
+					return fmt.Errorf("buckets: %v", err)
+				}
+				run.Next, _ = onlineFrom(gb)
+				c := gb.events.Cursor()
+				for k, v := c.First(); k != nil; k, v = c.Next() {
+					run.Add(k, v)
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			run.Fail(0, "%v", err)
+		}
+		gr, ps := run.Report()
+		rep.Groups = append(rep.Groups, gr)
+		rep.Problems = append(rep.Problems, ps...)
+	}
+	return rep, nil
+}
+
+// checkOrg verifies the Organization's events.
+func checkOrg(db *bolt.DB, keys protocol.KeyResolver, rep *storecheck.Report) {
+	err := storecheck.Guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			org := tx.Bucket(bucketOrg)
+			if org == nil || org.Bucket(bucketEvents) == nil {
+				return nil
+			}
+			return org.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+				rep.OrgEvents++
+				if _, err := storecheck.Event(v, keys); err != nil && len(rep.Problems) < storecheck.MaxProblems {
+					rep.Add(storecheck.Problem{Where: "org", What: fmt.Sprintf("event %x: %v", k, err)})
+				}
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		rep.Add(storecheck.Problem{Where: "org", What: err.Error()})
+	}
+}
+
+// FindLogOrDir is FindLog that also accepts the path of the file itself.
+func FindLogOrDir(p string) (string, error) {
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		return p, nil
+	}
+	return FindLog(p)
+}

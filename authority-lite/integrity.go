@@ -1,0 +1,385 @@
+package authoritylite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/storecheck"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// A damaged log must not crash the authority, nor be served as if whole.
+//
+//   - Every transaction runs under storecheck.Guard: bbolt's panic on a bad
+//     page (or a fault past the end of a truncated file) becomes
+//     STORE_DAMAGED. A panic while reading one Group's events marks that
+//     Group damaged; any other marks the whole log failed, and every later
+//     call returns the same error at once.
+//   - Open refuses a file shorter than its used pages (bbolt would fault)
+//     and a log older than the last commit this authority recorded in
+//     DIR/authority.head (LOG_ROLLED_BACK).
+//   - Open verifies the newest OpenCheckEvents events of every Group
+//     (signature by the event key, key = sequence, no gap); a Group that
+//     fails is not served (SUBSCRIBE and commands get STORE_DAMAGED), the
+//     others are. The older events are verified in the background, a chunk
+//     per read transaction so writers are never held up; it starts over at
+//     every Open and stops at Close.
+//   - `authority check` (Check) runs all of it and bbolt's tx.Check on a
+//     stopped authority's file.
+
+// HeadFile records the log's last commit outside the log.
+const HeadFile = "authority.head"
+
+// DefaultOpenCheckEvents is how many of each Group's newest events Open
+// verifies before serving; the rest are verified in the background.
+const DefaultOpenCheckEvents = 256
+
+// backgroundChunk is how many events one background read transaction checks.
+const backgroundChunk = 1024
+
+// logDB is the authority's bbolt handle with every transaction guarded.
+type logDB struct {
+	*bolt.DB
+	path   string
+	log    *slog.Logger
+	failed atomic.Pointer[protocol.Error]
+}
+
+func (d *logDB) View(fn func(*bolt.Tx) error) error {
+	if e := d.failed.Load(); e != nil {
+		return e
+	}
+	return d.check(storecheck.Guard(func() error { return d.DB.View(fn) }))
+}
+
+func (d *logDB) Update(fn func(*bolt.Tx) error) error {
+	if e := d.failed.Load(); e != nil {
+		return e
+	}
+	return d.check(storecheck.Guard(func() error { return d.DB.Update(fn) }))
+}
+
+const logFailed = "the authority's log is damaged; it serves nothing more until it is restored (`mwp-worker authority check`)"
+
+// check turns a caught panic into the log's failure. The error every
+// later call returns goes to clients too, so it names no file; the log
+// line does.
+func (d *logDB) check(err error) error {
+	if !storecheck.IsPanic(err) {
+		return err
+	}
+	e := storeError(ReasonStoreDamaged, nil, "%s", logFailed)
+	if d.failed.CompareAndSwap(nil, e) {
+		d.log.Error("authority log failed: a damaged page", "file", d.path, "err", err)
+	}
+	return d.failed.Load()
+}
+
+// damaged is STORE_DAMAGED for the log at path, or for one Group of it.
+func damaged(path, groupID string, err error) *protocol.Error {
+	what := path
+	if groupID != "" {
+		what = fmt.Sprintf("group %s in %s", groupID, path)
+	}
+	e := storeError(ReasonStoreDamaged, []string{path}, "%s: %v (run `mwp-worker authority check`; docs/operations.md, Damaged stores)", what, err)
+	if groupID != "" {
+		e = protocol.WithDetails(e, "groupId", groupID)
+	}
+	return e
+}
+
+// integrity is the Service's record of damaged Groups and its background
+// verification.
+type integrity struct {
+	mu      sync.Mutex
+	groups  map[string]*protocol.Error
+	cancel  context.CancelFunc
+	done    chan struct{}
+	checked atomic.Int64 // events verified in the background
+}
+
+// groupDamage returns the error a damaged Group answers with (on the wire
+// too: it names no file), nil if sound.
+func (s *Service) groupDamage(groupID string) error {
+	if e := s.db.failed.Load(); e != nil {
+		return protocol.WithDetails(storeError(ReasonStoreDamaged, nil, "%s", logFailed), "groupId", groupID)
+	}
+	s.integrity.mu.Lock()
+	defer s.integrity.mu.Unlock()
+	if s.integrity.groups[groupID] != nil {
+		return groupDamaged(groupID)
+	}
+	return nil
+}
+
+func groupDamaged(groupID string) *protocol.Error {
+	return protocol.WithDetails(storeError(ReasonStoreDamaged, nil,
+		"group %s is not served: its stored events are damaged (`mwp-worker authority check` names them)", groupID), "groupId", groupID)
+}
+
+// markDamaged stops serving a Group; the first reason is kept and logged.
+// It returns the error the Group answers with.
+func (s *Service) markDamaged(groupID string, err error) *protocol.Error {
+	s.integrity.mu.Lock()
+	defer s.integrity.mu.Unlock()
+	if s.integrity.groups[groupID] == nil {
+		s.integrity.groups[groupID] = damaged(s.db.path, groupID, err)
+		s.log.Error("group not served: its stored events are damaged", "group", groupID, "file", s.db.path, "err", err)
+	}
+	return groupDamaged(groupID)
+}
+
+// DamagedGroups lists the Groups not served because their store is damaged.
+func (s *Service) DamagedGroups() []string {
+	s.integrity.mu.Lock()
+	defer s.integrity.mu.Unlock()
+	out := make([]string, 0, len(s.integrity.groups))
+	for id := range s.integrity.groups {
+		out = append(out, id)
+	}
+	return sortedStrings(out)
+}
+
+func sortedStrings(ss []string) []string {
+	m := make(map[string]struct{}, len(ss))
+	for _, s := range ss {
+		m[s] = struct{}{}
+	}
+	return sortedKeys(m)
+}
+
+// groupView is a read of one Group's buckets: a panic in it marks that
+// Group damaged instead of the whole log.
+func (s *Service) groupView(groupID string, fn func(*bolt.Tx) error) error {
+	if err := s.groupDamage(groupID); err != nil {
+		return err
+	}
+	err := storecheck.Guard(func() error { return s.db.DB.View(fn) })
+	if storecheck.IsPanic(err) {
+		return s.markDamaged(groupID, err)
+	}
+	return err
+}
+
+// preOpen refuses a file bbolt must not map: truncated below its used
+// pages, or with no valid meta page. A missing file passes.
+func preOpen(path string) (storecheck.Metas, error) {
+	ms, err := storecheck.ReadMeta(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ms, nil
+	}
+	if err != nil {
+		return ms, fmt.Errorf("authority: %w", err)
+	}
+	if ms.FileSize == 0 {
+		return ms, nil
+	}
+	if ms.Used < 0 || ms.Truncated() {
+		return ms, damaged(path, "", errors.New(strings.Join(ms.Problems(), "; ")))
+	}
+	return ms, nil
+}
+
+// head is DIR/authority.head: "<logId> <txid>\n", rewritten in place after
+// every commit, never fsynced. It may lag the log (a crash before it is
+// written, a power loss) but is never ahead of it, so a log older than
+// its head has lost commits: a damaged newest meta page, or a copy
+// restored over it.
+type head struct {
+	f  *os.File
+	id string
+}
+
+func headPath(dir string) string { return filepath.Join(dir, HeadFile) }
+
+func readHead(dir string) (logID string, txid uint64, ok bool) {
+	raw, err := os.ReadFile(headPath(dir))
+	if err != nil {
+		return "", 0, false
+	}
+	f := strings.Fields(string(raw))
+	if len(f) != 2 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return f[0], n, true
+}
+
+// checkHead refuses a log older than its head.
+func checkHead(dir string, id LogIdentity, txid uint64) error {
+	logID, last, ok := readHead(dir)
+	if !ok || logID != id.LogID || txid >= last {
+		return nil
+	}
+	logPath, hp := filepath.Join(dir, LogFile), headPath(dir)
+	return storeError(ReasonLogRolledBack, []string{logPath, hp},
+		"%s opens at transaction %d, but %s records transaction %d committed: the log lost its last %d commits (a damaged meta page, or an older copy put in its place); restore a whole backup, or if this copy was restored on purpose remove %s",
+		logPath, txid, hp, last, last-txid, hp)
+}
+
+func openHead(dir, logID string) (*head, error) {
+	f, err := os.OpenFile(headPath(dir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("authority: %w", err)
+	}
+	return &head{f: f, id: logID}, nil
+}
+
+// record writes txid; a fixed width keeps the rewrite in place.
+func (h *head) record(txid uint64) {
+	if h == nil {
+		return
+	}
+	_, _ = h.f.WriteAt(fmt.Appendf(nil, "%s %020d\n", h.id, txid), 0)
+}
+
+func (h *head) close() {
+	if h != nil {
+		h.f.Close()
+	}
+}
+
+// verifyTail checks each Group's newest n events before the Service serves.
+func (s *Service) verifyTail(n int) {
+	keys := protocol.NewKeySet(s.key.Public())
+	for _, id := range s.GroupIDs() {
+		if s.groupDamage(id) != nil {
+			continue
+		}
+		err := s.groupView(id, func(tx *bolt.Tx) error {
+			gb, err := openGroupBuckets(tx, id, false)
+			if err != nil || gb == nil {
+				return fmt.Errorf("buckets: %v", err)
+			}
+			c := gb.events.Cursor()
+			k, _ := c.Last()
+			for i := 1; i < n && k != nil; i++ {
+				if k, _ = c.Prev(); k == nil {
+					k, _ = c.First()
+					break
+				}
+			}
+			if k == nil {
+				return nil
+			}
+			run := storecheck.Run{GroupID: id, Keys: keys}
+			for k, v := c.Seek(k); k != nil; k, v = c.Next() {
+				run.Add(k, v)
+			}
+			return runErr(&run)
+		})
+		if err != nil && s.groupDamage(id) == nil {
+			s.markDamaged(id, err)
+		}
+	}
+}
+
+// runErr is the first problem of a run, as an error.
+func runErr(r *storecheck.Run) error {
+	if !r.Damaged() {
+		return nil
+	}
+	_, ps := r.Report()
+	p := ps[0]
+	return fmt.Errorf("event %d: %s", p.Sequence, p.What)
+}
+
+// startBackgroundCheck verifies, Group by Group and a chunk per read
+// transaction, the events verifyTail did not reach.
+func (s *Service) startBackgroundCheck(tail int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.integrity.cancel, s.integrity.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.integrity.done)
+		keys := protocol.NewKeySet(s.key.Public())
+		damagedBefore := len(s.DamagedGroups())
+		for _, id := range s.GroupIDs() {
+			if ctx.Err() != nil {
+				return
+			}
+			gs := s.group(id)
+			gs.mu.Lock()
+			first, last := gs.first, gs.last
+			gs.mu.Unlock()
+			if last <= uint64(tail) {
+				continue
+			}
+			end := last - uint64(tail) // verifyTail covered (end, last]
+			run := storecheck.Run{GroupID: id, Keys: keys, Next: first}
+			for from := first; from <= end && ctx.Err() == nil && s.groupDamage(id) == nil; from += backgroundChunk {
+				gs.mu.Lock()
+				if gs.first > from { // compacted meanwhile
+					from, run.Next = gs.first, gs.first
+				}
+				gs.mu.Unlock()
+				if from > end {
+					break
+				}
+				to := min(from+backgroundChunk-1, end)
+				err := s.groupView(id, func(tx *bolt.Tx) error {
+					gb, err := openGroupBuckets(tx, id, false)
+					if err != nil || gb == nil {
+						return fmt.Errorf("buckets: %v", err)
+					}
+					c := gb.events.Cursor()
+					for k, v := c.Seek(seqKey(from)); k != nil && seqFromKey(k) <= to; k, v = c.Next() {
+						run.Add(k, v)
+					}
+					return nil
+				})
+				if err == nil && run.Next != to+1 {
+					run.Fail(to, "events %d..%d are missing", run.Next, to)
+				}
+				if err == nil {
+					err = runErr(&run)
+				}
+				if err != nil {
+					if s.groupDamage(id) == nil {
+						s.markDamaged(id, err)
+					}
+					break
+				}
+				s.integrity.checked.Add(int64(to - from + 1))
+			}
+		}
+		if ctx.Err() == nil && s.integrity.checked.Load() > 0 {
+			s.log.Info("background integrity check finished", "events", s.integrity.checked.Load(),
+				"newlyDamagedGroups", len(s.DamagedGroups())-damagedBefore)
+		}
+	}()
+}
+
+// stopBackgroundCheck is safe before start and twice.
+func (s *Service) stopBackgroundCheck() {
+	if s.integrity.cancel != nil {
+		s.integrity.cancel()
+		<-s.integrity.done
+	}
+}
+
+// BackgroundCheckDone reports whether the background verification ended
+// (finished or stopped), for tests and status.
+func (s *Service) BackgroundCheckDone() bool {
+	if s.integrity.done == nil {
+		return true
+	}
+	select {
+	case <-s.integrity.done:
+		return true
+	default:
+		return false
+	}
+}
