@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,16 @@ import (
 // version stamp) with env added, and returns the binary.
 func releaseBuild(t *testing.T, env ...string) string {
 	t.Helper()
+	bin, out, err := runReleaseBuild(t, filepath.Join("..", ".."), env...)
+	if err != nil {
+		t.Fatalf(".ci/release-build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runReleaseBuild runs repo/.ci/release-build.
+func runReleaseBuild(t *testing.T, repo string, env ...string) (bin string, out []byte, err error) {
+	t.Helper()
 	goBin := filepath.Join(goruntime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		if goBin, err = exec.LookPath("go"); err != nil {
@@ -22,14 +33,12 @@ func releaseBuild(t *testing.T, env ...string) string {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash to run .ci/release-build")
 	}
-	bin := filepath.Join(t.TempDir(), "mwp-worker")
-	cmd := exec.Command("bash", filepath.Join("..", "..", ".ci", "release-build"), bin)
+	bin = filepath.Join(t.TempDir(), "mwp-worker")
+	cmd := exec.Command("bash", filepath.Join(repo, ".ci", "release-build"), bin)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf(".ci/release-build: %v\n%s", err, out)
-	}
-	return bin
+	out, err = cmd.CombinedOutput()
+	return bin, out, err
 }
 
 func versionOf(t *testing.T, bin string, args ...string) string {
@@ -65,6 +74,40 @@ func TestReleaseBuildVersion(t *testing.T) {
 			if !strings.Contains(string(info), want) {
 				t.Errorf("go version -m lacks %s:\n%s", want, info)
 			}
+		}
+	})
+	t.Run("without git", func(t *testing.T) {
+		// As in the container build: the sources without .git.
+		files, err := exec.Command("git", "-C", filepath.Join("..", ".."), "ls-files", "-co", "--exclude-standard").Output()
+		if err != nil {
+			t.Skipf("no git to list the sources (%v)", err)
+		}
+		repo := t.TempDir()
+		for _, f := range strings.Split(strings.TrimSpace(string(files)), "\n") {
+			b, err := os.ReadFile(filepath.Join("..", "..", f))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // deleted in the work tree
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(repo, f)
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, out, err := runReleaseBuild(t, repo); err == nil || !strings.Contains(string(out), "set REVISION") {
+			t.Errorf("without git and REVISION: %v\n%s", err, out)
+		}
+		const rev = "fedcba9876543210fedcba9876543210fedcba98"
+		bin, out, err := runReleaseBuild(t, repo, "VERSION=v1.0.0-nogit", "REVISION="+rev)
+		if err != nil {
+			t.Fatalf(".ci/release-build: %v\n%s", err, out)
+		}
+		if out := versionOf(t, bin, "--version"); !strings.HasPrefix(out, "mwp-worker version v1.0.0-nogit (revision "+rev+"; ") {
+			t.Errorf("--version: %q", out)
 		}
 	})
 	t.Run("from git", func(t *testing.T) {
