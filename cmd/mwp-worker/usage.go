@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -30,7 +32,7 @@ func usagef(cmd *cli.Command, format string, args ...any) error {
 // commands with subcommands omits their own options).
 func setUsageErrors(cmd *cli.Command, fullName string) {
 	cmd.OnUsageError = func(_ context.Context, c *cli.Command, err error, _ bool) error {
-		return usageError{command: c.FullName(), err: err}
+		return usageError{command: c.FullName(), err: typedFlagNames(err)}
 	}
 	if cmd.Action != nil && len(cmd.Commands) > 0 && cmd.UsageText == "" {
 		cmd.UsageText = fullName + " [options]\n" + fullName + " COMMAND [options]"
@@ -38,6 +40,26 @@ func setUsageErrors(cmd *cli.Command, fullName string) {
 	for _, sub := range cmd.Commands {
 		setUsageErrors(sub, fullName+" "+sub.Name)
 	}
+}
+
+// libraryFlagError matches the library's parse errors, which write every
+// flag with one dash ("flag provided but not defined: -bogus" for --bogus).
+var libraryFlagError = regexp.MustCompile(`^(flag provided but not defined: |flag needs an argument: |invalid value "(?:[^"\\]|\\.)*" for flag )-{0,2}([A-Za-z0-9][A-Za-z0-9_-]*)`)
+
+// typedFlagNames writes the flag in such an error as it is typed: --name,
+// or -n for a one-letter alias.
+func typedFlagNames(err error) error {
+	m := libraryFlagError.FindStringSubmatchIndex(err.Error())
+	if m == nil {
+		return err
+	}
+	s := err.Error()
+	name := s[m[4]:m[5]]
+	dashes := "--"
+	if len(name) == 1 {
+		dashes = "-"
+	}
+	return errors.New(s[:m[3]] + dashes + name + s[m[5]:])
 }
 
 // checkArgs is every command's ArgValidator (set on the root, inherited).

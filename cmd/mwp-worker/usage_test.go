@@ -62,7 +62,7 @@ func TestUsageErrorsEveryCommand(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(strings.Join(append([]string{"mwp-worker"}, path...), " "), func(t *testing.T) {
-			checkUsageError(t, append(append([]string(nil), path...), "--no-such-flag"), path, "no-such-flag")
+			checkUsageError(t, append(append([]string(nil), path...), "--no-such-flag"), path, "flag provided but not defined: --no-such-flag;")
 			if has, n := requiredFlags(path); has {
 				args := append([]string(nil), path...)
 				for range n {
@@ -101,10 +101,14 @@ func TestUsageErrors(t *testing.T) {
 		path []string // the command named in the message
 		want string
 	}{
-		{[]string{"run", "--data", "d", "--key", "k", "--slots", "x"}, []string{"run"}, `invalid value "x" for flag -slots`},
+		{[]string{"run", "--data", "d", "--key", "k", "--slots", "x"}, []string{"run"}, `invalid value "x" for flag --slots: `},
+		{[]string{"run", "--data", "d", "--key", "k", "--slots", `"1: -x"`}, []string{"run"}, `invalid value "\"1: -x\"" for flag --slots: `},
+		{[]string{"run", "--bogus"}, []string{"run"}, "flag provided but not defined: --bogus;"},
+		{[]string{"run", "-q"}, []string{"run"}, "flag provided but not defined: -q;"},
+		{[]string{"validate", "--schema"}, []string{"validate"}, "flag needs an argument: --schema;"},
 		{[]string{"run", "--data", "d", "--key", "k", "--drain-timeout", "soon"}, []string{"run"}, "drain-timeout"},
 		{[]string{"run", "--data", "d"}, []string{"run"}, `Required flag "key" not set`},
-		{[]string{"authority", "serve", "--listen"}, []string{"authority", "serve"}, "flag needs an argument"},
+		{[]string{"authority", "serve", "--listen"}, []string{"authority", "serve"}, "flag needs an argument: --listen;"},
 		{[]string{"validate"}, []string{"validate"}, "want FILE..., got 0 arguments"},
 		{[]string{"canon"}, []string{"canon"}, "want FILE, got 0 arguments"},
 		{[]string{"canon", "a.json", "b.json"}, []string{"canon"}, "want FILE, got 2 arguments"},
