@@ -108,6 +108,35 @@ func execStartFlags(t *testing.T, execStart string) (path []string, flags map[st
 	return path, flags
 }
 
+// runtimeDrainTimeout is runtime.WorkerConfig.DrainTimeout's default, what
+// run uses when it has no --drain-timeout flag.
+const runtimeDrainTimeout = 30 * time.Second
+
+// unitDrainTimeout reads Environment=MWP_DRAIN_TIMEOUT=D of the unit.
+func unitDrainTimeout(t *testing.T, u unitFile) time.Duration {
+	t.Helper()
+	for _, v := range u["Service.Environment"] {
+		for _, kv := range strings.Fields(v) {
+			if d, ok := strings.CutPrefix(strings.Trim(kv, `"`), "MWP_DRAIN_TIMEOUT="); ok {
+				return unitDuration(t, d)
+			}
+		}
+	}
+	t.Fatalf("the unit sets no MWP_DRAIN_TIMEOUT: its TimeoutStopSec cannot be checked against the drain")
+	return 0
+}
+
+// runDrainFlag is run's --drain-timeout, when it has one: its default and
+// the variables it reads.
+func runDrainFlag() (def time.Duration, env []string, ok bool) {
+	for _, f := range runCommand().Flags {
+		if d, isDur := f.(*cli.DurationFlag); isDur && d.Name == "drain-timeout" {
+			return d.Value, d.GetEnvVars(), true
+		}
+	}
+	return 0, nil, false
+}
+
 func TestSystemdUnits(t *testing.T) {
 	dir := filepath.Join("..", "..", "examples", "systemd")
 	for _, tc := range []struct {
@@ -157,9 +186,13 @@ func TestSystemdUnits(t *testing.T) {
 			}
 			stop := unitDuration(t, u.last("Service.TimeoutStopSec"))
 			if tc.command == "run" {
-				drain := unitDuration(t, flags["drain-timeout"])
-				if drain != defaultDrainTimeout {
-					t.Errorf("--drain-timeout %v in the unit, the default is %v: keep them in step", drain, defaultDrainTimeout)
+				drain := unitDrainTimeout(t, u)
+				if def, env, ok := runDrainFlag(); ok {
+					if drain != def || !slices.Contains(env, "MWP_DRAIN_TIMEOUT") {
+						t.Errorf("MWP_DRAIN_TIMEOUT=%v in the unit; run --drain-timeout defaults to %v and reads %v", drain, def, env)
+					}
+				} else if drain != runtimeDrainTimeout {
+					t.Errorf("MWP_DRAIN_TIMEOUT=%v in the unit; runtime's default is %v", drain, runtimeDrainTimeout)
 				}
 				if stop < drain+10*time.Second {
 					t.Errorf("TimeoutStopSec %v leaves less than 10s beyond the drain (%v) before SIGKILL", stop, drain)

@@ -25,10 +25,6 @@ import (
 	"github.com/missionweave/mwp-worker/slots"
 )
 
-// defaultDrainTimeout is --drain-timeout's default, runtime's own default;
-// examples/systemd/mwp-worker.service's TimeoutStopSec leaves room for it.
-const defaultDrainTimeout = 30 * time.Second
-
 // demoCapability is what the built-in demo handler provides.
 var demoCapability = protocol.Capability{ID: "demo.steps", Version: "1.0.0"}
 
@@ -47,27 +43,25 @@ func runCommand() *cli.Command {
 			"authority's clock skew); later starts re-register the card over the wire.\n\n" +
 			"Handlers: --handler-exec CAP=PATH runs PATH (JSON lines, slots/EXTERNAL.md) for capability CAP,\n" +
 			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
-			"demo.steps 1.0.0: three steps of --demo-step, each reported as structured progress and\n" +
-			"checkpointed (it yields there when preempted and resumes from its checkpoint), then a text\n" +
-			"artifact naming the contract's goal and one passing Evidence per acceptance criterion.\n\n" +
+			"demo.steps 1.0.0: three steps of --demo-step, each reported as structured progress and checkpointed (it yields\n" +
+			"there when preempted and resumes from its checkpoint), then a text artifact naming the contract's\n" +
+			"goal and one passing Evidence per acceptance criterion.\n\n" +
 			"SIGINT or SIGTERM stops taking work, asks running slots for a safe point, sends their checkpoints\n" +
-			"and exits 0, within --drain-timeout; a second signal exits at once with status 130. Bad flags or\n" +
-			"arguments: one line on stderr and exit status 2; other errors: one line and exit status 1.",
+			"and exits 0; a second signal exits at once with status 130.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data", Usage: "the worker's data `DIR` (store, checkpoints, artifacts)", Required: true, Sources: cli.EnvVars("MWP_DATA")},
-			&cli.StringFlag{Name: "key", Usage: "the agent's private key `FILE` (keygen --key-id agent:ID#k1)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
-			&cli.StringFlag{Name: "authority", Usage: "authority `URL` wss://HOST:PORT/mwp (default: an embedded authority)", Sources: cli.EnvVars("MWP_AUTHORITY")},
-			&cli.StringFlag{Name: "authority-fingerprint", Usage: "pin the authority's certificate: `sha256:HEX` (64 hex digits)", Sources: cli.EnvVars("MWP_AUTHORITY_FINGERPRINT")},
-			&cli.StringFlag{Name: "authority-ca", Usage: "PEM `FILE` of certificates to trust instead of the system roots", Sources: cli.EnvVars("MWP_AUTHORITY_CA")},
-			&cli.StringFlag{Name: "authority-key", Usage: "the authority's public key `FILE` (authority.pub) to verify events", Sources: cli.EnvVars("MWP_AUTHORITY_KEY")},
-			&cli.StringSliceFlag{Name: "group", Usage: "`GROUP` to subscribe (repeatable; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
-			&cli.IntFlag{Name: "slots", Usage: "`N` execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
-			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler `CAP=PATH`, CAP as ID or ID@VERSION (repeatable)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
-			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to `FILE` and exit"},
-			&cli.DurationFlag{Name: "drain-timeout", Usage: "time slots get on SIGINT/SIGTERM to reach a safe point and send their checkpoints", Value: defaultDrainTimeout, Sources: cli.EnvVars("MWP_DRAIN_TIMEOUT")},
+			&cli.StringFlag{Name: "data", Usage: "the worker's data directory (store, checkpoints, artifacts)", Required: true, Sources: cli.EnvVars("MWP_DATA")},
+			&cli.StringFlag{Name: "key", Usage: "the agent's private key FILE (keygen --key-id agent:ID#k1)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
+			&cli.StringFlag{Name: "authority", Usage: "authority URL wss://HOST:PORT/mwp (default: an embedded authority)", Sources: cli.EnvVars("MWP_AUTHORITY")},
+			&cli.StringFlag{Name: "authority-fingerprint", Usage: "pin the authority's certificate: sha256:<64 hex>", Sources: cli.EnvVars("MWP_AUTHORITY_FINGERPRINT")},
+			&cli.StringFlag{Name: "authority-ca", Usage: "PEM file of certificates to trust instead of the system roots", Sources: cli.EnvVars("MWP_AUTHORITY_CA")},
+			&cli.StringFlag{Name: "authority-key", Usage: "the authority's public key FILE (authority.pub) to verify events", Sources: cli.EnvVars("MWP_AUTHORITY_KEY")},
+			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe (repeatable; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
+			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
+			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler CAP=PATH, CAP as ID or ID@VERSION (repeatable)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
+			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
-			&cli.StringFlag{Name: "log-level", Usage: "`LEVEL`: debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
 		},
 		Action: runWorker,
 	}
@@ -99,13 +93,10 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	if n := cmd.Int("slots"); n < 1 {
 		return fail("--slots must be at least 1")
 	}
-	if cmd.Duration("drain-timeout") <= 0 {
-		return fail("--drain-timeout must be positive")
-	}
 	cfg := runtime.WorkerConfig{
 		Dir: cmd.String("data"), Key: key, AgentID: agentID, Handlers: handlers, Groups: cmd.StringSlice("group"),
 		Card:   protocol.AgentCard{MaxConcurrency: uint64(cmd.Int("slots")), AgentVersion: "0.1.0"},
-		Logger: log, AllowInsecureLoopback: cmd.Bool("insecure-loopback"), DrainTimeout: cmd.Duration("drain-timeout"),
+		Logger: log, AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 	}
 	if path := cmd.String("enrollment"); path != "" {
 		return writeEnrollment(out, path, cfg)

@@ -106,7 +106,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--bogus"}, []string{"run"}, "flag provided but not defined: --bogus;"},
 		{[]string{"run", "-q"}, []string{"run"}, "flag provided but not defined: -q;"},
 		{[]string{"validate", "--schema"}, []string{"validate"}, "flag needs an argument: --schema;"},
-		{[]string{"run", "--data", "d", "--key", "k", "--drain-timeout", "soon"}, []string{"run"}, "drain-timeout"},
+		{[]string{"run", "--data", "d", "--key", "k", "--demo-step", "soon"}, []string{"run"}, `invalid value "soon" for flag --demo-step: `},
 		{[]string{"run", "--data", "d"}, []string{"run"}, `Required flag "key" not set`},
 		{[]string{"authority", "serve", "--listen"}, []string{"authority", "serve"}, "flag needs an argument: --listen;"},
 		{[]string{"validate"}, []string{"validate"}, "want FILE..., got 0 arguments"},
