@@ -230,6 +230,30 @@ func TestSystemdUnits(t *testing.T) {
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
+
+	// The users the units run as are the ones the sysusers.d file creates.
+	sysusers, err := exec.LookPath("systemd-sysusers")
+	if err != nil {
+		t.Skip("systemd-sysusers not installed: mwp-worker.sysusers not checked")
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := filepath.Abs(filepath.Join(dir, "mwp-worker.sysusers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(sysusers, "--dry-run", "--root="+root, conf).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-sysusers --dry-run: %v\n%s", err, out)
+	}
+	for _, name := range []string{"mwp-authority.service", "mwp-worker.service"} {
+		u := readUnit(t, filepath.Join(dir, name))
+		if user := u.last("Service.User"); !strings.Contains(string(out), "Creating user '"+user+"'") {
+			t.Errorf("%s runs as %q, which mwp-worker.sysusers does not create:\n%s", name, user, out)
+		}
+	}
 }
 
 // The Dockerfile's promises that can be read without docker; the build
