@@ -46,7 +46,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "human", Usage: "register a human principal: ID=PUBKEYFILE (repeatable)"},
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
-				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
+				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register `FILE` at start (from run --enrollment; repeatable)"},
 			}, opsFlags()...),
 			Action: serveAuthority,
 		}, authorityInspectCommand(), authorityCheckCommand()},

@@ -27,14 +27,13 @@ func inspectCommand() *cli.Command {
 			"commands: [{actionId, type?, groupId?, putAt}]}, orgEvents}. Exit 1 on any problem.",
 		Flags: []cli.Flag{
 			// Not Required: `inspect events` has its own --data.
-			&cli.StringFlag{Name: "data", Usage: "the worker's data directory (required)", Sources: cli.EnvVars("MWP_DATA")},
+			&cli.StringFlag{Name: "data", Usage: "the worker's data `DIR` (required)", Sources: cli.EnvVars("MWP_DATA")},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for the file lock or the running worker", Value: 2 * time.Second, Sources: cli.EnvVars("MWP_INSPECT_TIMEOUT")},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.String("data") == "" {
-				fmt.Fprintln(cmd.Root().ErrWriter, `inspect: Required flag "data" not set`)
-				return exitError{1}
+				return usagef(cmd, `Required flag "data" not set`)
 			}
 			r, err := queue.OpenReader(cmd.String("data"), cmd.Duration("timeout"))
 			if err != nil {

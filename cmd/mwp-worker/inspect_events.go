@@ -22,7 +22,7 @@ func inspectEventsCommand() *cli.Command {
 			"then each Group's in sequence order. Without: one summary line per event. Fails while an\n" +
 			"authority holds the log. Exit 1 on any problem.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data", Usage: "a data directory holding an authority log", Required: true, Sources: cli.EnvVars("MWP_DATA")},
+			&cli.StringFlag{Name: "data", Usage: "a data `DIR` holding an authority log", Required: true, Sources: cli.EnvVars("MWP_DATA")},
 			&cli.BoolFlag{Name: "json", Usage: "print the envelopes as JSON lines"},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for the file lock", Value: 2 * time.Second},
 		},

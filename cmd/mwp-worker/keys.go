@@ -21,9 +21,9 @@ func keygenCommand() *cli.Command {
 			"<kind>:<id>#<name>, e.g. --key-id agent:worker-1#k1; the authority accepts a Command only when\n" +
 			"its key belongs to the Command's actor. An existing NAME.key is never overwritten.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "directory for the key files (created 0700 if missing)", Required: true, Sources: cli.EnvVars("MWP_KEY_DIR")},
-			&cli.StringFlag{Name: "name", Usage: "file name without extension", Value: "mwp"},
-			&cli.StringFlag{Name: "key-id", Usage: "key id written into signatures (default: key- and random hex)"},
+			&cli.StringFlag{Name: "out", Usage: "`DIR` for the key files (created 0700 if missing)", Required: true, Sources: cli.EnvVars("MWP_KEY_DIR")},
+			&cli.StringFlag{Name: "name", Usage: "`NAME` of the files, without extension", Value: "mwp"},
+			&cli.StringFlag{Name: "key-id", Usage: "`KEYID` written into signatures, e.g. agent:worker-1#k1 (default: key-<20 random hex digits>)"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 0 {
@@ -61,8 +61,8 @@ func signCommand() *cli.Command {
 			"(which must then agree with the document's own time). The signing input is the RFC 8785 bytes of\n" +
 			"the document without signature.value. Output is the signed document's RFC 8785 bytes and a newline.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "key", Usage: "private key FILE (from keygen; must not be group or world readable)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
-			&cli.StringFlag{Name: "created-at", Usage: "signature time, RFC 3339 UTC (2026-11-30T08:00:00Z)"},
+			&cli.StringFlag{Name: "key", Usage: "private key `FILE` (from keygen; must not be group or world readable)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
+			&cli.StringFlag{Name: "created-at", Usage: "signature `TIME`, RFC 3339 UTC (2026-11-30T08:00:00Z)"},
 			maxBytesFlag(), maxDepthFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -118,8 +118,8 @@ func verifyCommand() *cli.Command {
 			"given: a signed document at rest has no \"now\". Without --now, the current time is used;\n" +
 			"documents without issuedAt (Events) fail a freshness check.",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "pub", Usage: "public key FILE (repeatable)", Required: true, Sources: cli.EnvVars("MWP_PUB")},
-			&cli.StringFlag{Name: "now", Usage: "check freshness against this time, RFC 3339 UTC"},
+			&cli.StringSliceFlag{Name: "pub", Usage: "public key `FILE` (repeatable)", Required: true, Sources: cli.EnvVars("MWP_PUB")},
+			&cli.StringFlag{Name: "now", Usage: "check freshness against this `TIME`, RFC 3339 UTC"},
 			&cli.DurationFlag{Name: "max-skew", Usage: "check freshness allowing this clock skew either way", Value: protocol.DefaultMaxSkew, Sources: cli.EnvVars("MWP_MAX_SKEW")},
 			maxBytesFlag(), maxDepthFlag(),
 		},

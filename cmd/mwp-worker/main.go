@@ -1,6 +1,7 @@
 // Command mwp-worker is the MissionWeaveProtocol 0.1 worker: the daemon, its
 // embedded Group Authority, the proof of concept and the operator tools.
-// Each subcommand lives in its own file.
+// Each subcommand lives in its own file; usage errors and the version are
+// handled here, for all of them alike (usage.go, version.go).
 package main
 
 import (
@@ -18,10 +19,16 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// exitUsage is the exit status of a command line that cannot run: an
+// unknown flag or command, a bad flag value, a missing required flag or
+// argument.
+const exitUsage = 2
+
 func newApp() *cli.Command {
-	return &cli.Command{
-		Name:  "mwp-worker",
-		Usage: "MissionWeaveProtocol 0.1 worker, Group Authority (lite) and protocol tools",
+	app := &cli.Command{
+		Name:    "mwp-worker",
+		Usage:   "MissionWeaveProtocol 0.1 worker, Group Authority (lite) and protocol tools",
+		Version: buildVersion().String(),
 		Commands: []*cli.Command{
 			validateCommand(),
 			canonCommand(),
@@ -36,8 +43,19 @@ func newApp() *cli.Command {
 			authorityCommand(),
 			runCommand(),
 			pocCommand(),
+			versionCommand(),
+			helpCommand(),
 		},
+		// Our own help command (helpCommand) reports unknown topics as
+		// usage errors; the library's answers "No help topic" with exit 3.
+		HideHelpCommand: true,
+		ArgValidator:    checkArgs,
+		// Errors come back to run, which prints them once; the default
+		// handler prints cli.Exit errors itself and calls os.Exit.
+		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 	}
+	setUsageErrors(app, "mwp-worker")
+	return app
 }
 
 func main() {
@@ -57,6 +75,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "%s: %v; see %s --help\n", ue.command, ue.err, ue.command)
+		return exitUsage
+	}
 	fmt.Fprintln(stderr, "mwp-worker:", err)
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) && ec.ExitCode() != 0 {
+		return ec.ExitCode()
+	}
 	return 1
 }

@@ -32,12 +32,12 @@ func pocCommand() *cli.Command {
 			"timeline.svg stay in DIR (`mwp-worker inspect events --data DIR --json` prints the authority's events).\n" +
 			"Exit 0 when both Missions are approved, every injected fault held and every invariant held.",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "auto-approve", Usage: "approve as the MissionOwner without waiting for a human", Sources: cli.EnvVars("MWP_POC_AUTO_APPROVE")},
-			&cli.StringFlag{Name: "faults", Usage: "faults to inject: all, or a comma list", Sources: cli.EnvVars("MWP_POC_FAULTS")},
-			&cli.StringFlag{Name: "data", Usage: "keep every store of the run in this directory", Sources: cli.EnvVars("MWP_POC_DATA")},
-			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"},
-			&cli.DurationFlag{Name: "timeout", Usage: "bound on the whole run (default 3m, 30m when a human approves)"},
-			&cli.BoolFlag{Name: "verbose", Usage: "log every component to stderr"},
+			&cli.BoolFlag{Name: "auto-approve", Usage: "approve as the MissionOwner without waiting for a human", Sources: cli.EnvVars("MWP_POC_AUTO_APPROVE"), Local: true},
+			&cli.StringFlag{Name: "faults", Usage: "faults to inject: all, or a comma list", Sources: cli.EnvVars("MWP_POC_FAULTS"), Local: true},
+			&cli.StringFlag{Name: "data", Usage: "keep every store of the run in this directory", Sources: cli.EnvVars("MWP_POC_DATA"), Local: true},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object", Local: true},
+			&cli.DurationFlag{Name: "timeout", Usage: "bound on the whole run", DefaultText: "3m, 30m when a human approves", Local: true},
+			&cli.BoolFlag{Name: "verbose", Usage: "log every component to stderr", Local: true},
 		},
 		Action:   runPoc,
 		Commands: []*cli.Command{pocApproveCommand()},

@@ -23,8 +23,8 @@ func resyncCommand() *cli.Command {
 			"be stopped. Prints one line per Group: `group ID reset: cursor was N`. Exit 1 on any problem, and\n" +
 			"then nothing is reset of the Group named in the error or after it.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data", Usage: "the worker's data directory", Required: true, Sources: cli.EnvVars("MWP_DATA")},
-			&cli.StringSliceFlag{Name: "group", Usage: "a Group to resync (repeatable)", Required: true},
+			&cli.StringFlag{Name: "data", Usage: "the worker's data `DIR`", Required: true, Sources: cli.EnvVars("MWP_DATA")},
+			&cli.StringSliceFlag{Name: "group", Usage: "a `GROUP` to resync (repeatable)", Required: true},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			fail := func(format string, args ...any) error {

@@ -135,7 +135,7 @@ func TestSchedulerSimulateBadInput(t *testing.T) {
 	if code, _, errOut := simRun(t, filepath.Join(t.TempDir(), "missing.json")); code != 1 || errOut == "" {
 		t.Fatalf("missing file: exit %d %q", code, errOut)
 	}
-	if code, _, _ := simRun(t); code != 1 {
+	if code, _, _ := simRun(t); code != exitUsage {
 		t.Fatalf("no FILE: exit %d", code)
 	}
 }

@@ -18,19 +18,14 @@ func toolkeyCommand() *cli.Command {
 			"newline: the key a worker hands to an external service for that operation, the same in every\n" +
 			"process and language. With --attempt N it prints the key of the N-th attempt instead (key + \".N\").\n" +
 			"Ids must be non-empty UTF-8; --epoch is a decimal integer from 0 to 2^53-1, --attempt from 1 to\n" +
-			"2^53-1. Bad input: a message on stderr and exit status 1. (No MWP_* variables: a key computed from\n" +
-			"a stray environment variable would be silently wrong.)",
+			"2^53-1. A bad value: one line on stderr and exit status 1; a bad flag or argument: exit status 2.\n" +
+			"(No MWP_* variables: a key computed from a stray environment variable would be silently wrong.)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mission", Usage: "Mission id", Required: true},
 			&cli.StringFlag{Name: "work-item", Usage: "WorkItem id", Required: true},
 			&cli.StringFlag{Name: "epoch", Usage: "ownership epoch of the WorkItem", Required: true},
 			&cli.StringFlag{Name: "op", Usage: "logical operation id, e.g. git.push", Required: true},
 			&cli.StringFlag{Name: "attempt", Usage: "print the key of this attempt (1-based)"},
-		},
-		// Keep stdout for the key alone: a usage error is one line on stderr.
-		OnUsageError: func(_ context.Context, cmd *cli.Command, err error, _ bool) error {
-			fmt.Fprintf(cmd.Root().ErrWriter, "mwp-worker toolkey: %v (see --help)\n", err)
-			return exitError{1}
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			errOut := cmd.Root().ErrWriter

@@ -31,34 +31,36 @@ func TestToolkey(t *testing.T) {
 		}
 	}
 
+	// A bad value exits 1; a bad command line (usage_test.go) exits 2.
 	bad := []struct {
 		args []string
 		msg  string // in stderr
+		code int
 	}{
-		{base("-1"), "--epoch"},
-		{base("9007199254740992"), "--epoch"},
-		{base("18446744073709551616"), "--epoch"},
-		{base("abc"), "--epoch"},
-		{base("1.5"), "--epoch"},
-		{base("1e3"), "--epoch"},
-		{base("+3"), "--epoch"},
-		{base(" 3"), "--epoch"},
-		{base(""), "--epoch"},
-		{base("3", "--attempt", "0"), "--attempt"},
-		{base("3", "--attempt", "-2"), "--attempt"},
-		{base("3", "--attempt", "x"), "--attempt"},
-		{base("3", "extra"), "no arguments"},
-		{base("3", "--bogus"), "bogus"},
-		{[]string{"toolkey", "--mission", "m", "--epoch", "1", "--op", "x"}, "work-item"},
-		{[]string{"toolkey"}, "Required flags"},
-		{[]string{"toolkey", "--mission", "", "--work-item", "w", "--epoch", "1", "--op", "x"}, "mission id is required"},
-		{[]string{"toolkey", "--mission", "m", "--work-item", "w", "--epoch", "1", "--op", ""}, "operation id is required"},
-		{[]string{"toolkey", "--mission", "m\xff", "--work-item", "w", "--epoch", "1", "--op", "x"}, "not valid UTF-8"},
+		{base("-1"), "--epoch", 1},
+		{base("9007199254740992"), "--epoch", 1},
+		{base("18446744073709551616"), "--epoch", 1},
+		{base("abc"), "--epoch", 1},
+		{base("1.5"), "--epoch", 1},
+		{base("1e3"), "--epoch", 1},
+		{base("+3"), "--epoch", 1},
+		{base(" 3"), "--epoch", 1},
+		{base(""), "--epoch", 1},
+		{base("3", "--attempt", "0"), "--attempt", 1},
+		{base("3", "--attempt", "-2"), "--attempt", 1},
+		{base("3", "--attempt", "x"), "--attempt", 1},
+		{base("3", "extra"), "no arguments", exitUsage},
+		{base("3", "--bogus"), "bogus", exitUsage},
+		{[]string{"toolkey", "--mission", "m", "--epoch", "1", "--op", "x"}, "work-item", exitUsage},
+		{[]string{"toolkey"}, "Required flags", exitUsage},
+		{[]string{"toolkey", "--mission", "", "--work-item", "w", "--epoch", "1", "--op", "x"}, "mission id is required", 1},
+		{[]string{"toolkey", "--mission", "m", "--work-item", "w", "--epoch", "1", "--op", ""}, "operation id is required", 1},
+		{[]string{"toolkey", "--mission", "m\xff", "--work-item", "w", "--epoch", "1", "--op", "x"}, "not valid UTF-8", 1},
 	}
 	for _, c := range bad {
 		code, out, errOut := runCLI(t, c.args...)
-		if code != 1 || out != "" || !strings.Contains(errOut, c.msg) || strings.Count(errOut, "\n") != 1 {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, one line on stderr with %q", c.args, code, out, errOut, c.msg)
+		if code != c.code || out != "" || !strings.Contains(errOut, c.msg) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d, one line on stderr with %q", c.args, code, out, errOut, c.code, c.msg)
 		}
 	}
 }

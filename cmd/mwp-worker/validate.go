@@ -40,7 +40,7 @@ func validateCommand() *cli.Command {
 			"critical extensions. Prints one line per problem, FILE: CODE: JSON-pointer: message, and\n" +
 			"exits 0 only when every file is valid.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "schema", Usage: "schema NAME to validate against (default: detect)"},
+			&cli.StringFlag{Name: "schema", Usage: "schema `NAME` to validate against (default: the one detected from the document)"},
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 			maxBytesFlag(), maxDepthFlag(),
 		},
