@@ -36,6 +36,19 @@
 // changes update them; items no longer ours are removed, and a running one
 // whose lease the projection no longer shows gets Pool.LeaseLost.
 //
+// A substantial contract revision (work.contract.revised, a dependency
+// insertion) of an owned item not yet started needs a renewed acceptance
+// (spec 10.1): the item is held, admission control judges the revised
+// contract again (Renewal: the ownership is the authorization, capacity
+// is already counted), and work.accept_offer goes out again for the
+// offer it won with the new revision; the hold ends when the authority
+// records it. A revision it refuses releases the item: work.fail naming
+// the refusal, by ownership epoch (a queued item has no lease), and the
+// refusal posted like an offer's. A work.start refused as
+// renewed_acceptance_required (a snapshot does not carry the accepted
+// revision) renews the same way. The authority never revises the contract
+// of an active item.
+//
 // When a slot is free and the Monitor allows starting, scheduler.Next
 // picks; work.start names the last checkpoint when this worker has it; the
 // work.started event's lease starts the handler (Pool.Start) with a

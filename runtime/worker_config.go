@@ -228,12 +228,16 @@ type GroupStatus struct {
 
 // AdmissionLog records one admission decision with its selection basis.
 type AdmissionLog struct {
-	GroupID    string                       `json:"groupId"`
-	WorkItemID string                       `json:"workItemId"`
-	OfferID    string                       `json:"offerId"`
-	Accepted   bool                         `json:"accepted"`
-	Rejection  *protocol.AdmissionRejection `json:"rejection,omitempty"`
-	Basis      protocol.SelectionBasis      `json:"basis"`
+	GroupID    string `json:"groupId"`
+	WorkItemID string `json:"workItemId"`
+	OfferID    string `json:"offerId"`
+	// Renewal marks the judgement of a revised contract of an item this
+	// worker owns (spec 10.1), ContractRevision the revision judged.
+	Renewal          bool                         `json:"renewal,omitempty"`
+	ContractRevision uint64                       `json:"contractRevision,omitempty"`
+	Accepted         bool                         `json:"accepted"`
+	Rejection        *protocol.AdmissionRejection `json:"rejection,omitempty"`
+	Basis            protocol.SelectionBasis      `json:"basis"`
 	// Err is the authority's answer when the acceptance was refused
 	// (another candidate won, the offer expired).
 	Err string    `json:"error,omitempty"`
