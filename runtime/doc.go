@@ -57,7 +57,15 @@
 // remaining time (RenewAt) with the handler's last structured progress; a
 // renewal refused with WORK_LEASE_EXPIRED or WORK_STALE_OWNERSHIP is
 // Pool.LeaseLost. scheduler.Preempt names victims; Pool.Preempt asks them
-// for a safe point. Outcomes: Completed sends work.submit with the
+// for a safe point. A victim that reaches none within PreemptTimeout is not
+// interrupted (spec 11.3): it keeps its slot and lease, the refusal goes
+// to scheduler.RefusePreempt (it is not asked again during that run, the
+// waiting item takes the next slot that frees), to Status (refusedAt) and
+// to a WARN log naming both items; only a lost lease (cancellation,
+// fencing, revocation), its own lease expiry or a shutdown past
+// DrainTimeout stop it. Offline, a reversible run's slot lease is
+// extended to its grace deadline, so supervision ends it there and not at
+// the lease expiry the authority cannot extend meanwhile. Outcomes: Completed sends work.submit with the
 // handler's artifacts and evidence; Preempted sends work.checkpoint
 // (reason preempted) and only then releases the scheduler slot, which
 // goes to the item the preemption was for; Blocked sends work.block,

@@ -62,6 +62,10 @@ type item struct {
 	renewals  int
 
 	preempting bool
+	// askedAt and askedFor are the scheduler's preemption of this run:
+	// when it was asked to yield and for which item (spec 11.3).
+	askedAt    time.Time
+	askedFor   string
 	lost       bool // Pool.LeaseLost called
 	progress   *protocol.Progress
 	reportedAt time.Time // last progress sent or buffered (usage deltas)

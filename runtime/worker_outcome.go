@@ -29,7 +29,7 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 		p := *o.Progress
 		it.progress = &p
 	}
-	e.log.Info("run ended", "item", k.sched(), "lease", it.leaseID, "outcome", o.Kind, "err", o.Err)
+	e.log.Info("run ended", "item", k.sched(), "lease", it.leaseID, "outcome", o.Kind, "reason", o.Reason, "err", o.Err)
 	it.phase, it.slot = phFinishing, -1
 	if o.Kind != slots.Preempted {
 		e.track(it, false)

@@ -81,6 +81,15 @@ func TestWorkerReleasesItemWhoseRevisionItRefuses(t *testing.T) {
 	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-0", Reason: "dropped"})
 	k.insertDependency("wi-2", "wi-0", protocol.DependencyVerified)
 	k.until("wi-2 released", func() bool { return k.state("wi-2") == protocol.WorkFailed }, tw)
+	k.until("refusal notice posted", func() bool {
+		for _, ev := range k.events() {
+			if ev.Type == protocol.EvtMessagePosted && strings.Contains(string(ev.Payload), `\"contractRevision\":2`) {
+				return true
+			}
+		}
+		return false
+	}, tw)
+	k.caughtUp(tw)
 
 	adm, _ := admissionOf(tw.w.Status(), "wi-2")
 	if !adm.Renewal || adm.Accepted || adm.Rejection == nil || adm.Rejection.Reason != protocol.RejectDependency || adm.ContractRevision != 2 {

@@ -76,9 +76,10 @@ func (e *engine) sync(k itemKey) {
 	it := e.items[k]
 	me := e.cfg.AgentID
 	mine := ok && en.Owner == me
-	if it != nil && it.phase == phRunning && !it.preempting {
+	if it != nil && it.phase == phRunning {
 		// Any view but "active under our lease" means the lease is gone:
-		// revoked by a replacement session, fenced, cancelled.
+		// revoked by a replacement session, fenced, cancelled; also for a
+		// run asked to yield that has not yet.
 		if !(mine && en.State == protocol.WorkActive && en.Lease != nil && en.Lease.LeaseID == it.leaseID) {
 			e.leaseLost(it, "the authority no longer shows this lease", now)
 			return
