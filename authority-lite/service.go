@@ -376,7 +376,7 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 	}
 	gs := s.group(cmd.GroupID)
 	if gs == nil {
-		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", cmd.GroupID).At("/groupId")
+		return nil, groupNotFound(cmd.GroupID)
 	}
 	gs.mu.Lock()
 	r, p, wait, err := s.decideInGroup(c, gs)
