@@ -56,6 +56,9 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		}
 		return nil, nil, nil, err
 	}
+	if !s.mayKnow(c.cmd.Actor, gs) {
+		return nil, nil, nil, groupNotFound(gs.id)
+	}
 	if gs.archived {
 		return nil, nil, nil, protocol.InvalidTransition("group %s is archived", gs.id)
 	}
@@ -114,20 +117,44 @@ func (s *Service) dispatch(c *call, gs *groupState, p *pending) error {
 	case protocol.CmdResourceUsageRecord:
 		err = s.recordUsage(c, gs, p)
 	default:
-		err = s.applyCore(c, gs, p)
+		switch pl := c.payload.(type) {
+		case *protocol.AssignCoordinatorPayload:
+			err = s.checkCoordinatorCard(pl)
+		case *protocol.OfferWorkPayload:
+			err = s.checkCandidates(gs, pl)
+		}
+		if err == nil {
+			err = s.applyCore(c, gs, p)
+		}
 	}
 	return err
 }
 
+// groupNotFound is the one answer to a command for a Group that does not
+// exist and to one for a Group the actor may not know of: spec 17.2 forbids
+// telling the two apart (GROUP_NOT_FOUND: "absent or intentionally not
+// disclosed", spec 19).
+func groupNotFound(id string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", id).At("/groupId")
+}
+
+// mayKnow reports whether the actor may learn that the Group exists: an
+// active member, or an Organization policy service.
+func (s *Service) mayKnow(a protocol.Actor, gs *groupState) bool {
+	if a.Kind == protocol.ActorService {
+		return s.org.isPolicyService(a.ID)
+	}
+	m := gs.members[actorKey(a)]
+	return m != nil && m.State == protocol.MembershipActive
+}
+
 // checkPrincipal applies the session and membership rules of spec 15.1
-// that need the Organization's and the Group's state.
+// that need the Organization's and the Group's state; mayKnow has
+// admitted the actor to the Group already.
 func (s *Service) checkPrincipal(c *call, gs *groupState) error {
 	cmd := c.cmd
 	switch cmd.Actor.Kind {
 	case protocol.ActorService:
-		if !s.org.isPolicyService(cmd.Actor.ID) {
-			return protocol.Forbidden("service %s acts for no Organization policy here", cmd.Actor.ID)
-		}
 		return nil
 	case protocol.ActorAgent:
 		cur := s.org.sessionEpoch(cmd.Actor.ID)
@@ -138,7 +165,7 @@ func (s *Service) checkPrincipal(c *call, gs *groupState) error {
 	}
 	m := gs.members[actorKey(cmd.Actor)]
 	if m == nil || m.State != protocol.MembershipActive {
-		return protocol.Errorf(protocol.CodeMembershipRequired, "%s %s is not a member of group %s", cmd.Actor.Kind, cmd.Actor.ID, gs.id)
+		return groupNotFound(gs.id) // mayKnow refuses it first
 	}
 	if cmd.MembershipEpoch == nil || *cmd.MembershipEpoch != m.MembershipEpoch {
 		e := protocol.Errorf(protocol.CodeMembershipStale, "membership epoch of %s in %s is %d; the command carries %s", cmd.Actor.ID, gs.id, m.MembershipEpoch, epochString(cmd.MembershipEpoch)).At("/membershipEpoch")

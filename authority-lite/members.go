@@ -72,6 +72,9 @@ func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 		if pl.Principal.Kind == protocol.ActorAgent && s.org.agent(pl.Principal.ID) == nil {
 			return protocol.InvalidCommand("agent %s has no registered Agent Card", pl.Principal.ID).At("/payload/principal")
 		}
+		if err := s.checkRoles(pl); err != nil {
+			return err
+		}
 		s.setMembership(gs, pl.Principal, slices.Clone(pl.Roles), c.cmd.Actor, p)
 	case *protocol.EndMembershipPayload:
 		if pl.Principal != c.cmd.Actor {

@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 // messageRecord tracks who wrote a message and its revision, rebuilt from
 // the log on open.
 type messageRecord struct {
-	Author   protocol.Actor
-	Revision uint64
-	State    string
+	Author         protocol.Actor
+	Revision       uint64
+	State          string
+	ConversationID string
 }
 
 func (s *Service) message(c *call, gs *groupState, p *pending) error {
@@ -55,9 +57,9 @@ func (s *Service) message(c *call, gs *groupState, p *pending) error {
 	if err := s.checkMessageRevision(c, rec, id); err != nil {
 		return err
 	}
-	next := &messageRecord{Author: c.cmd.Actor, Revision: 1, State: ev.State}
+	next := &messageRecord{Author: c.cmd.Actor, Revision: 1, State: ev.State, ConversationID: ev.ConversationID}
 	if rec != nil {
-		next = &messageRecord{Author: rec.Author, Revision: rec.Revision + 1, State: ev.State}
+		next = &messageRecord{Author: rec.Author, Revision: rec.Revision + 1, State: ev.State, ConversationID: rec.ConversationID}
 	}
 	msgs[id] = next
 	p.drafts = append(p.drafts, group.EventDraft{Type: typ, Aggregate: protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, Revision: next.Revision, Actor: c.cmd.Actor, Payload: ev})
@@ -90,6 +92,13 @@ func (s *Service) messages(gs *groupState) map[string]*messageRecord {
 		state := map[protocol.EventType]string{protocol.EvtMessagePosted: "posted", protocol.EvtMessageCorrected: "corrected", protocol.EvtMessageRetracted: "retracted", protocol.EvtMessageRedacted: "redacted"}[ev.Type]
 		if rec == nil {
 			rec = &messageRecord{Author: ev.Actor}
+			if ev.Type == protocol.EvtMessagePosted {
+				var p struct {
+					ConversationID string `json:"conversationId"`
+				}
+				_ = json.Unmarshal(ev.Payload, &p)
+				rec.ConversationID = p.ConversationID
+			}
 			gs.msgs[ev.Aggregate.ID] = rec
 		}
 		rec.Revision, rec.State = ev.Rev(), state

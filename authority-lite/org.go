@@ -361,13 +361,18 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 	if pr.AgentID != h.AgentID || pr.SessionEpoch != h.SessionEpoch {
 		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "the proof names %s/%d, the HELLO %s/%d", pr.AgentID, pr.SessionEpoch, h.AgentID, h.SessionEpoch).At("/proof")
 	}
+	// An unknown agent, a key not its own, a bad signature and a stale
+	// issuedAt get the same answer: a HELLO must not tell which agents
+	// exist (the wrong-key answer would otherwise confirm one).
+	refused := protocol.Errorf(protocol.CodeAuthInvalidSignature,
+		"HELLO proof not accepted: unknown agent, a key not its own, a bad signature or an issuedAt outside the clock skew").At("/proof")
 	a := s.org.agent(h.AgentID)
 	if a == nil {
-		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "agent %s is not registered", h.AgentID).At("/agentId")
+		return 0, refused
 	}
 	raw, err := protocol.Marshal(pr)
 	if err != nil {
-		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof: %v", err).At("/proof")
+		return 0, refused
 	}
 	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{})
 	now := s.clock.Now()
@@ -376,10 +381,10 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 		skew = protocol.DefaultMaxSkew
 	}
 	if err := protocol.VerifyFresh(doc.(map[string]any), s.org, now, skew); err != nil {
-		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof: %v", err).At("/proof")
+		return 0, refused
 	}
 	if !protocol.KeyBelongsTo(pr.Signature.KeyID, protocol.ActorAgent, h.AgentID) {
-		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "key %s does not belong to %s", pr.Signature.KeyID, h.AgentID).At("/proof/signature/keyId")
+		return 0, refused
 	}
 	if err := s.useNonce(h.AgentID, pr.Nonce, now, skew); err != nil {
 		return 0, err

@@ -92,7 +92,14 @@ func (s *Service) reconcile(c *call, gs *groupState, p *pending) error {
 	if err := offline.CheckBuffered(b, hist, c.now); err != nil {
 		return err
 	}
-	if c.cmd.Type == protocol.CmdMessagePost {
+	if pl, ok := c.payload.(*protocol.PostMessagePayload); ok {
+		reply := ""
+		if r := s.messages(gs)[pl.ReplyTo]; pl.ReplyTo != "" && r != nil {
+			reply = r.ConversationID
+		}
+		if err := offline.CheckBufferedMessage(b, pl, reply); err != nil {
+			return err
+		}
 		return s.message(c, gs, p)
 	}
 	// Charge first, remembering what to restore if the command fails.

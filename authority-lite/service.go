@@ -510,7 +510,7 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	}
 	gs := s.group(cmd.GroupID)
 	if gs == nil {
-		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", cmd.GroupID).At("/groupId")
+		return nil, groupNotFound(cmd.GroupID)
 	}
 	if err := s.groupDamage(cmd.GroupID); err != nil {
 		return nil, err

@@ -28,16 +28,17 @@ func TestMembershipRows(t *testing.T) {
 	k.refuse(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleMissionOwner}}, protocol.CodeAuthForbidden)
 	// A role change moves the epoch: commands signed under the old one are fenced.
 	_, stale, _ := w3.Build(protocol.CmdMessagePost, "grp-a", &protocol.PostMessagePayload{MessageID: "s", ConversationID: "c", Text: "x"})
-	k.ok(k.alice, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleReviewer}})
+	k.ok(k.alice, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}})
 	if m2, _ := k.s.Membership("grp-a", agent("w3")); m2.MembershipEpoch != m1.MembershipEpoch+1 {
 		t.Fatalf("epoch %d after change, want %d", m2.MembershipEpoch, m1.MembershipEpoch+1)
 	}
 	if _, err := k.s.Submit(context.Background(), "", stale); protocol.CodeOf(err) != protocol.CodeMembershipStale {
 		t.Fatalf("old epoch: %v", err)
 	}
-	// A member may leave; afterwards it is no member at all.
+	// A member may leave; afterwards it is no member at all, and is told
+	// nothing of the Group (spec 17.2).
 	k.ok(w3, protocol.CmdMembershipEnd, &protocol.EndMembershipPayload{Principal: agent("w3"), Reason: "done"})
-	k.refuse(w3, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "x", ConversationID: "c", Text: "x"}, protocol.CodeMembershipRequired)
+	k.refuse(w3, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "x", ConversationID: "c", Text: "x"}, protocol.CodeGroupNotFound)
 	k.refuse(k.coord, protocol.CmdMembershipEnd, &protocol.EndMembershipPayload{Principal: owner}, protocol.CodeAuthForbidden)
 	if err := k.s.Authorize("w3", "grp-a"); protocol.CodeOf(err) != protocol.CodeGroupNotFound {
 		t.Fatalf("ended member reads the Group: %v", err)

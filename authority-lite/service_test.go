@@ -87,7 +87,7 @@ func (k *svc) join(id string) *Principal {
 	p := k.s.Principal(agent(id), mustKey(k.t, protocol.ActorAgent, id))
 	card := protocol.AgentCard{AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: id,
 		Capabilities: protocol.List[protocol.Capability]{{ID: "code.implement", Version: "1.2.0"}},
-		Roles:        protocol.List[protocol.Role]{protocol.RoleWorker}, MaxConcurrency: 2}
+		Roles:        protocol.List[protocol.Role]{protocol.RoleWorker, protocol.RoleCoordinator}, MaxConcurrency: 2}
 	if err := p.Join(context.Background(), card); err != nil {
 		k.t.Fatalf("join %s: %v", id, err)
 	}
@@ -284,9 +284,9 @@ func TestServiceMessagesNeverAuthorize(t *testing.T) {
 
 func TestServiceFencing(t *testing.T) {
 	k := newSvc(t)
-	// Not a member.
+	// Not a member: told nothing of the Group (TestNonMemberLearnsNothing).
 	out := k.join("w9")
-	k.refuse(out, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "x", ConversationID: "c", Text: "hi"}, protocol.CodeMembershipRequired)
+	k.refuse(out, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "x", ConversationID: "c", Text: "hi"}, protocol.CodeGroupNotFound)
 	// Stale membership epoch.
 	k.refuse(k.w["w1"], protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "x", ConversationID: "c", Text: "hi"}, protocol.CodeMembershipStale,
 		func(e *protocol.Envelope) { e.MembershipEpoch = protocol.Uint64(*e.MembershipEpoch + 1) })

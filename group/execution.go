@@ -25,6 +25,34 @@ func (t *txn) leased(workItemID string, epoch uint64, leaseID string) (*WorkItem
 	return w, nil
 }
 
+// ownedQueued resolves a WorkItem its owner names by ownership epoch alone:
+// queued, so there is no execution lease to name, and before the
+// ownership's start deadline (after it, the owner may already be fenced).
+// An active item's owner names its lease (leased).
+func (t *txn) ownedQueued(workItemID string, epoch uint64) (*WorkItem, error) {
+	if err := t.requireAgent(); err != nil {
+		return nil, err
+	}
+	w, err := t.existing(workItemID)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.CheckOwnership(t.in.Actor.ID, epoch); err != nil {
+		return nil, err
+	}
+	if w.State == protocol.WorkActive {
+		return nil, protocol.InvalidCommand("work.fail: the owner of an active WorkItem names its leaseId").At("/payload/leaseId")
+	}
+	if err := t.inState(w, protocol.WorkQueued); err != nil {
+		return nil, err
+	}
+	if !before(t.now, w.Ownership.StartDeadline) {
+		return nil, protocol.WithDetails(protocol.Errorf(protocol.CodeWorkLeaseExpired, "ownership of epoch %d had to start by %s", w.Ownership.OwnershipEpoch, w.Ownership.StartDeadline),
+			"startDeadline", w.Ownership.StartDeadline.String())
+	}
+	return w, nil
+}
+
 func checkpointFields(id, digest string) error {
 	if id == "" || digest == "" {
 		return protocol.InvalidCommand("checkpointId and stateDigest are required").At("/payload/checkpointId")
@@ -181,20 +209,24 @@ func (t *txn) acceptResult() error {
 }
 
 // fail: open … submitted → failed with failure Evidence, reported by the
-// lease holder or decided by the coordinator. Control returns to the
-// coordinator, who may offer again.
+// lease holder, by the owner of a queued item that has no lease to name
+// (it releases an ownership it can no longer honour, e.g. a revised
+// contract its admission control refuses, spec 10.1), or decided by the
+// coordinator. Control returns to the coordinator, who may offer again.
 func (t *txn) fail() error {
 	p, err := payloadAs[protocol.FailWorkPayload](t.in)
 	if err != nil {
 		return err
 	}
 	var w *WorkItem
-	if p.OwnershipEpoch != nil || p.LeaseID != "" {
-		if p.OwnershipEpoch == nil || p.LeaseID == "" {
-			return protocol.InvalidCommand("work.fail: a worker names both ownershipEpoch and leaseId").At("/payload/leaseId")
-		}
+	switch {
+	case p.OwnershipEpoch == nil && p.LeaseID != "":
+		return protocol.InvalidCommand("work.fail: a worker names its ownershipEpoch").At("/payload/ownershipEpoch")
+	case p.OwnershipEpoch != nil && p.LeaseID != "":
 		w, err = t.leased(p.WorkItemID, *p.OwnershipEpoch, p.LeaseID)
-	} else {
+	case p.OwnershipEpoch != nil:
+		w, err = t.ownedQueued(p.WorkItemID, *p.OwnershipEpoch)
+	default:
 		if err = t.requireCoordinatorOrService(); err == nil {
 			w, err = t.existing(p.WorkItemID)
 		}

@@ -1030,6 +1030,9 @@ func (s *scenario) fail() string {
 	}
 	if s.has("epoch") || s.has("lease") {
 		p.OwnershipEpoch, p.LeaseID = protocol.Uint64(s.epoch(id)), s.lease(id)
+		if s.str("lease", "") == "omit" { // the owner of a queued item has none to name
+			p.LeaseID = ""
+		}
 		return s.do(s.byWorker(s.k.human(protocol.CmdWorkFail, p)))
 	}
 	return s.do(s.byCoordinator(s.k.human(protocol.CmdWorkFail, p)))

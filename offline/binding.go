@@ -89,7 +89,7 @@ func BindingOf(cmd *protocol.Command) (protocol.OfflineBinding, error) {
 		return b, invalid(ptr+"/data/groupId", "binding Group %q is not the command's %q", b.GroupID, cmd.GroupID)
 	}
 	if cmd.Type == protocol.CmdMessagePost {
-		return b, nil // the conversation bound is the authority's to check
+		return b, nil // its conversation bound: CheckBufferedMessage
 	}
 	var p leaseRef
 	if err := json.Unmarshal(cmd.Payload, &p); err != nil {

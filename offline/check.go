@@ -88,6 +88,32 @@ func CheckBuffered(b protocol.OfflineBinding, hist LeaseHistory, now time.Time) 
 	return nil
 }
 
+// WorkItemConversation is the conversation a WorkItem's messages belong
+// to: the one whose id is the WorkItem id (docs/wire.md).
+func WorkItemConversation(workItemID string) string { return workItemID }
+
+// CheckBufferedMessage bounds a buffered message.post to its WorkItem's
+// conversation (spec 11.5): the binding's lease authorizes talk about that
+// WorkItem and nothing else. Run it after CheckBuffered. replyConversation
+// is the conversation of the message p replies to, "" when p replies to
+// nothing or to a message the Group does not have. AUTH_FORBIDDEN at the
+// member that leaves the bound, with details.conversationId the bound.
+func CheckBufferedMessage(b protocol.OfflineBinding, p *protocol.PostMessagePayload, replyConversation string) error {
+	bound := WorkItemConversation(b.WorkItemID)
+	refuse := func(ptr, format string, args ...any) error {
+		e := protocol.Errorf(protocol.CodeAuthForbidden, format, args...).At(ptr)
+		e.Details = map[string]any{"conversationId": bound}
+		return e
+	}
+	switch {
+	case p.ConversationID != bound:
+		return refuse("/payload/conversationId", "a message buffered offline under the lease of WorkItem %s belongs to its conversation %s, not %s", b.WorkItemID, bound, p.ConversationID)
+	case p.ReplyTo != "" && replyConversation != bound:
+		return refuse("/payload/replyTo", "a message buffered offline replies only within conversation %s", bound)
+	}
+	return nil
+}
+
 func expired(hist LeaseHistory, format string, args ...any) *protocol.Error {
 	e := protocol.Errorf(protocol.CodeWorkLeaseExpired, format, args...).At("/extensions/" + protocol.OfflineExtensionURI + "/data/bufferedAt")
 	e.Details = map[string]any{"leaseId": hist.LeaseID, "expiresAt": protocol.NewTime(hist.ExpiresAt).String()}

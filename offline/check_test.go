@@ -121,3 +121,34 @@ func TestNonZeroDimensions(t *testing.T) {
 		}
 	}
 }
+
+// A buffered message.post stays in its WorkItem's conversation (spec 11.5).
+func TestCheckBufferedMessage(t *testing.T) {
+	t.Parallel()
+	b := protocol.OfflineBinding{AgentID: "w1", GroupID: "grp-a", WorkItemID: "wi-1"}
+	for _, tc := range []struct {
+		name  string
+		p     protocol.PostMessagePayload
+		reply string // the replied message's conversation
+		ptr   string // "" accepts
+	}{
+		{"in the WorkItem's conversation", protocol.PostMessagePayload{MessageID: "m", ConversationID: "wi-1", Text: "x"}, "", ""},
+		{"reply within it", protocol.PostMessagePayload{MessageID: "m", ConversationID: "wi-1", Text: "x", ReplyTo: "m0"}, "wi-1", ""},
+		{"another WorkItem's conversation", protocol.PostMessagePayload{MessageID: "m", ConversationID: "wi-2", Text: "x"}, "", "/payload/conversationId"},
+		{"an arbitrary conversation", protocol.PostMessagePayload{MessageID: "m", ConversationID: "general", Text: "x"}, "", "/payload/conversationId"},
+		{"reply into another conversation", protocol.PostMessagePayload{MessageID: "m", ConversationID: "wi-1", Text: "x", ReplyTo: "m0"}, "general", "/payload/replyTo"},
+		{"reply to an unknown message", protocol.PostMessagePayload{MessageID: "m", ConversationID: "wi-1", Text: "x", ReplyTo: "m9"}, "", "/payload/replyTo"},
+	} {
+		err := CheckBufferedMessage(b, &tc.p, tc.reply)
+		if tc.ptr == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		pe, ok := err.(*protocol.Error)
+		if !ok || pe.Code != protocol.CodeAuthForbidden || pe.Pointer != tc.ptr || pe.Details["conversationId"] != "wi-1" {
+			t.Errorf("%s: %v, want AUTH_FORBIDDEN at %s", tc.name, err, tc.ptr)
+		}
+	}
+}

@@ -75,8 +75,9 @@
 // resource_usage_recorded event for a non-zero usageDelta (NonZeroDimensions
 // lists its dimensions), charges the budget ancestry, and applies the
 // progress or checkpoint; a budget overflow rejects all of it
-// (BUDGET_EXCEEDED, no partial event). The conversation bound of a buffered
-// message.post is the authority's to check. It should answer a byte-identical
+// (BUDGET_EXCEEDED, no partial event). A buffered message.post is checked
+// by CheckBufferedMessage too: it must be in its WorkItem's conversation
+// (and reply only within it). It should answer a byte-identical
 // retry with its receipt before the freshness and epoch checks; if it checks
 // them first, the worker's re-signed retry collides and is still settled
 // once.

@@ -317,6 +317,9 @@ func TestPriorityArrivalCheck(t *testing.T) {
 	}
 	// Journaled, but no preemption in the log: not injected.
 	r2 := newRig(t, nil)
+	if err := r2.svc.Principal(agent("nobody"), mustKey(t, protocol.ActorAgent, "nobody")).Join(r2.ctx, AgentCard("nobody", nil, 1, protocol.RoleCoordinator)); err != nil {
+		t.Fatal(err)
+	}
 	if err := StartMission(r2.ctx, r2.owner, spec, "nobody", time.Hour); err != nil {
 		t.Fatal(err)
 	}

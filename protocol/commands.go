@@ -57,7 +57,7 @@ const (
 	SenderCoordinatorOrOwner  Sender = "coordinator or owner"          // the coordinator or the MissionOwner
 	SenderCoordinatorOrPolicy Sender = "coordinator or policy"         // the coordinator or an Organization policy service
 	SenderWorker              Sender = "worker"                        // an agent: a candidate, or the owner with its lease
-	SenderWorkerOrCoordinator Sender = "worker, coordinator or policy" // the lease holder, or the coordinator or policy deciding
+	SenderWorkerOrCoordinator Sender = "worker, coordinator or policy" // the lease holder (the owner of a queued item by epoch), or the coordinator or policy deciding
 	SenderApprover            Sender = "approver"                      // a human or policy service granting execution
 	SenderMember              Sender = "member"                        // any active member (messages, proposals, artifacts, usage)
 	SenderAgent               Sender = "agent"                         // an agent for itself (Organization bootstrap)

@@ -33,6 +33,11 @@ type AdmissionInput struct {
 	Confidence    float64
 	// Reliability is this worker's track record per capability id.
 	Reliability map[string]protocol.ReliabilityRecord
+	// Renewal judges a substantially revised contract of an item this
+	// worker already owns (spec 10.1): the ownership, not a standing
+	// offer, is the authorization, and the item is already one of the
+	// Committed, so capacity is not judged again.
+	Renewal bool
 }
 
 // AdmissionDecision is the outcome: accept (Rejection nil) or refuse with a
@@ -48,6 +53,7 @@ func (d AdmissionDecision) Accepted() bool { return d.Rejection == nil }
 // The policy rules admission names in a selection basis.
 const (
 	RuleAdmitAuthorization = "admission.authorization.offered-to-agent"
+	RuleAdmitOwnership     = "admission.authorization.current-owner"
 	RuleAdmitCapability    = "admission.capability.version-match"
 	RuleAdmitCapacity      = "admission.capacity.queue-depth"
 	RuleAdmitDeadline      = "admission.deadline.estimated-completion"
@@ -78,12 +84,18 @@ func Admit(in AdmissionInput) AdmissionDecision {
 	}
 
 	// Authorization: the standing offer names this agent, is live, and the
-	// Mission can still run work.
-	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitAuthorization)
+	// Mission can still run work; for a renewal, this agent owns the item.
+	if in.Renewal {
+		b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitOwnership)
+	} else {
+		b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitAuthorization)
+	}
 	switch {
-	case !in.Item.OfferedTo(in.AgentID):
+	case in.Renewal && in.Item.Owner != in.AgentID:
+		return refuse(protocol.RejectAuthorization, "%s does not own the item", in.AgentID)
+	case !in.Renewal && !in.Item.OfferedTo(in.AgentID):
 		return refuse(protocol.RejectAuthorization, "the standing offer does not name %s", in.AgentID)
-	case !in.Item.Offer.ExpiresAt.IsZero() && !in.Now.Before(in.Item.Offer.ExpiresAt.Time):
+	case !in.Renewal && !in.Item.Offer.ExpiresAt.IsZero() && !in.Now.Before(in.Item.Offer.ExpiresAt.Time):
 		return refuse(protocol.RejectAuthorization, "offer %s expired at %s", in.Item.Offer.OfferID, in.Item.Offer.ExpiresAt)
 	case !in.MissionActive:
 		return refuse(protocol.RejectAuthorization, "the Mission is not active")
@@ -113,8 +125,10 @@ func Admit(in AdmissionInput) AdmissionDecision {
 	}
 
 	// Capacity: a bounded number of commitments.
-	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitCapacity)
-	if in.Committed >= in.Capacity {
+	if !in.Renewal {
+		b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitCapacity)
+	}
+	if !in.Renewal && in.Committed >= in.Capacity {
 		return refuse(protocol.RejectCapacity, "%d items committed, capacity %d for %d slots", in.Committed, in.Capacity, in.Slots)
 	}
 

@@ -22,6 +22,17 @@ func admissionBase() AdmissionInput {
 	}
 }
 
+// renewal turns the base input into the renewal of an item w1 owns.
+func renewal(edit func(*AdmissionInput)) func(*AdmissionInput) {
+	return func(in *AdmissionInput) {
+		in.Renewal = true
+		in.Item.State, in.Item.Offer, in.Item.Owner, in.Item.OwnershipEpoch = protocol.WorkQueued, nil, "w1", 1
+		if edit != nil {
+			edit(in)
+		}
+	}
+}
+
 func TestAdmit(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -63,6 +74,19 @@ func TestAdmit(t *testing.T) {
 		}, ""},
 		{"wall-clock budget below estimate", func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }, protocol.RejectBudget},
 		{"wall-clock budget covers", func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(600) }, ""},
+		// A renewal (spec 10.1) of an owned item: no offer stands, capacity
+		// counts it already; the revised contract is judged again.
+		{"renewal of an owned item", renewal(nil), ""},
+		{"renewal when full", renewal(func(in *AdmissionInput) { in.Committed = 8 }), ""},
+		{"renewal not the owner", renewal(func(in *AdmissionInput) { in.Item.Owner = "w2" }), protocol.RejectAuthorization},
+		{"renewal mission over", renewal(func(in *AdmissionInput) { in.MissionActive = false }), protocol.RejectAuthorization},
+		{"renewal capability missing", renewal(func(in *AdmissionInput) {
+			in.Contract.RequiredCapabilities = protocol.List[protocol.Capability]{{ID: "code.review", Version: "1.x"}}
+		}), protocol.RejectCapability},
+		{"renewal dependency cancelled", renewal(func(in *AdmissionInput) {
+			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkCancelled}}
+		}), protocol.RejectDependency},
+		{"renewal budget below estimate", renewal(func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }), protocol.RejectBudget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := admissionBase()

@@ -36,6 +36,19 @@
 // changes update them; items no longer ours are removed, and a running one
 // whose lease the projection no longer shows gets Pool.LeaseLost.
 //
+// A substantial contract revision (work.contract.revised, a dependency
+// insertion) of an owned item not yet started needs a renewed acceptance
+// (spec 10.1): the item is held, admission control judges the revised
+// contract again (Renewal: the ownership is the authorization, capacity
+// is already counted), and work.accept_offer goes out again for the
+// offer it won with the new revision; the hold ends when the authority
+// records it. A revision it refuses releases the item: work.fail naming
+// the refusal, by ownership epoch (a queued item has no lease), and the
+// refusal posted like an offer's. A work.start refused as
+// renewed_acceptance_required (a snapshot does not carry the accepted
+// revision) renews the same way. The authority never revises the contract
+// of an active item.
+//
 // When a slot is free and the Monitor allows starting, scheduler.Next
 // picks; work.start names the last checkpoint when this worker has it; the
 // work.started event's lease starts the handler (Pool.Start) with a
@@ -44,7 +57,15 @@
 // remaining time (RenewAt) with the handler's last structured progress; a
 // renewal refused with WORK_LEASE_EXPIRED or WORK_STALE_OWNERSHIP is
 // Pool.LeaseLost. scheduler.Preempt names victims; Pool.Preempt asks them
-// for a safe point. Outcomes: Completed sends work.submit with the
+// for a safe point. A victim that reaches none within PreemptTimeout is not
+// interrupted (spec 11.3): it keeps its slot and lease, the refusal goes
+// to scheduler.RefusePreempt (it is not asked again during that run, the
+// waiting item takes the next slot that frees), to Status (refusedAt) and
+// to a WARN log naming both items; only a lost lease (cancellation,
+// fencing, revocation), its own lease expiry or a shutdown past
+// DrainTimeout stop it. Offline, a reversible run's slot lease is
+// extended to its grace deadline, so supervision ends it there and not at
+// the lease expiry the authority cannot extend meanwhile. Outcomes: Completed sends work.submit with the
 // handler's artifacts and evidence; Preempted sends work.checkpoint
 // (reason preempted) and only then releases the scheduler slot, which
 // goes to the item the preemption was for; Blocked sends work.block,

@@ -28,12 +28,15 @@ const (
 // RejectionNotice is the object of a refusal notice: the docs/wire.md
 // AdmissionRejection plus the ids it is about.
 type RejectionNotice struct {
-	Kind       string                   `json:"kind"`
-	GroupID    string                   `json:"groupId"`
-	WorkItemID string                   `json:"workItemId"`
-	OfferID    string                   `json:"offerId"`
-	Reason     protocol.AdmissionReason `json:"reason"`
-	Detail     string                   `json:"detail"`
+	Kind       string `json:"kind"`
+	GroupID    string `json:"groupId"`
+	WorkItemID string `json:"workItemId"`
+	OfferID    string `json:"offerId"`
+	// ContractRevision is set when the refusal is of a revised contract
+	// of an item this worker owned (spec 10.1), which it releases.
+	ContractRevision uint64                   `json:"contractRevision,omitempty"`
+	Reason           protocol.AdmissionReason `json:"reason"`
+	Detail           string                   `json:"detail"`
 }
 
 // DisclosureNotice is the object of a schedule update: the docs/wire.md
@@ -60,6 +63,10 @@ func noticeIDs(agentID, groupID, kind, key string) (messageID, actionID string) 
 
 // rejectionKey and disclosureKey are the id keys of each kind.
 func rejectionKey(offerID string) string { return offerID }
+
+func renewalRejectionKey(offerID string, rev uint64) string {
+	return offerID + "@r" + strconv.FormatUint(rev, 10)
+}
 
 func disclosureKey(workItemID string, computedAt time.Time) string {
 	return workItemID + "@" + strconv.FormatInt(computedAt.UnixMilli(), 10)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -135,8 +136,21 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 	}
 	switch m.typ {
 	case protocol.CmdWorkAcceptOffer:
+		if p, _ := m.payload.(*protocol.AcceptOfferPayload); p != nil && it.phase != phAccepting {
+			e.renewalAnswered(it, p.ContractRevision, m.err)
+			break
+		}
 		if m.err != nil {
 			e.log_.admissionErr(m.key, it.offerID, m.err)
+			if code == protocol.CodeRevisionConflict && it.phase == phAccepting {
+				// The contract was revised while the acceptance was out:
+				// judge the offer again on the revised contract.
+				e.drop(it)
+				if e.items[m.key] == nil {
+					e.sync(m.key)
+				}
+				break
+			}
 			e.refused[m.key] = refusal{offerID: it.offerID}
 			e.drop(it)
 		}
@@ -150,9 +164,16 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 				e.drop(it)
 				break
 			}
+			e.endRun(it, true, now)
+			if detail(m.err, "reason") == "renewed_acceptance_required" {
+				// The contract was revised after this worker accepted it
+				// and the view did not show it: renew, then start.
+				it.phase, it.forceRenew = phQueued, true
+				e.sync(m.key)
+				break
+			}
 			// Not startable now (dependencies, approval, deadline):
 			// back to the queue, held until its view changes.
-			e.endRun(it, true, now)
 			it.phase, it.hold = phQueued, true
 			e.holdGate(it, now)
 			break
@@ -194,6 +215,36 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 			e.sync(it.key) // the authority may have queued it for us again
 		}
 	}
+}
+
+// renewalAnswered settles a renewed acceptance (spec 10.1). Accepted (or
+// already recorded: WORK_ALREADY_OWNED answers an owner whose accepted
+// revision is current), the item may start. Refused, it stays held and
+// is not sent again for that revision: a newer revision in between
+// (REVISION_CONFLICT) is judged when its event arrives, and any other
+// refusal ends when the authority moves the item.
+func (e *engine) renewalAnswered(it *item, rev uint64, err error) {
+	if code := protocol.CodeOf(err); err != nil && code != protocol.CodeWorkAlreadyOwned {
+		e.log.Warn("renewed acceptance refused", "item", it.key.sched(), "contractRevision", rev, "err", err)
+		return
+	}
+	it.reaccepted = max(it.reaccepted, rev)
+	if it.reaccepting == rev {
+		it.reaccepting = 0
+	}
+	if it.phase == phQueued {
+		e.sync(it.key)
+	}
+}
+
+// detail is one member of a protocol error's details, as a string.
+func detail(err error, key string) string {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	s, _ := pe.Details[key].(string)
+	return s
 }
 
 // holdGate keeps a queued item from starting until its view changes.

@@ -89,7 +89,12 @@ type WorkerConfig struct {
 	// DrainTimeout bounds a shutdown: slots reaching their safe points and
 	// their checkpoints being sent (default 30s, real time).
 	DrainTimeout time.Duration
-	// PreemptTimeout: see slots.Config (default slots.DefaultPreemptTimeout).
+	// PreemptTimeout is how long a run asked to yield for another item may
+	// take to reach a safe point (default slots.DefaultPreemptTimeout).
+	// Past it the run is not interrupted (spec 11.3): it keeps its slot,
+	// the preemption is recorded as refused (WARN log, Status) and the
+	// waiting item takes the next slot that frees. It is also the hard
+	// timeout of a lost lease (slots.Config).
 	PreemptTimeout time.Duration
 
 	// Client tunes the connection; its URL, identity, store, clock and
@@ -181,6 +186,9 @@ func (c *WorkerConfig) check() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	if c.PreemptTimeout <= 0 {
+		c.PreemptTimeout = slots.DefaultPreemptTimeout
+	}
 	return nil
 }
 
@@ -228,12 +236,16 @@ type GroupStatus struct {
 
 // AdmissionLog records one admission decision with its selection basis.
 type AdmissionLog struct {
-	GroupID    string                       `json:"groupId"`
-	WorkItemID string                       `json:"workItemId"`
-	OfferID    string                       `json:"offerId"`
-	Accepted   bool                         `json:"accepted"`
-	Rejection  *protocol.AdmissionRejection `json:"rejection,omitempty"`
-	Basis      protocol.SelectionBasis      `json:"basis"`
+	GroupID    string `json:"groupId"`
+	WorkItemID string `json:"workItemId"`
+	OfferID    string `json:"offerId"`
+	// Renewal marks the judgement of a revised contract of an item this
+	// worker owns (spec 10.1), ContractRevision the revision judged.
+	Renewal          bool                         `json:"renewal,omitempty"`
+	ContractRevision uint64                       `json:"contractRevision,omitempty"`
+	Accepted         bool                         `json:"accepted"`
+	Rejection        *protocol.AdmissionRejection `json:"rejection,omitempty"`
+	Basis            protocol.SelectionBasis      `json:"basis"`
 	// Err is the authority's answer when the acceptance was refused
 	// (another candidate won, the offer expired).
 	Err string    `json:"error,omitempty"`
@@ -256,6 +268,9 @@ type PreemptionLog struct {
 	Reason     string                   `json:"reason"`     // scheduler, offline-buffer-full, grace, shutdown
 	Basis      scheduler.SelectionBasis `json:"basis"`
 	At         time.Time                `json:"at"`
+	// RefusedAt is set when the run did not reach a safe point within
+	// PreemptTimeout and kept its slot (spec 11.3).
+	RefusedAt *time.Time `json:"refusedAt,omitempty"`
 }
 
 // OutcomeLog records how a run ended and what was sent for it.

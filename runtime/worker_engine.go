@@ -364,6 +364,11 @@ func (e *engine) step(now time.Time) {
 	e.renewals(now)
 	e.leaseEnds(now)
 	e.offlinePauses(now)
+	// Supervision also runs on the pool's own ticker; here it sees every
+	// instant the loop sees (after the grace extensions of offlinePauses),
+	// so lease expiry and the hard timeout of a lost lease act in step.
+	e.pool.Tick()
+	e.refusePreemptions(now)
 	if e.freed != e.freedSeen {
 		e.freedSeen = e.freed
 		e.rejudgeCapacity()

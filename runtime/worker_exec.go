@@ -59,9 +59,41 @@ func (e *engine) schedule(now time.Time) {
 		e.scheduleChanged()
 		v := e.items[keyOf(req.Item)]
 		e.log_.preempt(keyOf(req.Item), req.For, "scheduler", req.Basis, now)
+		if v != nil {
+			v.askedAt, v.askedFor = now, req.For
+		}
 		if v != nil && v.phase == phRunning {
 			e.preempt(v)
 		}
+	}
+}
+
+// refusePreemptions settles the scheduler's preemptions that found no
+// safe point within PreemptTimeout. The run is never interrupted for it
+// (spec 11.3): it keeps its slot, the scheduler records the refusal and
+// names another victim or lets the waiting item take the next slot that
+// frees. Lease loss, cancellation and shutdown still stop it.
+func (e *engine) refusePreemptions(now time.Time) {
+	for _, it := range e.items {
+		if it.askedAt.IsZero() || now.Sub(it.askedAt) < e.cfg.PreemptTimeout {
+			continue
+		}
+		waited, forID := now.Sub(it.askedAt), it.askedFor
+		it.askedAt, it.askedFor = time.Time{}, ""
+		if it.phase != phRunning || it.lost {
+			continue
+		}
+		if st, ok := e.sched.Status(it.key.sched()); !ok || st.State != scheduler.StatePreempting {
+			continue
+		}
+		if err := e.sched.RefusePreempt(it.key.sched()); err != nil {
+			e.log.Error("scheduler refuse preemption", "item", it.key.sched(), "err", err)
+			continue
+		}
+		e.scheduleChanged()
+		e.log_.preemptRefused(it.key, now)
+		e.log.Warn("preemption refused: the run reached no safe point and keeps its slot; it is not interrupted",
+			"item", it.key.sched(), "for", forID, "lease", it.leaseID, "waited", waited)
 	}
 }
 
@@ -86,6 +118,7 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 	}
 	it.missionID, it.epoch, it.leaseID, it.expires = mission, en.OwnershipEpoch, l.LeaseID, l.ExpiresAt.Time
 	it.renewedAt, it.reportedAt, it.retryAt, it.lost, it.preempting = now, now, time.Time{}, false, false
+	it.askedAt = time.Time{}
 	idx := -1
 	if err == nil {
 		idx, err = e.pool.Start(slots.Assignment{
@@ -112,7 +145,8 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		OwnershipEpoch: en.OwnershipEpoch, LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt.Time,
 		Reversible: contract.Risk.Class.Known() && contract.Risk.Class.Rank() < protocol.RiskHigh.Rank()})
 	if st, ok := e.sched.Status(it.key.sched()); ok && st.State == scheduler.StatePreempting {
-		e.preempt(it) // picked as a victim while starting
+		it.askedAt = now // patience runs from the request the handler sees
+		e.preempt(it)    // picked as a victim while starting
 	} else if e.draining {
 		e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, now)
 		e.preempt(it) // granted while the worker stops: straight to a safe point
@@ -199,10 +233,19 @@ func (e *engine) offlinePauses(now time.Time) {
 		return
 	}
 	for _, it := range e.items {
-		if it.phase != phRunning || it.preempting {
+		if it.phase != phRunning {
 			continue
 		}
 		dl, ok := e.mon.GraceDeadline(offlineItem(it.key))
+		if ok && dl.After(it.expires) {
+			// Reversible work runs on through the grace (spec 11.5): the
+			// slot's supervision must not end it at the lease expiry the
+			// authority cannot extend now. Reconciliation settles the lease.
+			_ = e.pool.RenewLease(it.slot, it.leaseID, dl)
+		}
+		if it.preempting {
+			continue
+		}
 		if ok && !now.Before(dl.Add(-2*e.cfg.Tick)) {
 			e.log_.preempt(it.key, "", "offline-grace", scheduler.SelectionBasis{}, now)
 			e.preempt(it)

@@ -62,6 +62,10 @@ type item struct {
 	renewals  int
 
 	preempting bool
+	// askedAt and askedFor are the scheduler's preemption of this run:
+	// when it was asked to yield and for which item (spec 11.3).
+	askedAt    time.Time
+	askedFor   string
 	lost       bool // Pool.LeaseLost called
 	progress   *protocol.Progress
 	reportedAt time.Time // last progress sent or buffered (usage deltas)
@@ -73,6 +77,15 @@ type item struct {
 	// staleMembership is a membership epoch the authority refused as stale
 	// for this item's command: pump waits for a newer one.
 	staleMembership uint64
+
+	// A substantially revised contract needs a renewed acceptance (spec
+	// 10.1): reaccepting is the revision whose acceptance is out (the item
+	// is held until the authority records it), reaccepted the last one
+	// the authority confirmed; forceRenew is set when work.start was
+	// refused for want of one the projection did not show (a restored
+	// snapshot does not carry the accepted revision).
+	reaccepting, reaccepted uint64
+	forceRenew              bool
 }
 
 // renewDue is when the lease should be renewed next.

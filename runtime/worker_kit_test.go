@@ -86,7 +86,7 @@ func (k *wkit) join(id string) *authoritylite.Principal {
 	p := k.auth.Service.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: id}, testKey(k.t, protocol.ActorAgent, id))
 	card := protocol.AgentCard{AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: id,
 		Capabilities: protocol.List[protocol.Capability]{{ID: "code.implement", Version: "1.2.0"}},
-		Roles:        protocol.List[protocol.Role]{protocol.RoleWorker}, MaxConcurrency: 2}
+		Roles:        protocol.List[protocol.Role]{protocol.RoleWorker, protocol.RoleCoordinator}, MaxConcurrency: 2}
 	if err := p.Join(context.Background(), card); err != nil {
 		k.t.Fatalf("join %s: %v", id, err)
 	}

@@ -61,12 +61,24 @@ func (e *engine) scheduleChanged() { e.notes.dirty = true }
 
 // noticeRefusal posts, once per offer, why admission refused it.
 func (e *engine) noticeRefusal(k itemKey, en queue.Entry, rej protocol.AdmissionRejection, now time.Time) {
+	obj := RejectionNotice{Kind: NoticeRejection, GroupID: k.group, WorkItemID: k.id, OfferID: en.Offer.OfferID,
+		Reason: rej.Reason, Detail: withoutForeignGroups(rej.Detail, k.group, e.store.GroupIDs())}
+	e.postRefusal(k, en, obj, rejectionKey(obj.OfferID), now)
+}
+
+// noticeRenewalRefusal tells the Group why this worker releases an item
+// whose revised contract it refused (spec 10.1): once per revision.
+func (e *engine) noticeRenewalRefusal(k itemKey, en queue.Entry, offerID string, rev uint64, rej protocol.AdmissionRejection, now time.Time) {
+	obj := RejectionNotice{Kind: NoticeRejection, GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
+		Reason: rej.Reason, Detail: withoutForeignGroups(rej.Detail, k.group, e.store.GroupIDs())}
+	e.postRefusal(k, en, obj, renewalRejectionKey(offerID, rev), now)
+}
+
+func (e *engine) postRefusal(k itemKey, en queue.Entry, obj RejectionNotice, key string, now time.Time) {
 	if e.notes.off {
 		return
 	}
-	obj := RejectionNotice{Kind: NoticeRejection, GroupID: k.group, WorkItemID: k.id, OfferID: en.Offer.OfferID,
-		Reason: rej.Reason, Detail: withoutForeignGroups(rej.Detail, k.group, e.store.GroupIDs())}
-	msgID, actID := noticeIDs(e.cfg.AgentID, k.group, NoticeRejection, rejectionKey(obj.OfferID))
+	msgID, actID := noticeIDs(e.cfg.AgentID, k.group, NoticeRejection, key)
 	if r, found, err := e.notes.store.get(msgID); err != nil {
 		e.log.Error("read notice record", "message", msgID, "err", err)
 	} else if found {

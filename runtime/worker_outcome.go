@@ -35,7 +35,7 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 	if o.Kind != slots.Completed && o.Kind != slots.Preempted {
 		level = slog.LevelWarn // failed, blocked, cancelled, lease lost: someone may have to act
 	}
-	e.log.Log(context.Background(), level, "run ended", "group", k.group, "item", k.id, "lease", it.leaseID, "outcome", o.Kind, "err", o.Err)
+	e.log.Log(context.Background(), level, "run ended", "group", k.group, "item", k.id, "lease", it.leaseID, "outcome", o.Kind, "reason", o.Reason, "err", o.Err)
 	e.w.m.runs.WithLabelValues(o.Kind.String()).Inc()
 	it.phase, it.slot = phFinishing, -1
 	if o.Kind != slots.Preempted {

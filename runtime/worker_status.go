@@ -52,6 +52,16 @@ func (l *statusLogs) preempt(k itemKey, forID, reason string, b scheduler.Select
 	l.preemptions = appendBounded(l.preemptions, PreemptionLog{GroupID: k.group, WorkItemID: k.id, For: forID, Reason: reason, Basis: b, At: now})
 }
 
+// preemptRefused marks the item's last preemption as refused.
+func (l *statusLogs) preemptRefused(k itemKey, now time.Time) {
+	for i := len(l.preemptions) - 1; i >= 0; i-- {
+		if p := &l.preemptions[i]; p.GroupID == k.group && p.WorkItemID == k.id {
+			p.RefusedAt = &now
+			return
+		}
+	}
+}
+
 func (l *statusLogs) outcome(o OutcomeLog) { l.outcomes = appendBounded(l.outcomes, o) }
 
 // sent records the authority's answer to an outcome's command.

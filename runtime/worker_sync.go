@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -82,9 +83,10 @@ func (e *engine) sync(k itemKey) {
 	it := e.items[k]
 	me := e.cfg.AgentID
 	mine := ok && en.Owner == me
-	if it != nil && it.phase == phRunning && !it.preempting {
+	if it != nil && it.phase == phRunning {
 		// Any view but "active under our lease" means the lease is gone:
-		// revoked by a replacement session, fenced, cancelled.
+		// revoked by a replacement session, fenced, cancelled; also for a
+		// run asked to yield that has not yet.
 		if !(mine && en.State == protocol.WorkActive && en.Lease != nil && en.Lease.LeaseID == it.leaseID) {
 			e.leaseLost(it, "the authority no longer shows this lease", now)
 			return
@@ -133,8 +135,13 @@ func (e *engine) sync(k itemKey) {
 		it.epoch = en.OwnershipEpoch
 		switch it.phase {
 		case phAccepting, phQueued:
-			// Owned now, or its view changed: a hold ends here.
+			// Owned now, or its view changed: a hold ends here, unless the
+			// contract was revised since this worker accepted it.
 			it.phase, it.hold = phQueued, false
+			if e.needsRenewal(it, en) {
+				e.renewAcceptance(it, en, now)
+				return
+			}
 			e.enqueue(it, en, now)
 		}
 	case mine && en.State == protocol.WorkActive:
@@ -255,6 +262,90 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 	e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
 }
 
+// needsRenewal reports whether an owned, queued item's contract was
+// revised after this worker accepted it (spec 10.1). An accepted revision
+// of 0 is unknown (restored from a snapshot): work.start tells then.
+func (e *engine) needsRenewal(it *item, en queue.Entry) bool {
+	accepted := max(en.Item.AcceptedRevision, it.reaccepted)
+	return it.forceRenew || (accepted != 0 && accepted < en.ContractRevision)
+}
+
+// renewAcceptance runs admission control again on the revised contract of
+// an item this worker owns and has not started: accepted, work.accept_offer
+// goes out again for the offer it won, naming the new revision, and the
+// item waits, held, until the authority records it; refused, the item is
+// released with work.fail naming the refusal and the refusal is posted to
+// the Group like an offer's.
+func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
+	k, rev := it.key, en.ContractRevision
+	if r, ok := e.refused[k]; ok && r.revision == rev {
+		// Refused and released already (the release itself may have been
+		// refused: the ownership lapsed meanwhile); never started.
+		e.drop(it)
+		return
+	}
+	if it.reaccepting == rev && !it.forceRenew {
+		it.hold = true // sent; the answer or its event ends the wait
+		e.enqueue(it, en, now)
+		return
+	}
+	contract, err := e.store.Contract(k.group, k.id)
+	if err != nil {
+		e.log.Warn("revised contract unreadable", "item", k.sched(), "err", err)
+		it.hold = true
+		e.enqueue(it, en, now)
+		return
+	}
+	offerID := en.Item.WonOfferID
+	if offerID == "" {
+		offerID = it.offerID
+	}
+	committed := 0
+	for _, x := range e.items {
+		if x.phase != phFinishing {
+			committed++
+		}
+	}
+	m, _ := e.store.Mission(k.group)
+	in := AdmissionInput{
+		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
+		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
+		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
+		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability, Renewal: true,
+	}
+	e.enqueue(it, en, now) // not held while disclosing
+	var disclosure scheduler.Disclosure
+	if d, err := e.sched.Disclose(k.sched(), now); err == nil {
+		disclosure = d
+		in.EarliestStart, in.Estimate = d.EstimatedStartWindow.From, d.EstimatedCompletion.Sub(d.EstimatedStartWindow.From)
+		in.Confidence = d.Confidence
+	}
+	dec := Admit(in)
+	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev, Renewal: true,
+		Accepted: dec.Accepted(), Rejection: dec.Rejection, Basis: dec.Basis, At: now})
+	it.forceRenew = false
+	if dec.Accepted() {
+		e.log.Info("contract revised; acceptance renewed", "item", k.sched(), "contractRevision", rev)
+		it.hold, it.reaccepting = true, rev
+		e.enqueue(it, en, now)
+		p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
+			ScheduleDisclosure: wireDisclosure(disclosure, now)}
+		e.noticeAccepted(k, p.ScheduleDisclosure, now)
+		e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
+		return
+	}
+	rej := *dec.Rejection
+	e.log.Warn("contract revised beyond what this worker can honour; releasing the item", "item", k.sched(),
+		"contractRevision", rev, "reason", rej.Reason, "detail", rej.Detail)
+	e.refused[k] = refusal{offerID: offerID, reason: rej.Reason, revision: rev}
+	e.noticeRenewalRefusal(k, en, offerID, rev, rej, now)
+	e.unschedule(it)
+	it.phase = phFinishing
+	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id,
+		Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", rev, rej.Reason, rej.Detail),
+		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch)})
+}
+
 func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {
 	if d.ComputedAt.IsZero() {
 		return protocol.ScheduleDisclosure{EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now)},
@@ -274,6 +365,9 @@ type refusal struct {
 	// capacity is e.freed when it was refused: a capacity refusal is
 	// judged again once capacity has freed since.
 	capacity uint64
+	// revision is the contract revision of a refused renewal (spec 10.1):
+	// that revision is not judged again.
+	revision uint64
 }
 
 // reconsider reports whether a refused, still open offer is judged again

@@ -76,6 +76,9 @@
 // after the next expected slot release waits instead. Preemption is
 // cooperative (11.3): the victim keeps its slot until Release, which then
 // hands the slot to the candidate. One preemption is in flight at a time.
+// A victim that does not reach a safe point in time is never forced:
+// RefusePreempt puts it back to running, it is not named a victim again
+// during that run, and the candidate takes the next slot that frees.
 //
 // # Cost
 //

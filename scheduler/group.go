@@ -25,6 +25,9 @@ type entry struct {
 	firstStart    int64  // -1 until first start
 	preemptFor    *entry // while preempting: the item waiting for this slot
 	preemptForSeq uint64
+	// refused: the current run did not reach a safe point when asked
+	// (RefusePreempt); it is not named as a victim again until it stops.
+	refused bool
 }
 
 func (e *entry) latest() int64 { return e.dl - e.est }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -106,6 +107,29 @@ func (s *Scheduler) Preempt(now time.Time) (PreemptRequest, bool) {
 	}, true
 }
 
+// RefusePreempt records that a victim did not reach a safe point within
+// the runtime's patience and keeps its slot: active work is never
+// interrupted at an unsafe point (11.3). The victim is running again and is
+// not named a victim again during this run; the item it was asked for
+// stays queued, takes the next slot that frees (no handoff), and the next
+// preemption may be named.
+func (s *Scheduler) RefusePreempt(id string) error {
+	e, ok := s.items[id]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownItem, id)
+	}
+	if e.state != StatePreempting {
+		return fmt.Errorf("%w: %q is %s, not preempting", ErrWrongState, id, e.state)
+	}
+	e.state, e.refused, e.preemptFor = StateRunning, true, nil
+	s.preempting--
+	s.refusals++
+	return nil
+}
+
+// Refusals counts the preemptions refused since the scheduler was made.
+func (s *Scheduler) Refusals() uint64 { return s.refusals }
+
 // nextRelease is when the first running item that could make room for c is
 // expected to end.
 func (s *Scheduler) nextRelease(c *entry) int64 {
@@ -126,7 +150,7 @@ func (s *Scheduler) victim(g *group, c *entry, now int64, underQuota bool) *entr
 		v := s.slots[i].e
 		// An item that started only after its aging bound was starved once
 		// already: it runs to its end, so repeated preemption cannot starve it.
-		if v == nil || v.state != StateRunning || !v.item.Preemptible || v.startMs >= v.ta ||
+		if v == nil || v.state != StateRunning || !v.item.Preemptible || v.refused || v.startMs >= v.ta ||
 			now-v.startMs < s.minRunMs || !s.slots[i].res.Fits(c.item.Resources) {
 			continue
 		}

@@ -85,6 +85,7 @@ type Scheduler struct {
 	activeWeight int64 // Σ weight of Groups with eligible or running items
 	offline      bool
 	preempting   int
+	refusals     uint64 // preemptions refused (RefusePreempt)
 	// handoff is the item a finished preemption freed a slot for; the next
 	// pick gives it that slot, so the victim's Group cannot take it back.
 	handoff     *entry
@@ -527,6 +528,7 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 			e.preemptFor = nil
 		}
 	}
+	e.refused = false
 	s.slots[e.slot].e = nil
 	e.slot = -1
 	s.free++
@@ -604,6 +606,9 @@ type Status struct {
 	State    State
 	Blockers Blockers
 	Slot     int // -1 unless running
+	// PreemptRefused: the current run was asked to yield and did not
+	// reach a safe point in time (RefusePreempt).
+	PreemptRefused bool
 }
 
 // Status reports where an item is; false when unknown (finished or removed).
@@ -612,7 +617,7 @@ func (s *Scheduler) Status(id string) (Status, bool) {
 	if !ok {
 		return Status{}, false
 	}
-	return Status{State: e.state, Blockers: e.block, Slot: e.slot}, true
+	return Status{State: e.state, Blockers: e.block, Slot: e.slot, PreemptRefused: e.refused}, true
 }
 
 // Len returns the number of queued (eligible or blocked) and running items.

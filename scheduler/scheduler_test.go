@@ -369,3 +369,56 @@ func TestErrors(t *testing.T) {
 		t.Errorf("zero slots: %v", err)
 	}
 }
+
+// A victim that does not reach a safe point keeps its slot (11.3): the
+// refusal puts it back to running, it is not named again during this run,
+// the next victim may be named, and the candidate takes the next slot that
+// frees.
+func TestPreemptionRefused(t *testing.T) {
+	t.Parallel()
+	s := newSched(t, scheduler.Config{Slots: 2}, map[string]scheduler.GroupConfig{"g": {Weight: 1}})
+	for _, r := range []struct {
+		id string
+		u  scheduler.Urgency
+	}{{"l1", scheduler.UrgencyLow}, {"n1", scheduler.UrgencyNormal}} {
+		must(t, s.Enqueue(scheduler.Item{ID: r.id, Group: "g", Urgency: r.u, Preemptible: true, Estimate: est(1000)}, at(0)))
+		if d, ok := s.Next(at(0)); !ok || d.Item != r.id {
+			t.Fatalf("setup: %v %v", d, ok)
+		}
+	}
+	must(t, s.Enqueue(scheduler.Item{ID: "c", Group: "g", Urgency: scheduler.UrgencyCritical, Preemptible: true, Estimate: est(1000)}, at(10)))
+	p, ok := s.Preempt(at(10))
+	if !ok || p.Item != "l1" {
+		t.Fatalf("preemption %+v %v, want l1", p, ok)
+	}
+	if err := s.RefusePreempt("n1"); !errors.Is(err, scheduler.ErrWrongState) {
+		t.Fatalf("refusing a run never asked: %v", err)
+	}
+	must(t, s.RefusePreempt("l1"))
+	if st, _ := s.Status("l1"); st.State != scheduler.StateRunning || !st.PreemptRefused {
+		t.Fatalf("refused victim: %+v", st)
+	}
+	if s.Refusals() != 1 {
+		t.Fatalf("refusals %d", s.Refusals())
+	}
+	// The next preemption names the other running item, never l1 again.
+	p, ok = s.Preempt(at(11))
+	if !ok || p.Item != "n1" {
+		t.Fatalf("second preemption %+v %v, want n1", p, ok)
+	}
+	must(t, s.RefusePreempt("n1"))
+	if p, ok := s.Preempt(at(12)); ok {
+		t.Fatalf("a refused run named again: %+v", p)
+	}
+	// The candidate waits for a slot and takes the first one that frees.
+	if _, ok := s.Next(at(13)); ok {
+		t.Fatal("started with every slot busy")
+	}
+	must(t, s.Finish("n1", at(20)))
+	if d, ok := s.Next(at(20)); !ok || d.Item != "c" {
+		t.Fatalf("after a slot freed: %+v %v, want c", d, ok)
+	}
+	if err := s.RefusePreempt("gone"); !errors.Is(err, scheduler.ErrUnknownItem) {
+		t.Fatalf("unknown item: %v", err)
+	}
+}

@@ -42,8 +42,10 @@
 // Supervision (Tick, paced by a ticker or called by tests with a fake
 // clock; the decision is the pure supervise) cancels a run's context when
 // its lease expires, its wall-clock budget runs out, it ignores a
-// preemption or lease-loss request past Config.PreemptTimeout, or an
-// attempt passes attemptTimeoutMs (that one is retried). A cancelled run
+// lease-loss request past Config.PreemptTimeout, or an attempt passes
+// attemptTimeoutMs (that one is retried). A preemption or shutdown request
+// never cancels a run: active work is not interrupted at an unsafe point
+// (spec 11.3); Shutdown cancels only when its context ends. A cancelled run
 // is Failed whatever its handler then returns, and its slot stays taken
 // until the handler has actually returned.
 //

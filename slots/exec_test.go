@@ -184,8 +184,9 @@ func TestExecCleanEnv(t *testing.T) {
 	}
 }
 
-// A program that ignores preempt is killed with its whole process group
-// after the hard timeout and reported Failed.
+// A program that ignores preempt keeps running; once its lease is lost
+// and it still ignores the request, it is killed with its whole process
+// group after the hard timeout.
 func TestExecHardTimeoutKillsGroup(t *testing.T) {
 	script, _ := filepath.Abs("testdata/env-handler.py")
 	e := newEnv(t, 1, Exec{Path: python(t), Args: []string{script}, Cap: protocol.Capability{ID: "env", Version: "1.0.0"}})
@@ -199,9 +200,14 @@ func TestExecHardTimeoutKillsGroup(t *testing.T) {
 	slot := e.start(t, a)
 	pid := <-child
 	e.pool.Preempt(slot, "l1")
+	e.advance(time.Hour - time.Minute)
+	if e.killed(slot) || !alive(pid) {
+		t.Fatal("killed for ignoring a preemption request")
+	}
+	e.pool.LeaseLost(slot, "l1")
 	e.advance(10 * time.Second)
 	o := e.host.wait(t)
-	if o.Kind != Failed || !strings.Contains(o.Reason, "safe point") {
+	if o.Kind != LeaseLost {
 		t.Fatalf("outcome %v %q", o.Kind, o.Reason)
 	}
 	if alive(pid) {

@@ -41,7 +41,10 @@ type Config struct {
 	// system temp directory.
 	WorkRoot string
 	// PreemptTimeout is how long a handler may take to reach a safe point
-	// after a preemption or lease-loss request before it is cancelled.
+	// after a lease-loss request before it is cancelled. A preemption or
+	// shutdown request never cancels a run (spec 11.3: no interruption at
+	// an unsafe point); what an unanswered preemption means is the
+	// caller's to decide.
 	PreemptTimeout time.Duration
 	// TickInterval paces supervision (Tick); negative: the caller calls
 	// Tick itself (tests with a fake clock).
@@ -173,8 +176,8 @@ func (p *Pool) lookup(idx int, leaseID string) (*run, error) {
 }
 
 // Preempt asks the run in slot idx to reach a safe point, checkpoint and
-// yield: its PreemptRequested channel closes. Past Config.PreemptTimeout
-// it is cancelled and reported Failed.
+// yield: its PreemptRequested channel closes. It is a request only: a run
+// that never reaches a safe point keeps its slot (spec 11.3).
 func (p *Pool) Preempt(idx int, leaseID string) error {
 	r, err := p.lookup(idx, leaseID)
 	if err != nil {
@@ -186,7 +189,8 @@ func (p *Pool) Preempt(idx int, leaseID string) error {
 
 // LeaseLost tells the run in slot idx that its lease is gone: it stops at
 // the next safe point, its tool calls, progress and artifacts are refused
-// from now on, and its outcome is LeaseLost whatever it returns.
+// from now on, and its outcome is LeaseLost whatever it returns. Past
+// Config.PreemptTimeout it is cancelled.
 func (p *Pool) LeaseLost(idx int, leaseID string) error {
 	r, err := p.lookup(idx, leaseID)
 	if err != nil {
@@ -222,7 +226,7 @@ func (p *Pool) SetCredentials(idx int, leaseID string, c Credentials) error {
 }
 
 // Tick supervises every run at the clock's current time: it cancels runs
-// past their lease, wall-clock budget, stop-request timeout or attempt
+// past their lease, wall-clock budget, lease-loss timeout or attempt
 // timeout, and starts attempts whose backoff is over.
 func (p *Pool) Tick() {
 	now := p.cfg.Clock.Now()

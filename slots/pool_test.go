@@ -84,10 +84,12 @@ func TestPreemptionCycle(t *testing.T) {
 	}
 }
 
-// A handler that ignores the preemption request is cancelled after the
-// hard timeout and reported Failed, even though it then returns a result;
-// its slot stays taken until it has really returned.
-func TestPreemptHardTimeout(t *testing.T) {
+// A handler that ignores a preemption request is never cancelled for it
+// (spec 11.3: no interruption at an unsafe point), however long it waits.
+// Once its lease is lost it is cancelled after the hard timeout, and its
+// outcome is LeaseLost even though it then returns a result; its slot
+// stays taken until it has really returned.
+func TestPreemptIsNeverForcedLeaseLossIs(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
 	var cause error
 	e := newEnv(t, 1, handler("stubborn", func(ctx context.Context, w *Work) (Result, error) {
@@ -100,24 +102,30 @@ func TestPreemptHardTimeout(t *testing.T) {
 	slot := e.start(t, assignment("g", "wi", "l1", "stubborn"))
 	<-started
 	e.pool.Preempt(slot, "l1")
+	e.advance(10 * time.Second)
+	e.advance(10 * time.Minute)
+	if e.killed(slot) {
+		t.Fatal("cancelled for ignoring a preemption request")
+	}
+	e.pool.LeaseLost(slot, "l1")
 	e.advance(9 * time.Second)
 	if e.killed(slot) {
-		t.Fatal("cancelled before the hard timeout")
+		t.Fatal("cancelled before the hard timeout of the lease loss")
 	}
 	e.advance(time.Second)
 	if !e.killed(slot) {
-		t.Fatal("not cancelled at the hard timeout")
+		t.Fatal("not cancelled at the hard timeout of the lease loss")
 	}
 	if e.pool.Free() != 0 {
 		t.Fatal("slot freed before the handler returned")
 	}
 	close(release)
 	o := e.host.wait(t)
-	if o.Kind != Failed || !strings.Contains(o.Reason, "safe point") || len(o.Evidence) != 1 {
+	if o.Kind != LeaseLost {
 		t.Fatalf("outcome %v %q", o.Kind, o.Reason)
 	}
 	var k errKilled
-	if !errors.As(cause, &k) {
+	if !errors.As(cause, &k) || !strings.Contains(k.reason, "lease loss") {
 		t.Fatalf("context cause %v", cause)
 	}
 }

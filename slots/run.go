@@ -42,7 +42,8 @@ type run struct {
 	attemptStart time.Time
 	nextAttempt  time.Time
 	cancel       context.CancelCauseFunc // of the running attempt
-	preemptAt    time.Time
+	preemptAt    time.Time               // first stop request
+	lostAt       time.Time               // lease-loss request: the hard timeout runs from here
 	leaseLost    bool
 	killed       *action // set once: why the run or attempt was cancelled
 	blocked      *protocol.Resolution
@@ -57,8 +58,8 @@ func (e errKilled) Error() string { return "slots: cancelled: " + e.reason }
 
 func (r *run) requestStop(now time.Time, leaseLost bool) {
 	r.mu.Lock()
-	if leaseLost {
-		r.leaseLost = true
+	if leaseLost && !r.leaseLost {
+		r.leaseLost, r.lostAt = true, now
 	}
 	if r.preemptAt.IsZero() {
 		r.preemptAt = now
@@ -92,7 +93,7 @@ func (r *run) supervise(now time.Time, preemptTimeout time.Duration) {
 	defer r.mu.Unlock()
 	v := view{
 		phase: r.phase, now: now, startedAt: r.startedAt, leaseExpires: r.leaseExpires,
-		attemptStart: r.attemptStart, nextAttempt: r.nextAttempt, preemptAt: r.preemptAt,
+		attemptStart: r.attemptStart, nextAttempt: r.nextAttempt, preemptAt: r.preemptAt, lostAt: r.lostAt,
 		preemptTimeout: preemptTimeout, attemptTimeout: time.Duration(r.retry.AttemptTimeoutMs) * time.Millisecond,
 		killed: r.killed != nil,
 	}

@@ -21,7 +21,8 @@ type view struct {
 	leaseExpires   time.Time
 	attemptStart   time.Time
 	nextAttempt    time.Time
-	preemptAt      time.Time // zero: no preemption or lease-loss request
+	preemptAt      time.Time // zero: no stop request (preemption, lease loss, shutdown)
+	lostAt         time.Time // zero: no lease-loss request
 	preemptTimeout time.Duration
 	attemptTimeout time.Duration // 0: none
 	wallLimit      time.Duration // 0: none
@@ -45,9 +46,10 @@ type action struct {
 
 // supervise decides, purely from v, whether a run must be cancelled or
 // woken. A handler is never stopped at an unsafe point for scheduling
-// reasons: only an expired lease, an exhausted wall-clock budget, a
-// preemption or lease-loss request left unanswered past the hard timeout,
-// or an attempt past its own timeout cancel it.
+// reasons (spec 11.3): a preemption or shutdown request is only a request,
+// however long it waits. Only an expired lease, an exhausted wall-clock
+// budget, a lease-loss request left unanswered past the hard timeout, or
+// an attempt past its own timeout cancel it.
 func supervise(v view) action {
 	if v.killed {
 		return action{}
@@ -60,8 +62,8 @@ func supervise(v view) action {
 	}
 	switch v.phase {
 	case phaseRunning:
-		if !v.preemptAt.IsZero() && v.now.Sub(v.preemptAt) >= v.preemptTimeout {
-			return action{act: actCancel, final: true, reason: fmt.Sprintf("no safe point within %v of the stop request", v.preemptTimeout)}
+		if !v.lostAt.IsZero() && v.now.Sub(v.lostAt) >= v.preemptTimeout {
+			return action{act: actCancel, final: true, reason: fmt.Sprintf("no safe point within %v of the lease loss", v.preemptTimeout)}
 		}
 		if v.attemptTimeout > 0 && v.now.Sub(v.attemptStart) >= v.attemptTimeout {
 			return action{act: actCancel, reason: fmt.Sprintf("attempt timed out after %v", v.attemptTimeout)}

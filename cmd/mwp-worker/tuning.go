@@ -19,7 +19,7 @@ import (
 func tuningFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "drain-timeout", Usage: "how long a shutdown waits for slots to reach a safe point and their checkpoints to be sent", Value: 30 * time.Second, Sources: cli.EnvVars("MWP_DRAIN_TIMEOUT")},
-		&cli.DurationFlag{Name: "preempt-timeout", Usage: "how long a preemption or cancellation waits for a handler's safe point", Value: slots.DefaultPreemptTimeout, Sources: cli.EnvVars("MWP_PREEMPT_TIMEOUT")},
+		&cli.DurationFlag{Name: "preempt-timeout", Usage: "how long a preemption request waits for a safe point before it is recorded as refused (the run is never interrupted for it), and how long a cancelled run may take to stop", Value: slots.DefaultPreemptTimeout, Sources: cli.EnvVars("MWP_PREEMPT_TIMEOUT")},
 		&cli.StringSliceFlag{Name: "group-weight", Usage: "a Group's scheduler weight, `GROUP=N` (repeatable or comma-separated; default 1, scaled by the Mission's priority class)", Sources: cli.EnvVars("MWP_GROUP_WEIGHTS")},
 		&cli.StringSliceFlag{Name: "group-quota", Usage: "the most slots a Group may hold at once, `GROUP=N` (repeatable or comma-separated; default none)", Sources: cli.EnvVars("MWP_GROUP_QUOTAS")},
 		&cli.IntFlag{Name: "queue-depth", Usage: "accepted, unfinished items admission control takes per slot", Value: 4, Sources: cli.EnvVars("MWP_QUEUE_DEPTH")},
