@@ -25,6 +25,9 @@ type org struct {
 	humans map[string]*principalRecord
 	policy map[string]*principalRecord
 	keys   map[string]ed25519.PublicKey
+	// replaced holds, per agent, the channel SessionReplaced handed out for
+	// its current session; session_open closes it.
+	replaced map[string]chan struct{}
 }
 
 type agentRecord struct {
@@ -40,7 +43,7 @@ type principalRecord struct {
 }
 
 func newOrg(s *Service) *org {
-	o := &org{s: s, agents: map[string]*agentRecord{}, humans: map[string]*principalRecord{}, policy: map[string]*principalRecord{}, keys: map[string]ed25519.PublicKey{}}
+	o := &org{s: s, agents: map[string]*agentRecord{}, humans: map[string]*principalRecord{}, policy: map[string]*principalRecord{}, keys: map[string]ed25519.PublicKey{}, replaced: map[string]chan struct{}{}}
 	o.addKey(s.key.Public().Encode())
 	return o
 }
@@ -147,6 +150,26 @@ func (s *Service) AddPrincipal(kind protocol.ActorKind, id string, keys ...proto
 // SessionEpoch is an agent's current session epoch (0 before its first
 // session_open).
 func (s *Service) SessionEpoch(agentID string) uint64 { return s.org.sessionEpoch(agentID) }
+
+// SessionReplaced returns a channel closed once epoch is no longer the
+// agent's current session epoch (wss.Backend): the server then ends every
+// connection that said HELLO at epoch.
+func (s *Service) SessionReplaced(agentID string, epoch uint64) <-chan struct{} {
+	o := s.org
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if a := o.agents[agentID]; a == nil || a.SessionEpoch != epoch {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	ch := o.replaced[agentID]
+	if ch == nil {
+		ch = make(chan struct{})
+		o.replaced[agentID] = ch
+	}
+	return ch
+}
 
 // AgentCard returns a registered agent's card.
 func (s *Service) AgentCard(agentID string) (protocol.AgentCard, bool) {
@@ -268,7 +291,15 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 	}
 	return o.commit(c, ev, func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(p.AgentID), &rec)
-	}, func() { o.agents[p.AgentID] = &rec }, revoked)
+	}, func() {
+		o.agents[p.AgentID] = &rec
+		// Before the revocations are announced: no connection of the old
+		// session should stream them.
+		if ch := o.replaced[p.AgentID]; ch != nil {
+			close(ch)
+			delete(o.replaced, p.AgentID)
+		}
+	}, revoked)
 }
 
 type groupRevocation struct {

@@ -130,8 +130,14 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 		}
 		if out.opened {
 			c.live.opened() // before the reply: the client may act on it at once
+			c.wg.Go(func() { c.watchSession(ctx, writerDone) })
 		}
 		for _, f := range out.send {
+			if c.sess.replaced() {
+				// The writer stops after the final ERROR: never wait for it.
+				c.out.offerControl(f)
+				continue
+			}
 			if !c.out.pushControl(ctx, f) {
 				return 0
 			}
@@ -145,6 +151,40 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 			}
 		}
 	}
+}
+
+// watchSession ends the connection once its session is replaced (a newer
+// session_open of the agent): no EVENT frame is queued any more, every new
+// frame is refused, the answers of commands already running go out (the
+// connection that opened the new session gets its receipt), then a final
+// ERROR AUTH_STALE_SESSION without inReplyTo and close 1008.
+//
+// The reader starts it after a successful HELLO, so the session's peer,
+// epoch and ended channel no longer change.
+func (c *conn) watchSession(ctx context.Context, writerDone <-chan struct{}) {
+	select {
+	case <-c.sess.ended:
+	case <-ctx.Done():
+		return
+	}
+	c.out.stopEvents()
+	c.log.Debug("wss: session replaced", "peer", c.sess.peer, "sessionEpoch", c.sess.epoch)
+	bound := time.NewTimer(c.opts.WriteTimeout)
+	defer bound.Stop()
+	select {
+	case <-c.cmds.idle():
+	case <-bound.C:
+	case <-ctx.Done():
+		return
+	}
+	c.out.finish(encodeError(c.ids.next(), wireError(c.sess.staleSession(), "", "")))
+	select {
+	case <-writerDone:
+	case <-bound.C:
+	case <-ctx.Done():
+		return
+	}
+	c.closeWith(websocket.StatusPolicyViolation, "session replaced")
 }
 
 // startStream starts or restarts one Group's stream from sub.after.

@@ -35,6 +35,18 @@
 //     errors); a PING is echoed with its nonce and reply true; a client ACK
 //     goes to Backend.Acked.
 //
+// # Sessions
+//
+// A connection belongs to the session its HELLO opened. Backend.SessionReplaced
+// (asked at HELLO, so a replacement racing the HELLO is not missed) fires
+// when a newer session of the agent exists; the connection then stops
+// streaming at once, refuses every new frame with AUTH_STALE_SESSION, lets
+// the commands already running answer (the connection that sent
+// session_open gets its receipt), and ends with a final ERROR
+// AUTH_STALE_SESSION without inReplyTo and close 1008. The peer's own
+// commands must carry the HELLO's sessionEpoch; another one is
+// AUTH_STALE_SESSION before the Backend sees it.
+//
 // # Streaming
 //
 // SUBSCRIBE authorizes each Group with Backend.Authorize; unknown and
