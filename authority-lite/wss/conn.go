@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
+
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -31,6 +33,7 @@ type conn struct {
 	out   *outbox
 	live  *liveness
 	cmds  *commandLanes
+	slot  *limitedConn // the accepted connection's slot; nil outside Serve
 
 	streams map[string]context.CancelFunc // owned by the reader
 	wg      sync.WaitGroup                // streamers and command lanes
@@ -48,15 +51,21 @@ type hooks struct {
 
 // newConn wraps an accepted connection; start is the Backend time at which
 // the upgrade request arrived, when the HELLO deadline starts.
-func newConn(s *Server, ws *websocket.Conn, start time.Time) *conn {
+func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *limitedConn) *conn {
 	ids := newFrameIDs()
 	c := &conn{
 		b: s.b, opts: s.opts, hooks: &s.hooks, log: s.log, ws: ws, ids: ids,
 		out:     newOutbox(s.opts.SendBuffer, controlCap),
 		live:    newLiveness(start, s.opts),
 		streams: map[string]context.CancelFunc{},
+		slot:    slot,
 	}
 	c.sess = newSession(s.b, ids, s.opts.MaxFrameBytes, s.log)
+	c.sess.limits = sessionLimits{
+		hello: func(now time.Time) (time.Duration, bool) { return s.hellos.allow(ip, now) },
+		pings: rate.NewLimiter(rate.Every(s.opts.PingEvery), s.opts.PingBurst),
+		every: s.opts.PingEvery,
+	}
 	return c
 }
 
@@ -130,6 +139,9 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 		}
 		if out.opened {
 			c.live.opened() // before the reply: the client may act on it at once
+			if c.slot != nil {
+				c.slot.hello()
+			}
 			c.wg.Go(func() { c.watchSession(ctx, writerDone) })
 		}
 		for _, f := range out.send {

@@ -7,6 +7,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -29,6 +32,17 @@ type session struct {
 	// Backend.SessionReplaced at HELLO): from then on every frame is
 	// refused with AUTH_STALE_SESSION while the connection closes.
 	ended <-chan struct{}
+
+	limits sessionLimits
+}
+
+// sessionLimits are the frame rate limits of one connection; a zero value
+// (table tests) limits nothing.
+type sessionLimits struct {
+	// hello takes a HELLO attempt from the remote address's bucket.
+	hello func(now time.Time) (time.Duration, bool)
+	pings *rate.Limiter // client PINGs on this connection
+	every time.Duration // the PING refill interval
 }
 
 // inbound is one received WebSocket message.
@@ -168,6 +182,13 @@ func (s *session) hello(ctx context.Context, out *output, raw []byte, parsed any
 	if s.open {
 		s.fail(out, violation("the session is already open; HELLO is sent once per connection"), frameID, "")
 		return
+	}
+	// Counted before any check: a refused HELLO costs the server as much.
+	if s.limits.hello != nil {
+		if wait, ok := s.limits.hello(s.b.Now()); !ok {
+			s.fail(out, rateLimited(wait, "too many HELLO attempts from this address"), frameID, "")
+			return
+		}
 	}
 	f, err := decodeFrame(raw, parsed)
 	if err != nil {
@@ -363,6 +384,12 @@ func (s *session) ping(out *output, raw []byte, parsed any, frameID string) {
 	p := f.(*protocol.Ping)
 	if p.Reply {
 		return // the answer to our PING; receiving it already counts as liveness
+	}
+	if s.limits.pings != nil {
+		if wait, ok := take(s.limits.pings, s.b.Now(), s.limits.every); !ok {
+			s.fail(out, rateLimited(wait, "too many PINGs on this connection"), frameID, "")
+			return
+		}
 	}
 	reply, err := encodePing(s.ids.next(), p.Nonce, true)
 	if err != nil {
