@@ -7,7 +7,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -28,6 +28,8 @@ type org struct {
 	// replaced holds, per agent, the channel SessionReplaced handed out for
 	// its current session; session_open closes it.
 	replaced map[string]chan struct{}
+	// nonceIndexed is set once org/nonceTimes is known to exist.
+	nonceIndexed atomic.Bool
 }
 
 type agentRecord struct {
@@ -411,31 +413,4 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 		return 0, protocol.WithDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d of %s is not the current %d", h.SessionEpoch, h.AgentID, a.SessionEpoch).At("/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
 	}
 	return a.SessionEpoch, nil
-}
-
-// useNonce records a proof nonce; a reused one is refused. Nonces older
-// than twice the skew are pruned: freshness already refuses their proofs.
-func (s *Service) useNonce(agentID, nonce string, now time.Time, skew time.Duration) error {
-	if nonce == "" {
-		return protocol.Errorf(protocol.CodeAuthInvalidSignature, "the proof needs a nonce").At("/proof/nonce")
-	}
-	key := []byte(agentID + "\x00" + nonce)
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOrg).Bucket(bucketNonces)
-		if b.Get(key) != nil {
-			return protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof nonce was already used").At("/proof/nonce")
-		}
-		cutoff := now.Add(-2 * skew)
-		var stale [][]byte
-		_ = b.ForEach(func(k, v []byte) error {
-			if t, err := time.Parse(time.RFC3339Nano, string(v)); err == nil && t.Before(cutoff) {
-				stale = append(stale, append([]byte(nil), k...))
-			}
-			return nil
-		})
-		for _, k := range stale {
-			_ = b.Delete(k)
-		}
-		return b.Put(key, []byte(now.UTC().Format(time.RFC3339Nano)))
-	})
 }

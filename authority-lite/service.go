@@ -49,6 +49,11 @@ type Config struct {
 	// (spec 20); zero RateBurst means 60 per minute.
 	RateBurst int
 	RateEvery time.Duration
+	// CreateBurst and CreateEvery bound each human's mission.create and
+	// mission.create_follow_up, every one of which is a new Group (spec
+	// 20); zero CreateBurst means 20 at once, then one every 3 s.
+	CreateBurst int
+	CreateEvery time.Duration
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -77,6 +82,8 @@ type Service struct {
 	acks   map[string]uint64
 	rates  *rateLimiter
 	writer *writer
+	// creates limits mission.create and create_follow_up, per human.
+	creates *rateLimiter
 
 	closeOnce sync.Once
 	closeErr  error
@@ -146,6 +153,10 @@ func Open(cfg Config) (*Service, error) {
 		cfg.RateBurst, cfg.RateEvery = 60, time.Second
 	}
 	s.rates = &rateLimiter{Burst: cfg.RateBurst, Every: cfg.RateEvery}
+	if cfg.CreateBurst == 0 {
+		cfg.CreateBurst, cfg.CreateEvery = 20, 3*time.Second
+	}
+	s.creates = &rateLimiter{Burst: cfg.CreateBurst, Every: cfg.CreateEvery}
 	s.org = newOrg(s)
 	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew}
 	if err := db.Update(createRootBuckets); err != nil {
