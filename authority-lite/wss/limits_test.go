@@ -130,7 +130,8 @@ func TestServeConnectionCapPerIP(t *testing.T) {
 func TestServeHandshakeTimeout(t *testing.T) {
 	fb := newFakeBackend(t)
 	key := fb.addAgent(t, "w1", 3)
-	url, srv := startServer(t, fb, Options{HandshakeTimeout: 300 * time.Millisecond}, nil)
+	// Long enough for the first client's dial and HELLO on a loaded machine.
+	url, srv := startServer(t, fb, Options{HandshakeTimeout: time.Second}, nil)
 	helloed := openClient(t, url, fb, key, testNonce, nil)
 	upgraded := dial(t, url, nil)
 	raw, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), Path))
