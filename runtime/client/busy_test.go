@@ -12,6 +12,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // An authority at its connection cap answers 503 with Retry-After: the
@@ -86,5 +87,25 @@ func TestDialHonoursRetryAfter(t *testing.T) {
 	defer mu.Unlock()
 	if len(times) != 2 || times[1].Sub(times[0]) < 7*time.Second {
 		t.Fatalf("dials at %v: the second came %v after the 503, want at least 7s", times, times[len(times)-1].Sub(times[0]))
+	}
+}
+
+// A HELLO refused with RATE_LIMITED (too many HELLOs from this address) is
+// not fatal: it is a disconnect that waits the retryAfterMs it names.
+func TestHelloRateLimitedWaitsRetryAfter(t *testing.T) {
+	noLeaks(t)
+	fs := newFakeServer(t, nil)
+	fs.helloErr = protocol.WithDetails(protocol.Errorf(protocol.CodeRateLimited, "too many HELLOs"), "retryAfterMs", 7000)
+	store := openStore(t, t.TempDir())
+	defer store.Close()
+	r := startClient(t, fs, Config{Store: store})
+	waitFor(t, r.sig, "the refused HELLO reported", func() bool { return r.st.count(StateDisconnected) >= 1 })
+	ch, _ := r.st.last(StateDisconnected)
+	var busy *busyError
+	if !errors.As(ch.Err, &busy) || busy.retryAfter != 7*time.Second || protocol.CodeOf(ch.Err) != protocol.CodeRateLimited {
+		t.Fatalf("disconnect reported as %v", ch.Err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }

@@ -201,6 +201,12 @@ func (s *session) hello() error {
 			case it.bad != nil:
 				return fmt.Errorf("client: HELLO answer: %w", it.bad)
 			case it.f.errf != nil:
+				if e := it.f.errf.Error; e.Code == protocol.CodeRateLimited {
+					// Too many HELLOs from this address: come back when told.
+					if d, ok := retryAfter(e); ok {
+						return &busyError{retryAfter: d, err: e}
+					}
+				}
 				return sessionError(it.f.errf.Error)
 			case it.f.hello == nil:
 				return protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent %s before answering HELLO", it.f.typ)
@@ -217,14 +223,15 @@ func (s *session) hello() error {
 }
 
 // busyError is a dial the authority refused with HTTP 503 and a
-// Retry-After (its connection caps): Run waits at least that long.
+// Retry-After (its connection caps), or a HELLO it refused with
+// RATE_LIMITED and retryAfterMs: Run waits at least that long.
 type busyError struct {
 	retryAfter time.Duration
 	err        error
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("%v (the authority is at its connection limit; retry after %s)", e.err, e.retryAfter)
+	return fmt.Sprintf("%v (the authority asked to retry after %s)", e.err, e.retryAfter)
 }
 
 func (e *busyError) Unwrap() error { return e.err }
