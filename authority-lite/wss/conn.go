@@ -50,7 +50,9 @@ type hooks struct {
 }
 
 // newConn wraps an accepted connection; start is the Backend time at which
-// the upgrade request arrived, when the HELLO deadline starts.
+// the upgrade request arrived, when the Backend-clock HELLO deadline starts
+// (the slot's real-time one started at TCP accept). ip is the remote
+// address whose HELLO bucket the session draws from.
 func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *limitedConn) *conn {
 	ids := newFrameIDs()
 	c := &conn{
