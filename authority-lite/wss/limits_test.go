@@ -236,3 +236,35 @@ func TestServeHelloAndPingRates(t *testing.T) {
 		t.Fatalf("PING after the refill: %#v", p)
 	}
 }
+
+// Per-address HELLO buckets that have refilled are forgotten, so addresses
+// that came once do not accumulate; a bucket still draining is kept.
+func TestKeyedLimiterSweeps(t *testing.T) {
+	k := newKeyedLimiter(time.Second, 2)
+	now := testStart
+	if _, ok := k.allow("busy", now); !ok {
+		t.Fatal("first take refused")
+	}
+	k.allow("busy", now)
+	if wait, ok := k.allow("busy", now); ok || wait != time.Second {
+		t.Fatalf("third take: %v %v, want a 1s wait", wait, ok)
+	}
+	for i := range 1100 {
+		k.allow(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now)
+	}
+	// 1.5 s later every one-time address is full again; "busy" is not. The
+	// map is swept once it has doubled since the last sweep.
+	later := now.Add(1500 * time.Millisecond)
+	k.allow("busy", later)
+	for i := range 1000 {
+		k.allow(fmt.Sprintf("10.1.%d.%d", i/256, i%256), later)
+	}
+	for key := range k.buckets {
+		if strings.HasPrefix(key, "10.0.") {
+			t.Fatalf("refilled bucket %s kept (%d buckets)", key, len(k.buckets))
+		}
+	}
+	if _, ok := k.buckets["busy"]; !ok || len(k.buckets) != 1001 {
+		t.Fatalf("%d buckets, busy kept %v; want the 1000 new ones and busy", len(k.buckets), ok)
+	}
+}
