@@ -29,7 +29,7 @@ type Options struct {
 	// (default 256).
 	ReplayBatch int
 	// HandshakeTimeout bounds the time from TCP accept to a completed HELLO:
-	// TLS handshake, HTTP upgrade and HELLO together (default 5 s). Before
+	// TLS handshake, HTTP upgrade and HELLO together (default 10 s). Before
 	// the upgrade the socket is closed; after it, close 1008. Serve measures
 	// it from accept in real time; every connection also measures it from
 	// the upgrade on the Backend clock (the one fake-clock tests move).
@@ -106,7 +106,7 @@ func (o Options) withDefaults() Options {
 	def(&o.PingBurst, 10)
 	defDur(&o.HelloEvery, time.Second)
 	defDur(&o.PingEvery, time.Second)
-	defDur(&o.HandshakeTimeout, 5*time.Second)
+	defDur(&o.HandshakeTimeout, 10*time.Second)
 	defDur(&o.IdleTimeout, 90*time.Second)
 	defDur(&o.PingInterval, 30*time.Second)
 	defDur(&o.Tick, time.Second)

@@ -42,7 +42,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register FILE at start (`run --enrollment`; repeatable)"},
 				&cli.IntFlag{Name: "max-conns", Usage: "connections held at once, handshaking or not; more get HTTP 503 (docs/operations.md)", Value: 1024},
 				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections held at once per remote IP address; more get HTTP 503", Value: 64},
-				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 5 * time.Second},
+				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second},
 			},
 			Action: serveAuthority,
 		}},
