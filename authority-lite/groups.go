@@ -30,6 +30,10 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 	if existing := s.group(cmd.GroupID); existing != nil {
 		return nil, protocol.InvalidTransition("group %s already exists", cmd.GroupID).At("/groupId")
 	}
+	// After the receipt check: a retry of an accepted create costs nothing.
+	if err := s.creates.allow(cmd.Actor, c.now); err != nil {
+		return nil, protocol.WithDetails(err.(*protocol.Error), "policy", PolicyMissionCreateRate)
+	}
 	in := group.InputFromCommand(cmd, c.payload)
 	if fu, ok := c.payload.(*protocol.CreateFollowUpPayload); ok {
 		pred := s.missionByID(fu.FollowUpOf)

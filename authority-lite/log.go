@@ -32,6 +32,7 @@ import (
 //	org/humans                humanId -> human record JSON
 //	org/events                index (8 bytes BE) -> signed org event
 //	org/nonces                agentId 0 nonce -> issuedAt (HELLO replay guard)
+//	org/nonceTimes            acceptedAt 0 agentId 0 nonce -> nil (the same, by age, to prune; nonce.go)
 //	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
 //	audit                     index -> late result JSON (never applied)
 //	followups                 groupId 0 sequence index -> follow-up owed to another Group (followups.go)

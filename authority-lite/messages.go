@@ -7,6 +7,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
+	"golang.org/x/time/rate"
 )
 
 // messageRecord tracks who wrote a message and its revision, rebuilt from
@@ -107,18 +108,15 @@ func (s *Service) messages(gs *groupState) map[string]*messageRecord {
 	return gs.msgs
 }
 
-// rateLimiter is a token bucket per actor for messages and proposals
-// (spec 20): Burst at once, then one every Every.
+// rateLimiter is a token bucket per actor (spec 20): Burst at once, then
+// one every Every. The buckets are golang.org/x/time/rate limiters fed the
+// authority's clock. Actors are authenticated principals, so the map is
+// bounded by what the Organization registered.
 type rateLimiter struct {
 	mu     sync.Mutex
 	Burst  int
 	Every  time.Duration
-	bucket map[protocol.Actor]*tokens
-}
-
-type tokens struct {
-	n    float64
-	last time.Time
+	bucket map[protocol.Actor]*rate.Limiter
 }
 
 func (r *rateLimiter) allow(a protocol.Actor, now time.Time) error {
@@ -128,21 +126,21 @@ func (r *rateLimiter) allow(a protocol.Actor, now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.bucket == nil {
-		r.bucket = map[protocol.Actor]*tokens{}
+		r.bucket = map[protocol.Actor]*rate.Limiter{}
 	}
 	b := r.bucket[a]
 	if b == nil {
-		b = &tokens{n: float64(r.Burst), last: now}
+		b = rate.NewLimiter(rate.Every(r.Every), r.Burst)
 		r.bucket[a] = b
 	}
-	if el := now.Sub(b.last); el > 0 {
-		b.n = min(float64(r.Burst), b.n+float64(el)/float64(r.Every))
-		b.last = now
+	res := b.ReserveN(now, 1)
+	wait := r.Every
+	if res.OK() {
+		if wait = res.DelayFrom(now); wait == 0 {
+			return nil
+		}
+		res.CancelAt(now)
 	}
-	if b.n < 1 {
-		wait := time.Duration((1 - b.n) * float64(r.Every))
-		return protocol.WithDetails(protocol.Errorf(protocol.CodeRateLimited, "%s %s is over its rate of %d per %s", a.Kind, a.ID, r.Burst, time.Duration(r.Burst)*r.Every), "retryAfterMs", wait.Milliseconds())
-	}
-	b.n--
-	return nil
+	ms := max(1, (wait+time.Millisecond-1)/time.Millisecond)
+	return protocol.WithDetails(protocol.Errorf(protocol.CodeRateLimited, "%s %s is over its rate of %d per %s", a.Kind, a.ID, r.Burst, time.Duration(r.Burst)*r.Every), "retryAfterMs", int64(ms))
 }

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -25,6 +25,11 @@ type org struct {
 	humans map[string]*principalRecord
 	policy map[string]*principalRecord
 	keys   map[string]ed25519.PublicKey
+	// replaced holds, per agent, the channel SessionReplaced handed out for
+	// its current session; session_open closes it.
+	replaced map[string]chan struct{}
+	// nonceIndexed is set once org/nonceTimes is known to exist.
+	nonceIndexed atomic.Bool
 }
 
 type agentRecord struct {
@@ -40,7 +45,7 @@ type principalRecord struct {
 }
 
 func newOrg(s *Service) *org {
-	o := &org{s: s, agents: map[string]*agentRecord{}, humans: map[string]*principalRecord{}, policy: map[string]*principalRecord{}, keys: map[string]ed25519.PublicKey{}}
+	o := &org{s: s, agents: map[string]*agentRecord{}, humans: map[string]*principalRecord{}, policy: map[string]*principalRecord{}, keys: map[string]ed25519.PublicKey{}, replaced: map[string]chan struct{}{}}
 	o.addKey(s.key.Public().Encode())
 	return o
 }
@@ -147,6 +152,26 @@ func (s *Service) AddPrincipal(kind protocol.ActorKind, id string, keys ...proto
 // SessionEpoch is an agent's current session epoch (0 before its first
 // session_open).
 func (s *Service) SessionEpoch(agentID string) uint64 { return s.org.sessionEpoch(agentID) }
+
+// SessionReplaced returns a channel closed once epoch is no longer the
+// agent's current session epoch (wss.Backend): the server then ends every
+// connection that said HELLO at epoch.
+func (s *Service) SessionReplaced(agentID string, epoch uint64) <-chan struct{} {
+	o := s.org
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if a := o.agents[agentID]; a == nil || a.SessionEpoch != epoch {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	ch := o.replaced[agentID]
+	if ch == nil {
+		ch = make(chan struct{})
+		o.replaced[agentID] = ch
+	}
+	return ch
+}
 
 // AgentCard returns a registered agent's card.
 func (s *Service) AgentCard(agentID string) (protocol.AgentCard, bool) {
@@ -268,7 +293,15 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 	}
 	r, err := o.commit(c, ev, func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(p.AgentID), &rec)
-	}, func() { o.agents[p.AgentID] = &rec }, revoked)
+	}, func() {
+		o.agents[p.AgentID] = &rec
+		// Before the revocations are announced: no connection of the old
+		// session should stream them.
+		if ch := o.replaced[p.AgentID]; ch != nil {
+			close(ch)
+			delete(o.replaced, p.AgentID)
+		}
+	}, revoked)
 	if err == nil {
 		if p.SessionEpoch > 1 {
 			s.log.Info("session replaced", "agent", p.AgentID, "sessionEpoch", p.SessionEpoch, "groupsRevoked", len(revoked))
@@ -393,31 +426,4 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 		return 0, protocol.WithDetails(protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch %d of %s is not the current %d", h.SessionEpoch, h.AgentID, a.SessionEpoch).At("/sessionEpoch"), "sessionEpoch", a.SessionEpoch)
 	}
 	return a.SessionEpoch, nil
-}
-
-// useNonce records a proof nonce; a reused one is refused. Nonces older
-// than twice the skew are pruned: freshness already refuses their proofs.
-func (s *Service) useNonce(agentID, nonce string, now time.Time, skew time.Duration) error {
-	if nonce == "" {
-		return protocol.Errorf(protocol.CodeAuthInvalidSignature, "the proof needs a nonce").At("/proof/nonce")
-	}
-	key := []byte(agentID + "\x00" + nonce)
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOrg).Bucket(bucketNonces)
-		if b.Get(key) != nil {
-			return protocol.Errorf(protocol.CodeAuthInvalidSignature, "proof nonce was already used").At("/proof/nonce")
-		}
-		cutoff := now.Add(-2 * skew)
-		var stale [][]byte
-		_ = b.ForEach(func(k, v []byte) error {
-			if t, err := time.Parse(time.RFC3339Nano, string(v)); err == nil && t.Before(cutoff) {
-				stale = append(stale, append([]byte(nil), k...))
-			}
-			return nil
-		})
-		for _, k := range stale {
-			_ = b.Delete(k)
-		}
-		return b.Put(key, []byte(now.UTC().Format(time.RFC3339Nano)))
-	})
 }

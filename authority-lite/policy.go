@@ -13,11 +13,14 @@ import (
 
 // The policy names a grant may cite.
 const (
-	PolicyMessageRate      = "messageRate"
-	PolicyProposalRate     = "proposalRate"
-	PolicyOpenWorkItems    = "maxOpenWorkItems"
-	PolicyDelegationDepth  = "maxDelegationDepth"
-	defaultMaxOpenWorkItem = 256
+	PolicyMessageRate     = "messageRate"
+	PolicyProposalRate    = "proposalRate"
+	PolicyOpenWorkItems   = "maxOpenWorkItems"
+	PolicyDelegationDepth = "maxDelegationDepth"
+	// PolicyMissionCreateRate bounds each human's new Groups; no grant
+	// lifts it (a grant binds a Group, and the Group does not exist yet).
+	PolicyMissionCreateRate = "missionCreateRate"
+	defaultMaxOpenWorkItem  = 256
 )
 
 // Policy holds the Organization's limits on one Group.

@@ -2,6 +2,8 @@ package authoritylite
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,5 +88,45 @@ func TestRateLimitNamesPolicy(t *testing.T) {
 	k.clk.Advance(time.Minute)
 	if err := post("d"); err != nil {
 		t.Fatalf("after refill: %v", err)
+	}
+}
+
+// One human creating Groups in a loop is refused with RATE_LIMITED and the
+// wait; a byte-identical retry of an accepted create still gets its receipt.
+func TestMissionCreateRateLimited(t *testing.T) {
+	k := newSvc(t)
+	k.s.creates = &rateLimiter{Burst: 2, Every: time.Minute}
+	create := func(group string) (*protocol.Command, []byte) {
+		cmd, raw, err := k.alice.Build(protocol.CmdMissionCreate, group, &protocol.CreateMissionPayload{MissionID: "mis-" + group, Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd, raw
+	}
+	ctx := context.Background()
+	_, b := create("grp-b")
+	if _, err := k.s.Submit(ctx, "", b); err != nil {
+		t.Fatal(err)
+	}
+	_, c := create("grp-c")
+	if _, err := k.s.Submit(ctx, "", c); err != nil {
+		t.Fatal(err)
+	}
+	_, d := create("grp-d")
+	_, err := k.s.Submit(ctx, "", d)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeRateLimited || !pe.Retryable || policyOf(err) != PolicyMissionCreateRate || fmt.Sprint(pe.Details["retryAfterMs"]) != "60000" {
+		t.Fatalf("third create: %v %+v", err, pe)
+	}
+	if k.s.group("grp-d") != nil {
+		t.Fatal("the refused create made a Group")
+	}
+	if rc, err := k.s.Submit(ctx, "", b); err != nil || rc == nil {
+		t.Fatalf("retry of an accepted create: %v", err)
+	}
+	k.clk.Advance(time.Minute)
+	_, d = create("grp-d")
+	if _, err := k.s.Submit(ctx, "", d); err != nil {
+		t.Fatalf("after the refill: %v", err)
 	}
 }

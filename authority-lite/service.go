@@ -61,6 +61,11 @@ type Config struct {
 	// verifies before serving (zero: DefaultOpenCheckEvents); the rest are
 	// verified in the background (integrity.go).
 	OpenCheckEvents int
+	// CreateBurst and CreateEvery bound each human's mission.create and
+	// mission.create_follow_up, every one of which is a new Group (spec
+	// 20); zero CreateBurst means 20 at once, then one every 3 s.
+	CreateBurst int
+	CreateEvery time.Duration
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -95,6 +100,8 @@ type Service struct {
 	m      *metrics
 	// refusals samples the INFO lines about refused commands.
 	refusals refusalLog
+	// creates limits mission.create and create_follow_up, per human.
+	creates *rateLimiter
 
 	closeOnce sync.Once
 	closeErr  error
@@ -208,6 +215,10 @@ func Open(cfg Config) (*Service, error) {
 		cfg.RateBurst, cfg.RateEvery = 60, time.Second
 	}
 	s.rates = &rateLimiter{Burst: cfg.RateBurst, Every: cfg.RateEvery}
+	if cfg.CreateBurst == 0 {
+		cfg.CreateBurst, cfg.CreateEvery = 20, 3*time.Second
+	}
+	s.creates = &rateLimiter{Burst: cfg.CreateBurst, Every: cfg.CreateEvery}
 	s.org = newOrg(s)
 	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew}
 	if err := db.Update(createRootBuckets); err != nil {

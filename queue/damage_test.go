@@ -111,10 +111,18 @@ func workerDamages(b workerBase) []workerDamage {
 	}
 	for _, seq := range []uint64{2, uint64(len(b.inbox["g-a"])) / 2, uint64(len(b.inbox["g-a"]))} {
 		ds = append(ds, workerDamage{name: fmt.Sprintf("flipped byte in g-a event %d", seq), wantGroup: "g-a", wantSeq: seq, do: func(b workerBase, d []byte) []byte {
+			// Every copy: a freed page may still hold a stale one.
 			raw := b.inbox["g-a"][seq-1]
-			i, j := bytes.Index(d, raw), bytes.Index(raw, []byte(`"occurredAt":"20`))
-			at := i + j + len(`"occurredAt":"20`)
-			d[at] = '0' + (d[at]-'0'+1)%10
+			j := bytes.Index(raw, []byte(`"occurredAt":"20`))
+			for off := 0; j >= 0; {
+				i := bytes.Index(d[off:], raw)
+				if i < 0 {
+					break
+				}
+				at := off + i + j + len(`"occurredAt":"20`)
+				d[at] = '0' + (d[at]-'0'+1)%10
+				off += i + len(raw)
+			}
 			return d
 		}})
 	}

@@ -19,6 +19,13 @@ type Backend interface {
 	// and the session epoch (AUTH_STALE_SESSION). It returns the session
 	// epoch the server answers with.
 	Hello(ctx context.Context, h *protocol.Hello) (sessionEpoch uint64, err error)
+	// SessionEpoch is the agent's current session epoch (0 before its
+	// first session).
+	SessionEpoch(agentID string) uint64
+	// SessionReplaced returns a channel closed once epoch is no longer the
+	// agent's current session epoch (immediately closed if it already is
+	// not). The server ends every connection of a replaced session.
+	SessionReplaced(agentID string, epoch uint64) <-chan struct{}
 	// Submit runs one Command's signed bytes through the whole pipeline and
 	// returns its receipt only after the events are durable. peer is the
 	// agent authenticated by HELLO; a command signed by another actor is

@@ -18,6 +18,7 @@ type commandLanes struct {
 	max     int
 	run     func(submission)
 	wg      *sync.WaitGroup
+	idleCh  chan struct{} // closed when pending drops to 0; nil if nobody waits
 }
 
 type cmdLane struct {
@@ -62,14 +63,41 @@ func (l *commandLanes) drain(key string, ln *cmdLane) {
 		l.run(s)
 		l.mu.Lock()
 		l.pending--
+		if l.pending == 0 && l.idleCh != nil {
+			close(l.idleCh)
+			l.idleCh = nil
+		}
 		l.mu.Unlock()
 	}
 }
 
+// idle returns a channel closed once no command is queued or running.
+func (l *commandLanes) idle() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if l.idleCh == nil {
+		l.idleCh = make(chan struct{})
+	}
+	return l.idleCh
+}
+
 // submit runs one command through the Backend and queues its answer.
 func (c *conn) submit(ctx context.Context, s submission) {
-	var frame []byte
-	rc, err := c.b.Submit(ctx, s.peer, s.raw)
+	var (
+		frame []byte
+		rc    *protocol.Receipt
+		err   error
+	)
+	if c.sess.replaced() {
+		err = c.sess.staleSession() // queued before the session was replaced
+	} else {
+		rc, err = c.b.Submit(ctx, s.peer, s.raw)
+	}
 	if err == nil && rc == nil {
 		err = protocol.Errorf(protocol.CodeInternalError, "backend returned no receipt")
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
+
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -31,6 +33,7 @@ type conn struct {
 	out   *outbox
 	live  *liveness
 	cmds  *commandLanes
+	slot  *limitedConn // the accepted connection's slot; nil outside Serve
 
 	streams map[string]context.CancelFunc // owned by the reader
 	wg      sync.WaitGroup                // streamers and command lanes
@@ -47,16 +50,24 @@ type hooks struct {
 }
 
 // newConn wraps an accepted connection; start is the Backend time at which
-// the upgrade request arrived, when the HELLO deadline starts.
-func newConn(s *Server, ws *websocket.Conn, start time.Time) *conn {
+// the upgrade request arrived, when the Backend-clock HELLO deadline starts
+// (the slot's real-time one started at TCP accept). ip is the remote
+// address whose HELLO bucket the session draws from.
+func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *limitedConn) *conn {
 	ids := newFrameIDs()
 	c := &conn{
 		b: s.b, opts: s.opts, hooks: &s.hooks, log: s.log, ws: ws, ids: ids,
 		out:     newOutbox(s.opts.SendBuffer, controlCap),
 		live:    newLiveness(start, s.opts),
 		streams: map[string]context.CancelFunc{},
+		slot:    slot,
 	}
 	c.sess = newSession(s.b, ids, s.opts.MaxFrameBytes, s.log)
+	c.sess.limits = sessionLimits{
+		hello: func(now time.Time) (time.Duration, bool) { return s.hellos.allow(ip, now) },
+		pings: rate.NewLimiter(rate.Every(s.opts.PingEvery), s.opts.PingBurst),
+		every: s.opts.PingEvery,
+	}
 	return c
 }
 
@@ -130,8 +141,17 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 		}
 		if out.opened {
 			c.live.opened() // before the reply: the client may act on it at once
+			if c.slot != nil {
+				c.slot.hello()
+			}
+			c.wg.Go(func() { c.watchSession(ctx, writerDone) })
 		}
 		for _, f := range out.send {
+			if c.sess.replaced() {
+				// The writer stops after the final ERROR: never wait for it.
+				c.out.offerControl(f)
+				continue
+			}
 			if !c.out.pushControl(ctx, f) {
 				return 0
 			}
@@ -145,6 +165,40 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 			}
 		}
 	}
+}
+
+// watchSession ends the connection once its session is replaced (a newer
+// session_open of the agent): no EVENT frame is queued any more, every new
+// frame is refused, the answers of commands already running go out (the
+// connection that opened the new session gets its receipt), then a final
+// ERROR AUTH_STALE_SESSION without inReplyTo and close 1008.
+//
+// The reader starts it after a successful HELLO, so the session's peer,
+// epoch and ended channel no longer change.
+func (c *conn) watchSession(ctx context.Context, writerDone <-chan struct{}) {
+	select {
+	case <-c.sess.ended:
+	case <-ctx.Done():
+		return
+	}
+	c.out.stopEvents()
+	c.log.Debug("wss: session replaced", "peer", c.sess.peer, "sessionEpoch", c.sess.epoch)
+	bound := time.NewTimer(c.opts.WriteTimeout)
+	defer bound.Stop()
+	select {
+	case <-c.cmds.idle():
+	case <-bound.C:
+	case <-ctx.Done():
+		return
+	}
+	c.out.finish(encodeError(c.ids.next(), wireError(c.sess.staleSession(), "", "")))
+	select {
+	case <-writerDone:
+	case <-bound.C:
+	case <-ctx.Done():
+		return
+	}
+	c.closeWith(websocket.StatusPolicyViolation, "session replaced")
 }
 
 // startStream starts or restarts one Group's stream from sub.after.

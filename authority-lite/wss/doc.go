@@ -20,7 +20,8 @@
 //     key, freshness, nonce, session epoch). Any other frame before a
 //     successful HELLO gets AUTH_REQUIRED. Spec 17 does not say whether to
 //     drop such a connection; we keep it, so a client can retry HELLO, and
-//     close it if HELLO has not succeeded within Options.HelloTimeout.
+//     close it if HELLO has not succeeded within Options.HandshakeTimeout
+//     of the TCP accept.
 //   - Binary messages, malformed or non-I-JSON text, duplicate members,
 //     unknown frame types, frames that fail websocket-frame.schema.json and
 //     server-only frames (EVENT, BACKPRESSURE, a server HELLO, a receipt
@@ -34,6 +35,30 @@
 //   - A client ERROR is logged and not answered (two peers must not bounce
 //     errors); a PING is echoed with its nonce and reply true; a client ACK
 //     goes to Backend.Acked.
+//
+// # Limits
+//
+// Serve counts every accepted TCP connection, below TLS, until it closes
+// (limits.go): at most MaxConns, at most MaxConnsPerIP per remote address.
+// A connection over a cap gets HTTP 503 with Retry-After and an error body
+// before any upgrade (a small pool; beyond it, it is closed at once). Each
+// has HandshakeTimeout from accept to a completed HELLO. HELLO attempts
+// are rate-limited per remote address and client PINGs per connection
+// (x/time/rate token buckets fed the Backend clock), answered with
+// RATE_LIMITED. A Server used only through Handler() behind another
+// http.Server gets the rate limits but not the connection caps.
+//
+// # Sessions
+//
+// A connection belongs to the session its HELLO opened. Backend.SessionReplaced
+// (asked at HELLO, so a replacement racing the HELLO is not missed) fires
+// when a newer session of the agent exists; the connection then stops
+// streaming at once, refuses every new frame with AUTH_STALE_SESSION, lets
+// the commands already running answer (the connection that sent
+// session_open gets its receipt), and ends with a final ERROR
+// AUTH_STALE_SESSION without inReplyTo and close 1008. The peer's own
+// commands must carry the HELLO's sessionEpoch; another one is
+// AUTH_STALE_SESSION before the Backend sees it.
 //
 // # Streaming
 //

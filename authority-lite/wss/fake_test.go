@@ -18,13 +18,15 @@ type fakeBackend struct {
 	clock *clock.Fake
 	auth  protocol.PrivateKey // signs events
 
-	mu      sync.Mutex
-	agents  protocol.KeySet
-	epochs  map[string]uint64 // current session epoch per agent
-	nonces  map[string]bool
-	groups  map[string]*fakeGroup
-	acked   map[string]uint64 // "peer/group" -> sequence
-	submits []fakeSubmit
+	mu     sync.Mutex
+	agents protocol.KeySet
+	epochs map[string]uint64 // current session epoch per agent
+	// replaced is closed when the agent's session epoch moves (setEpoch).
+	replaced map[string]chan struct{}
+	nonces   map[string]bool
+	groups   map[string]*fakeGroup
+	acked    map[string]uint64 // "peer/group" -> sequence
+	submits  []fakeSubmit
 	// submitHook, when set, runs inside Submit before the default handling
 	// (tests block or fail commands with it).
 	submitHook func(ctx context.Context, raw []byte) (*protocol.Receipt, error)
@@ -56,7 +58,7 @@ func newFakeBackend(t testing.TB) *fakeBackend {
 	}
 	return &fakeBackend{
 		clock: clock.NewFake(testStart), auth: k,
-		agents: protocol.KeySet{}, epochs: map[string]uint64{}, nonces: map[string]bool{},
+		agents: protocol.KeySet{}, epochs: map[string]uint64{}, replaced: map[string]chan struct{}{}, nonces: map[string]bool{},
 		groups: map[string]*fakeGroup{}, acked: map[string]uint64{},
 		authorizeErr: map[string]error{}, eventsErr: map[string]error{},
 	}
@@ -74,6 +76,39 @@ func (f *fakeBackend) addAgent(t testing.TB, agentID string, epoch uint64) proto
 	f.agents[k.KeyID] = k.Public().Key
 	f.epochs[agentID] = epoch
 	return k
+}
+
+// setEpoch moves an agent to a new session epoch, replacing the old one.
+func (f *fakeBackend) setEpoch(agentID string, epoch uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.epochs[agentID] = epoch
+	if ch := f.replaced[agentID]; ch != nil {
+		close(ch)
+		delete(f.replaced, agentID)
+	}
+}
+
+func (f *fakeBackend) SessionEpoch(agentID string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epochs[agentID]
+}
+
+func (f *fakeBackend) SessionReplaced(agentID string, epoch uint64) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epochs[agentID] != epoch {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	ch := f.replaced[agentID]
+	if ch == nil {
+		ch = make(chan struct{})
+		f.replaced[agentID] = ch
+	}
+	return ch
 }
 
 // addGroup creates a Group readable by readers.

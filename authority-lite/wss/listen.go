@@ -40,7 +40,22 @@ func Listen(ctx context.Context, addr string, o ListenOptions) (net.Listener, er
 		}
 		return ln, nil
 	}
-	return tls.NewListener(ln, TLSConfig(*o.Certificate)), nil
+	return &tlsListener{Listener: ln, config: TLSConfig(*o.Certificate)}, nil
+}
+
+// tlsListener is tls.NewListener's behaviour with the TCP listener kept
+// reachable, so Serve can count connections below TLS.
+type tlsListener struct {
+	net.Listener
+	config *tls.Config
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return tls.Server(c, l.config), nil
 }
 
 func checkLoopback(addr string) error {

@@ -27,7 +27,7 @@ const (
 )
 
 func newLiveness(now time.Time, o Options) *liveness {
-	return &liveness{helloBy: now.Add(o.HelloTimeout), idle: o.IdleTimeout, pingEvery: o.PingInterval, lastSeen: now, lastPing: now}
+	return &liveness{helloBy: now.Add(o.HandshakeTimeout), idle: o.IdleTimeout, pingEvery: o.PingInterval, lastSeen: now, lastPing: now}
 }
 
 // seen records a message from the client.

@@ -28,9 +28,32 @@ type Options struct {
 	// ReplayBatch is how many events one Backend.Events call asks for
 	// (default 256).
 	ReplayBatch int
-	// HelloTimeout closes a connection that has not completed HELLO in time
-	// (default 10 s).
-	HelloTimeout time.Duration
+	// HandshakeTimeout bounds the time from TCP accept to a completed HELLO:
+	// TLS handshake, HTTP upgrade and HELLO together (default 10 s). Before
+	// the upgrade the socket is closed; after it, close 1008. Serve measures
+	// it from accept in real time; every connection also measures it from
+	// the upgrade on the Backend clock (the one fake-clock tests move).
+	HandshakeTimeout time.Duration
+	// MaxConns bounds the connections Serve holds at once, from TCP accept
+	// to close, whether they said HELLO or not (default 1024). Keep it below
+	// the process's descriptor limit, less what the store, artifact files
+	// and logs need. Over it, a connection is answered with HTTP 503,
+	// Retry-After and a BACKPRESSURE error body before any upgrade.
+	MaxConns int
+	// MaxConnsPerIP bounds them per remote IP address (default 64): one
+	// host cannot take the whole of MaxConns. Over it: 503, RATE_LIMITED.
+	MaxConnsPerIP int
+	// HelloBurst and HelloEvery bound HELLO attempts per remote IP address
+	// across its connections (default 10 at once, then one per second);
+	// each costs a signature check and a durable nonce write. Over it:
+	// ERROR RATE_LIMITED with details.retryAfterMs; the connection stays.
+	HelloBurst int
+	HelloEvery time.Duration
+	// PingBurst and PingEvery bound the PINGs a client sends on one
+	// connection (default 10 at once, then one per second; a client needs
+	// one per PingInterval). Over it: ERROR RATE_LIMITED, no echo.
+	PingBurst int
+	PingEvery time.Duration
 	// IdleTimeout closes a connection from which nothing has been received
 	// for that long (default 90 s).
 	IdleTimeout time.Duration
@@ -77,7 +100,13 @@ func (o Options) withDefaults() Options {
 	def(&o.ReplayBatch, 256)
 	def(&o.MaxGroups, 1024)
 	def(&o.MaxPendingCommands, 256)
-	defDur(&o.HelloTimeout, 10*time.Second)
+	def(&o.MaxConns, 1024)
+	def(&o.MaxConnsPerIP, 64)
+	def(&o.HelloBurst, 10)
+	def(&o.PingBurst, 10)
+	defDur(&o.HelloEvery, time.Second)
+	defDur(&o.PingEvery, time.Second)
+	defDur(&o.HandshakeTimeout, 10*time.Second)
 	defDur(&o.IdleTimeout, 90*time.Second)
 	defDur(&o.PingInterval, 30*time.Second)
 	defDur(&o.Tick, time.Second)

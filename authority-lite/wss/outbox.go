@@ -106,7 +106,7 @@ func (o *outbox) pushControlFor(ctx context.Context, groupID string, gen uint64,
 			r     = laneStale
 			space <-chan struct{}
 		)
-		if g, ok := o.groups[groupID]; groupID == "" || ok && g.gen == gen {
+		if g, ok := o.groups[groupID]; groupID == "" || ok && g.gen == gen && !o.finishing {
 			r, space = o.pushLocked(o.control, o.control.gen, frame)
 		}
 		o.mu.Unlock()
@@ -190,16 +190,33 @@ func (o *outbox) pop() (frame []byte, last, ok bool) {
 	return frame, false, true
 }
 
-// finish drops every queued EVENT frame and arranges for frame to be the
-// last one written, after the replies already queued.
-func (o *outbox) finish(frame []byte) {
+// offerControl queues a reply unless the control lane is full (then the
+// frame is dropped); false when it was not queued.
+func (o *outbox) offerControl(frame []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, _ := o.pushLocked(o.control, o.control.gen, frame)
+	return r == pushed
+}
+
+// stopEvents drops every queued EVENT frame and refuses later ones; replies
+// still go out.
+func (o *outbox) stopEvents() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.finishing = true
-	o.final = frame
 	for _, l := range o.groups {
 		o.dropLocked(l)
 	}
+}
+
+// finish drops every queued EVENT frame and arranges for frame to be the
+// last one written, after the replies already queued.
+func (o *outbox) finish(frame []byte) {
+	o.stopEvents()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.final = frame
 	select {
 	case o.wake <- struct{}{}:
 	default:

@@ -243,7 +243,7 @@ func TestOutboxProperties(t *testing.T) {
 }
 
 func TestLiveness(t *testing.T) {
-	o := Options{HelloTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, PingInterval: 20 * time.Second}
+	o := Options{HandshakeTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, PingInterval: 20 * time.Second}
 	at := func(d time.Duration) time.Time { return testStart.Add(d) }
 	cases := []struct {
 		name  string

@@ -2,6 +2,7 @@ package wss
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -22,6 +23,9 @@ type Server struct {
 	ctx    context.Context // ends every connection when the server closes
 	cancel context.CancelFunc
 
+	hellos *keyedLimiter  // HELLO attempts per remote IP
+	ln     *limitListener // set by Serve, under mu
+
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	closed bool
@@ -32,7 +36,8 @@ type Server struct {
 func NewServer(b Backend, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
-	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
+		hellos: newKeyedLimiter(opts.HelloEvery, opts.HelloBurst)}
 }
 
 // Handler returns a handler serving the binding at Path.
@@ -54,6 +59,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.active.Done()
 
+	slot, _ := r.Context().Value(slotKey{}).(*limitedConn)
+	if slot != nil && slot.refused != "" {
+		s.refuse(w, slot.refused)
+		return
+	}
 	start := s.b.Now() // before the client can see the upgrade succeed
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{Subprotocol},
@@ -63,7 +73,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("wss: upgrade refused", "remote", r.RemoteAddr, "err", err)
 		return // Accept has written the HTTP error
 	}
-	c := newConn(s, ws, start)
+	c := newConn(s, ws, start, remoteIPOf(r.RemoteAddr), slot)
+	if slot != nil {
+		slot.upgraded(func() { c.closeWith(websocket.StatusPolicyViolation, "no HELLO in time") })
+	}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -71,6 +84,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// connCounts reports the connections Serve holds: admitted ones, and those
+// accepted only to be answered 503.
+func (s *Server) connCounts() (total, refusing int) {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return 0, 0
+	}
+	return ln.counts()
+}
+
+// remoteIPOf is the IP address of an http.Request's RemoteAddr.
+func remoteIPOf(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
 }
 
 // Close refuses new connections, closes every open one with 1001 (going
@@ -103,10 +137,30 @@ func (s *Server) Close() error {
 // down: no new connections, open ones closed with 1001. It returns nil
 // after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// The caps count TCP connections, so they sit below TLS: a connection
+	// in its TLS handshake already holds a descriptor.
+	var tlsConfig *tls.Config
+	if tl, ok := ln.(*tlsListener); ok {
+		ln, tlsConfig = tl.Listener, tl.config
+	}
+	limited := s.limit(ln)
+	s.mu.Lock()
+	s.ln = limited
+	s.mu.Unlock()
+	ln = limited
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.opts.HandshakeTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if lc := slotOf(c); lc != nil {
+				return context.WithValue(ctx, slotKey{}, lc)
+			}
+			return ctx
+		},
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -371,7 +371,7 @@ func TestServeBackpressure(t *testing.T) {
 func TestServeLiveness(t *testing.T) {
 	fb := newFakeBackend(t)
 	key := fb.addAgent(t, "w1", 3)
-	opts := Options{HelloTimeout: 10 * time.Second, IdleTimeout: time.Minute, PingInterval: 20 * time.Second, Tick: 2 * time.Millisecond}
+	opts := Options{HandshakeTimeout: 10 * time.Second, IdleTimeout: time.Minute, PingInterval: 20 * time.Second, Tick: 2 * time.Millisecond}
 	url, _ := startServer(t, fb, opts, nil)
 
 	silent := dial(t, url, nil)

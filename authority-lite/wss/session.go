@@ -2,8 +2,14 @@ package wss
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -22,6 +28,21 @@ type session struct {
 	open  bool   // a HELLO succeeded
 	peer  string // the authenticated agent
 	epoch uint64 // its session epoch
+	// ended is closed once a newer session of the agent exists (from
+	// Backend.SessionReplaced at HELLO): from then on every frame is
+	// refused with AUTH_STALE_SESSION while the connection closes.
+	ended <-chan struct{}
+
+	limits sessionLimits
+}
+
+// sessionLimits are the frame rate limits of one connection; a zero value
+// (table tests) limits nothing.
+type sessionLimits struct {
+	// hello takes a HELLO attempt from the remote address's bucket.
+	hello func(now time.Time) (time.Duration, bool)
+	pings *rate.Limiter // client PINGs on this connection
+	every time.Duration // the PING refill interval
 }
 
 // inbound is one received WebSocket message.
@@ -96,6 +117,10 @@ func (s *session) handle(ctx context.Context, m inbound) (out output) {
 		s.fail(&out, protocol.Errorf(protocol.CodeAuthRequired, "send HELLO before %s", t), frameID, "")
 		return out
 	}
+	if s.replaced() {
+		s.fail(&out, s.staleSession(), frameID, "")
+		return out
+	}
 	switch t {
 	case protocol.FrameHello:
 		s.hello(ctx, &out, m.data, parsed, frameID)
@@ -158,6 +183,13 @@ func (s *session) hello(ctx context.Context, out *output, raw []byte, parsed any
 		s.fail(out, violation("the session is already open; HELLO is sent once per connection"), frameID, "")
 		return
 	}
+	// Counted before any check: a refused HELLO costs the server as much.
+	if s.limits.hello != nil {
+		if wait, ok := s.limits.hello(s.b.Now()); !ok {
+			s.fail(out, rateLimited(wait, "too many HELLO attempts from this address"), frameID, "")
+			return
+		}
+	}
 	f, err := decodeFrame(raw, parsed)
 	if err != nil {
 		s.fail(out, err, frameID, "")
@@ -190,6 +222,7 @@ func (s *session) hello(ctx context.Context, out *output, raw []byte, parsed any
 		return
 	}
 	s.open, s.peer, s.epoch = true, h.AgentID, epoch
+	s.ended = s.b.SessionReplaced(h.AgentID, epoch)
 	out.opened = true
 	out.send = append(out.send, reply)
 }
@@ -267,12 +300,63 @@ func (s *session) command(out *output, parsed any, frameID string) {
 		actionID = ""
 	}
 	groupID, _ := cmd["groupId"].(string)
+	if err := s.checkCommandEpoch(cmd); err != nil {
+		s.fail(out, err, frameID, actionID)
+		return
+	}
 	raw, err := protocol.Canonical(cmd)
 	if err != nil {
 		s.fail(out, err, frameID, actionID)
 		return
 	}
 	out.submit = &submission{peer: s.peer, frameID: frameID, actionID: actionID, groupID: groupID, raw: raw}
+}
+
+// replaced reports whether the open session has been replaced. It is safe
+// to call from any goroutine once HELLO succeeded.
+func (s *session) replaced() bool {
+	if s.ended == nil {
+		return false
+	}
+	select {
+	case <-s.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// staleSession is the refusal of a connection whose session was replaced.
+func (s *session) staleSession() *protocol.Error {
+	cur := s.b.SessionEpoch(s.peer)
+	e := protocol.Errorf(protocol.CodeAuthStaleSession, "session %d of %s was replaced by session %d; HELLO again at the current epoch", s.epoch, s.peer, cur)
+	return withDetail(withDetail(e, "sessionEpoch", cur), "helloSessionEpoch", s.epoch)
+}
+
+// checkCommandEpoch ties the peer's own commands to the session its HELLO
+// opened: a sessionEpoch other than the connection's is AUTH_STALE_SESSION
+// even when it names the agent's current session, so a connection of a
+// replaced session cannot act for its successor. Commands of other actors
+// (relayed humans and services, which carry no session, or another agent,
+// refused by the Backend) and epochs that are not numbers (the schema's to
+// refuse) are left to the Backend.
+func (s *session) checkCommandEpoch(cmd map[string]any) error {
+	actor, _ := cmd["actor"].(map[string]any)
+	if actor["kind"] != string(protocol.ActorAgent) || actor["id"] != s.peer {
+		return nil
+	}
+	num, ok := cmd["sessionEpoch"].(json.Number)
+	if !ok {
+		return nil
+	}
+	// As a float64, as JCS renders it: 3.0 is the epoch 3.
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil || f < 0 || f != math.Trunc(f) || f == float64(s.epoch) {
+		return nil
+	}
+	cur := s.b.SessionEpoch(s.peer)
+	e := protocol.Errorf(protocol.CodeAuthStaleSession, "this connection said HELLO at session %d; a command of session %s cannot use it", s.epoch, num).At("/sessionEpoch")
+	return withDetail(withDetail(e, "sessionEpoch", cur), "helloSessionEpoch", s.epoch)
 }
 
 func (s *session) ack(out *output, raw []byte, parsed any, frameID string) {
@@ -300,6 +384,12 @@ func (s *session) ping(out *output, raw []byte, parsed any, frameID string) {
 	p := f.(*protocol.Ping)
 	if p.Reply {
 		return // the answer to our PING; receiving it already counts as liveness
+	}
+	if s.limits.pings != nil {
+		if wait, ok := take(s.limits.pings, s.b.Now(), s.limits.every); !ok {
+			s.fail(out, rateLimited(wait, "too many PINGs on this connection"), frameID, "")
+			return
+		}
 	}
 	reply, err := encodePing(s.ids.next(), p.Nonce, true)
 	if err != nil {

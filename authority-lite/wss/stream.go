@@ -87,6 +87,9 @@ func (c *conn) enqueueEvent(ctx context.Context, g string, gen uint64, ev *Store
 	frame := appendEventFrame(make([]byte, 0, len(ev.Raw)+64), c.ids.next(), ev.Raw)
 	paused := false
 	for {
+		if c.sess.replaced() {
+			return false // checked here, not only by the watcher: nothing decided after the replacement goes out
+		}
 		r, space := c.out.pushGroup(g, gen, frame)
 		switch r {
 		case pushed:

@@ -47,6 +47,9 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register `FILE` at start (from run --enrollment; repeatable)"},
+				&cli.IntFlag{Name: "max-conns", Usage: "connections held at once, handshaking or not; more get HTTP 503 (docs/operations.md)", Value: 1024, Sources: cli.EnvVars("MWP_MAX_CONNS")},
+				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections held at once per remote IP address; more get HTTP 503", Value: 64, Sources: cli.EnvVars("MWP_MAX_CONNS_PER_IP")},
+				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second, Sources: cli.EnvVars("MWP_HANDSHAKE_TIMEOUT")},
 			}, opsFlags()...),
 			Action: serveAuthority,
 		}, authorityInspectCommand(), authorityCheckCommand()},
@@ -72,6 +75,10 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
 		return exitError{1}
+	}
+	limits := wss.Options{MaxConns: int(cmd.Int("max-conns")), MaxConnsPerIP: int(cmd.Int("max-conns-per-ip")), HandshakeTimeout: cmd.Duration("handshake-timeout")}
+	if limits.MaxConns < 1 || limits.MaxConnsPerIP < 1 || limits.HandshakeTimeout <= 0 {
+		return fail("--max-conns, --max-conns-per-ip and --handshake-timeout must be positive")
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -135,7 +142,8 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	fmt.Fprintf(out, "event key %s\n", svc.PublicKey().KeyID)
 	id := svc.Identity()
 	fmt.Fprintf(out, "log %s created %s\n", id.LogID, id.CreatedAt.Format(time.RFC3339))
-	server := wss.NewServer(svc, wss.Options{Logger: log})
+	limits.Logger = log
+	server := wss.NewServer(svc, limits)
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()
 	if err := startOps(ctx, cmd, out, log, svc.Collectors(), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {

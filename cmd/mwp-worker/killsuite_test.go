@@ -32,12 +32,14 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// chain is one client's sequence of commands: a Mission, its coordinator,
-// a WorkItem and a child Mission for it, then the next Mission.
+// chain is one client's sequence of commands: a Mission and its
+// coordinator, then WorkItems one after another, each given a child
+// Mission (one Mission per chain: mission.create is rate-limited per
+// human, create_child is not).
 type chain struct {
 	id      int
-	step    int    // next step of the current Mission
-	mission int    // current Mission
+	step    int    // next step: 0 create, 1 assign, then 2 authorize and 3 create_child per item
+	item    int    // current WorkItem
 	pending []byte // a command sent without an answer, sent again first
 	acked   []ackedCmd
 }
@@ -47,14 +49,18 @@ type ackedCmd struct {
 	receipt *protocol.Receipt
 }
 
-func (c *chain) groupID() string { return fmt.Sprintf("grp-%d-%d", c.id, c.mission) }
+func (c *chain) groupID() string { return fmt.Sprintf("grp-%d", c.id) }
+
+func (c *chain) itemID(n int) string { return fmt.Sprintf("wi-%d", n) }
+
+func (c *chain) childGroup(n int) string { return fmt.Sprintf("grp-%d-c%d", c.id, n) }
 
 // next builds the chain's next command.
 func (c *chain) next(t *testing.T, hk, ck protocol.PrivateKey) []byte {
 	alice := protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}
 	coord := protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}
 	one := protocol.Uint64(1)
-	g, m := c.groupID(), fmt.Sprintf("mis-%d-%d", c.id, c.mission)
+	g, m := c.groupID(), fmt.Sprintf("mis-%d", c.id)
 	cenv := protocol.Envelope{GroupID: g, SessionEpoch: one, MembershipEpoch: one, CoordinatorEpoch: one}
 	var raw []byte
 	var err error
@@ -68,11 +74,11 @@ func (c *chain) next(t *testing.T, hk, ck protocol.PrivateKey) []byte {
 			&protocol.AssignCoordinatorPayload{MissionID: m, AgentID: "coord", LeaseDurationMs: uint64(time.Hour.Milliseconds())}, now)
 	case 2:
 		_, raw, err = protocol.BuildCommand(coord, ck, protocol.CmdWorkAuthorize, cenv,
-			&protocol.AuthorizeWorkPayload{WorkItemID: "wi-1", MissionID: m, Contract: demoContract("wi-1", now)}, now)
+			&protocol.AuthorizeWorkPayload{WorkItemID: c.itemID(c.item), MissionID: m, Contract: demoContract(c.itemID(c.item), now)}, now)
 	case 3:
 		_, raw, err = protocol.BuildCommand(coord, ck, protocol.CmdMissionCreateChild, cenv,
-			&protocol.CreateChildMissionPayload{MissionID: m, ParentWorkItemID: "wi-1", ChildMissionID: m + "-c", ChildGroupID: g + "-c",
-				Title: "child", Objective: "o", OnChildFailure: protocol.ChildFailureFail}, now)
+			&protocol.CreateChildMissionPayload{MissionID: m, ParentWorkItemID: c.itemID(c.item), ChildMissionID: fmt.Sprintf("%s-c%d", m, c.item),
+				ChildGroupID: c.childGroup(c.item), Title: "child", Objective: "o", OnChildFailure: protocol.ChildFailureFail}, now)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +88,7 @@ func (c *chain) next(t *testing.T, hk, ck protocol.PrivateKey) []byte {
 
 func (c *chain) advance() {
 	if c.step++; c.step == 4 {
-		c.step, c.mission = 0, c.mission+1
+		c.step, c.item = 2, c.item+1
 	}
 }
 
@@ -202,7 +208,7 @@ func TestAuthorityKillSuite(t *testing.T) {
 	p := startProc(t, bin, serveArgs...)
 	co := connect(p)
 	for _, c := range chains {
-		for c.step != 0 || c.pending != nil {
+		for c.step != 2 || c.pending != nil {
 			raw := c.pending
 			if raw == nil {
 				raw = c.next(t, hk, ck)
@@ -251,25 +257,24 @@ func TestAuthorityKillSuite(t *testing.T) {
 	defer svc.Close()
 	missions, orphans := 0, 0
 	for _, c := range chains {
-		for m := 0; m < c.mission; m++ {
+		if _, ok := svc.Mission(c.groupID()); !ok {
+			t.Errorf("Group %s is missing", c.groupID())
+		}
+		for n := 0; n < c.item; n++ {
 			missions++
-			g := fmt.Sprintf("grp-%d-%d", c.id, m)
-			if _, ok := svc.Mission(g); !ok {
-				t.Errorf("Group %s is missing", g)
-			}
-			if _, ok := svc.Mission(g + "-c"); !ok {
+			if _, ok := svc.Mission(c.childGroup(n)); !ok {
 				orphans++
-				t.Errorf("child Group %s-c is missing: its parent waits for it forever", g)
+				t.Errorf("child Group %s is missing: its parent waits for it forever", c.childGroup(n))
 			}
-			if w, ok := svc.WorkItem(g, "wi-1"); !ok || w.State != protocol.WorkBlocked || w.ChildGroupID != g+"-c" {
-				t.Errorf("parent item of %s: %+v", g, w)
+			if w, ok := svc.WorkItem(c.groupID(), c.itemID(n)); !ok || w.State != protocol.WorkBlocked || w.ChildGroupID != c.childGroup(n) {
+				t.Errorf("parent item %s of %s: %+v", c.itemID(n), c.groupID(), w)
 			}
 		}
 	}
 	if duplicated > 0 {
 		t.Errorf("%d events appear in two receipts", duplicated)
 	}
-	t.Logf("seed %d: %d kills, %d commands acknowledged, %d lost, %d duplicated; %d sent without an answer when killed and resent; %d Missions with their child, %d orphaned",
+	t.Logf("seed %d: %d kills, %d commands acknowledged, %d lost, %d duplicated; %d sent without an answer when killed and resent; %d WorkItems with their child Mission, %d orphaned",
 		seed, killed, acked, lost, duplicated, unanswered, missions, orphans)
 }
 

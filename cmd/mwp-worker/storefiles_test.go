@@ -172,12 +172,21 @@ func flipInFile(t *testing.T, path string, raw []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, j := bytes.Index(data, raw), bytes.Index(raw, []byte(`"occurredAt":"20`))
-	if i < 0 || j < 0 {
+	// Every copy: a freed page may still hold a stale one, ahead of the
+	// live one in the file.
+	j, n := bytes.Index(raw, []byte(`"occurredAt":"20`)), 0
+	for off := 0; j >= 0; n++ {
+		i := bytes.Index(data[off:], raw)
+		if i < 0 {
+			break
+		}
+		at := off + i + j + len(`"occurredAt":"20`)
+		data[at] = '0' + (data[at]-'0'+1)%10
+		off += i + len(raw)
+	}
+	if n == 0 {
 		t.Fatal("event not found in the file")
 	}
-	at := i + j + len(`"occurredAt":"20`)
-	data[at] = '0' + (data[at]-'0'+1)%10
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -315,13 +315,24 @@ func (c *Client) Run(ctx context.Context) error {
 		c.setState(StateChange{State: StateDisconnected, Err: err})
 		prev = c.cfg.Backoff.delay(attempt, prev, c.cfg.Rand())
 		attempt++
-		if !c.pause(ctx, q, prev) {
+		wait := prev
+		var busy *busyError
+		if errors.As(err, &busy) {
+			// A full authority said when to come back; redialing sooner
+			// only takes another of its refusal slots.
+			wait = max(wait, min(busy.retryAfter, maxRetryAfter))
+		}
+		if !c.pause(ctx, q, wait) {
 			q.failAll(ErrNotRunning)
 			c.setState(StateChange{State: StateStopped})
 			return nil
 		}
 	}
 }
+
+// maxRetryAfter bounds how long an authority's Retry-After holds off a
+// redial, as for BACKPRESSURE.
+const maxRetryAfter = 10 * time.Minute
 
 // stableAfter is how long a connection must last to reset the backoff.
 const stableAfter = 10 * time.Second

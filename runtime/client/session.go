@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,10 +69,14 @@ type session struct {
 // ctx ends. established reports whether HELLO succeeded.
 func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (established bool, err error) {
 	dctx, dcancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
-	ws, _, err := websocket.Dial(dctx, c.url.String(), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+	ws, resp, err := websocket.Dial(dctx, c.url.String(), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
 	dcancel()
 	if err != nil {
-		return false, fmt.Errorf("client: dial %s: %w", c.url.Redacted(), err)
+		err = fmt.Errorf("client: dial %s: %w", c.url.Redacted(), err)
+		if d, ok := retryAfterHeader(resp); ok {
+			return false, &busyError{retryAfter: d, err: err}
+		}
+		return false, err
 	}
 	ws.SetReadLimit(int64(c.cfg.MaxFrameBytes))
 	// Reads are not tied to ctx: cancelling a coder/websocket Read closes
@@ -195,6 +201,12 @@ func (s *session) hello() error {
 			case it.bad != nil:
 				return fmt.Errorf("client: HELLO answer: %w", it.bad)
 			case it.f.errf != nil:
+				if e := it.f.errf.Error; e.Code == protocol.CodeRateLimited {
+					// Too many HELLOs from this address: come back when told.
+					if d, ok := retryAfter(e); ok {
+						return &busyError{retryAfter: d, err: e}
+					}
+				}
 				return sessionError(it.f.errf.Error)
 			case it.f.hello == nil:
 				return protocol.Errorf(protocol.CodeProtocolViolation, "the authority sent %s before answering HELLO", it.f.typ)
@@ -208,6 +220,33 @@ func (s *session) hello() error {
 			return nil
 		}
 	}
+}
+
+// busyError is a dial the authority refused with HTTP 503 and a
+// Retry-After (its connection caps), or a HELLO it refused with
+// RATE_LIMITED and retryAfterMs: Run waits at least that long.
+type busyError struct {
+	retryAfter time.Duration
+	err        error
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("%v (the authority asked to retry after %s)", e.err, e.retryAfter)
+}
+
+func (e *busyError) Unwrap() error { return e.err }
+
+// retryAfterHeader reads the delay of a 503 answer's Retry-After, in
+// seconds (the form the authority sends; an HTTP date is ignored).
+func retryAfterHeader(resp *http.Response) (time.Duration, bool) {
+	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(resp.Header.Get("Retry-After")), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
 }
 
 // sessionError turns an ERROR about the session itself into Run's error.

@@ -22,14 +22,15 @@ import (
 // and a snapshot reference, and Commands answered with an event they
 // caused.
 type wssBackend struct {
-	mu      sync.Mutex
-	epoch   uint64
-	nonces  map[string]bool
-	logs    map[string][][]byte
-	floors  map[string]protocol.SnapshotRef
-	changed map[string]chan struct{}
-	acked   map[string]uint64
-	submits [][]byte
+	mu       sync.Mutex
+	epoch    uint64
+	replaced chan struct{} // closed by replaceSession
+	nonces   map[string]bool
+	logs     map[string][][]byte
+	floors   map[string]protocol.SnapshotRef
+	changed  map[string]chan struct{}
+	acked    map[string]uint64
+	submits  [][]byte
 }
 
 func newWSSBackend() *wssBackend {
@@ -38,6 +39,37 @@ func newWSSBackend() *wssBackend {
 }
 
 func (b *wssBackend) Now() time.Time { return time.Now() }
+
+func (b *wssBackend) SessionEpoch(string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch
+}
+
+func (b *wssBackend) SessionReplaced(_ string, epoch uint64) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.replaced == nil {
+		b.replaced = make(chan struct{})
+	}
+	if epoch != b.epoch {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return b.replaced
+}
+
+// replaceSession opens session epoch of the agent elsewhere.
+func (b *wssBackend) replaceSession(epoch uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.epoch = epoch
+	if b.replaced != nil {
+		close(b.replaced)
+	}
+	b.replaced = make(chan struct{})
+}
 
 func (b *wssBackend) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 	raw, _ := json.Marshal(h.Proof)
@@ -152,7 +184,7 @@ func (b *wssBackend) Acked(peer, groupID string, sequence uint64) {
 // TestAgainstWSSServer runs the client against authority-lite's real wss
 // server over TLS 1.3 with a pinned self-signed certificate: replay of two
 // Groups, a CURSOR_TOO_OLD restored from a snapshot, an unknown Group, a
-// Command whose event comes back, and a session replaced on reconnect.
+// Command whose event comes back, and a session replaced while connected.
 func TestAgainstWSSServer(t *testing.T) {
 	noLeaks(t)
 	cert, pin, err := wss.LoadOrCreateCert(t.TempDir())
@@ -234,12 +266,9 @@ func TestAgainstWSSServer(t *testing.T) {
 		t.Fatalf("%d connections: PINGs every 20ms must keep one alive", n)
 	}
 
-	// A newer session of this agent exists: the next HELLO is refused.
-	b.mu.Lock()
-	b.epoch = 2
-	b.mu.Unlock()
-	old := cur.Swap(wss.NewServer(b, wss.Options{Tick: 10 * time.Millisecond}))
-	old.Close() // drops the connection; the new server answers the reconnect
+	// A newer session of this agent opens: the server ends this session's
+	// connection with AUTH_STALE_SESSION, and Run stops for good.
+	b.replaceSession(2)
 	select {
 	case err := <-done:
 		done <- err

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// The connection flags of `authority serve` reach the server: with
+// --max-conns 1 a second connection is answered 503 with Retry-After (the
+// --handshake-timeout in seconds) and a BACKPRESSURE body, and a silent
+// connection is closed after the handshake timeout.
+func TestAuthorityServeConnectionLimits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"mwp-worker", "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback",
+			"--max-conns", "1", "--max-conns-per-ip", "5", "--handshake-timeout", "2s"}, &out, &errOut)
+	}()
+	urlRe := regexp.MustCompile(`listening on ws://(127\.0\.0\.1:\d+)/mwp`)
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no URL printed: %q %q", out.String(), errOut.String())
+	}
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var resp *http.Response
+	// The held connection is counted once the server has accepted it.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err = hc.Get("http://" + addr + "/mwp"); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		resp.Body.Close()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var e protocol.Error
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "2" || json.Unmarshal(body, &e) != nil || e.Code != protocol.CodeBackpressure {
+		t.Fatalf("second connection: %d Retry-After %q body %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	_ = held.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := held.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("silent connection not closed by the handshake timeout: %v", err)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+func TestAuthorityServeRefusesBadLimits(t *testing.T) {
+	for _, flag := range []string{"--max-conns=0", "--max-conns-per-ip=-1", "--handshake-timeout=0s"} {
+		code, _, stderr := runCLI(t, "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", flag)
+		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "must be positive") {
+			t.Fatalf("%s: exit %d, stderr %q", flag, code, stderr)
+		}
+	}
+}
