@@ -36,7 +36,7 @@ func (r *run) drive() error {
 	if !r.opts.AutoApprove {
 		fmt.Fprintf(r.out, "waiting for the MissionOwner (%s) to approve on the page, or from a terminal: mwp-worker poc approve MISSION --data %s\n", humanID, r.dir)
 	}
-	f := newFaultPlan(r, r.opts.Faults)
+	f := r.plan
 	announced := map[string]protocol.MissionState{}
 	for {
 		if err := f.step(); err != nil {
@@ -94,6 +94,7 @@ func (r *run) waitChange(d time.Duration) {
 	}
 	select {
 	case <-cases:
+	case <-r.holds.Moved():
 	case <-ctx.Done():
 	}
 }
