@@ -61,11 +61,13 @@ const (
 
 // The PoC's execution lease and start deadline. Short, so the
 // lease-expiry fault (which waits a lease out) takes seconds; long enough
-// that a lease renewed at half its remaining time (runtime.RenewAt)
-// survives the one-second group-disconnect and a loaded machine.
+// that a lease renewed at half its remaining time (runtime.RenewAt, so at
+// least 2 s are left at any moment) survives the one-second
+// group-disconnect and the reconnection after it (reconnectCap).
 const (
-	pocLease       = 5 * time.Second
+	pocLease       = 4 * time.Second
 	pocStartWithin = 10 * time.Second
+	reconnectCap   = 500 * time.Millisecond
 )
 
 // run holds everything one proof-of-concept run owns.
@@ -266,8 +268,9 @@ func (r *run) startWorker(id string, groups []string) error {
 		Logger:   r.log.With("component", "worker", "agent", id),
 		Tick:     200 * time.Millisecond,
 		// A short reconnect cap: the injected outages end at known times
-		// and the run should not wait out a 30 s backoff after them.
-		Client: client.Config{Backoff: client.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: client.JitterFull}},
+		// and the run should not wait out a 30 s backoff after them, nor
+		// lose a lease to a slow reconnection.
+		Client: client.Config{Backoff: client.Backoff{Base: 100 * time.Millisecond, Cap: reconnectCap, Jitter: client.JitterFull}},
 	}
 	cfg.UseInProcess(r.auth)
 	l := r.links[id]

@@ -1,12 +1,10 @@
 package poc
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -18,11 +16,14 @@ import (
 // after every change of the Missions' logs or the holds.
 //
 // Order: coordinator-failover at once; duplicate-delivery once grp-a has
-// ten events; group-disconnect and then worker-restart while grp-b is
-// under way; priority-arrival once both testing stages are held at their
-// first safe point on worker-1 (after the restart, which would interrupt
-// the held runs); lease-expiry once Mission A's review is held before its
-// first checkpoint on worker-1 (after priority-arrival has settled);
+// ten events. Then the quiet point: both testing stages held at their
+// first safe point on worker-1, both slots busy, nothing offered or
+// accepted in flight (the next stages wait for these), only lease
+// renewals going out. There, in turn: group-disconnect, worker-restart
+// (the held runs checkpoint at the shutdown, resume and are held again),
+// priority-arrival; then the holds are released. lease-expiry once Mission
+// A's review is held before its first checkpoint on worker-1 (after
+// priority-arrival has settled and Mission B's work is done);
 // change-request on Mission A's first submission for approval.
 type faultPlan struct {
 	r    *run
@@ -33,13 +34,13 @@ type faultPlan struct {
 	stallBackAt      time.Time
 	stall            Injection
 	seen             map[string]uint64 // group -> events already scanned
-	started          map[string]string // group/item -> agent that last started it
 
-	// priority-arrival: the testing stages held on worker-1, and when the
-	// critical item was offered (the holds are released once it started,
-	// or after momentWait).
-	prioHolds    []*Hold
-	prioItems    [][2]string // group, item
+	// The quiet point: the testing stages held on worker-1 while
+	// group-disconnect, worker-restart and priority-arrival are injected;
+	// with priority-arrival the holds are released once the critical item
+	// started (or after momentWait), else once the other two are done.
+	quietHolds   []*Hold
+	quietItems   [][2]string // group, item
 	prioOffered  time.Time
 	prioGaveUp   bool
 	leaseHold    *Hold
@@ -48,10 +49,11 @@ type faultPlan struct {
 	giveUpAt     time.Time
 	thwart       FaultName
 	abandonedAll bool
+	humanChanges []string // groups where a human requested changes
 }
 
 func newFaultPlan(r *run, names []FaultName) *faultPlan {
-	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{}, started: map[string]string{},
+	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{},
 		momentWait: r.opts.momentWait, thwart: r.opts.thwart, giveUpAt: time.Now().Add(r.opts.Timeout / 2)}
 	if f.momentWait <= 0 {
 		f.momentWait = defaultMomentWait
@@ -60,11 +62,11 @@ func newFaultPlan(r *run, names []FaultName) *faultPlan {
 		f.want[n] = true
 	}
 	a := r.specs[0]
-	if f.want[FaultPriorityArrival] {
+	if f.want[FaultPriorityArrival] || f.want[FaultGroupDisconnect] || f.want[FaultWorkerRestart] {
 		for _, spec := range r.specs {
 			if id := stageOf(spec, StageTesting); id != "" {
-				f.prioHolds = append(f.prioHolds, r.holds.Arm(worker1, spec.GroupID, id, HoldAtSafePoint))
-				f.prioItems = append(f.prioItems, [2]string{spec.GroupID, id})
+				f.quietHolds = append(f.quietHolds, r.holds.Arm(worker1, spec.GroupID, id, HoldAtSafePoint))
+				f.quietItems = append(f.quietItems, [2]string{spec.GroupID, id})
 			}
 		}
 	}
@@ -99,8 +101,12 @@ func (f *faultPlan) record(in Injection) error {
 	return f.r.journal.Record(in)
 }
 
-// scan notes which agent started which WorkItem, from the new events.
+// scan notes, from the new events, the Groups where a human requested
+// changes.
 func (f *faultPlan) scan() {
+	if f.r.opts.AutoApprove {
+		return
+	}
 	for _, spec := range f.r.specs {
 		g := spec.GroupID
 		evs, err := f.r.svc.Events(g, f.seen[g], 0)
@@ -109,15 +115,8 @@ func (f *faultPlan) scan() {
 		}
 		for _, se := range evs {
 			f.seen[g] = se.Sequence
-			if se.Type != protocol.EvtWorkStarted {
-				continue
-			}
-			var ev protocol.Event
-			if json.Unmarshal(se.Raw, &ev) != nil {
-				continue
-			}
-			if p, err := group.DecodeAs[group.Started](&ev); err == nil && p.Lease != nil {
-				f.started[g+"/"+se.WorkItemID] = p.Lease.AgentID
+			if se.Type == protocol.EvtMissionChangesRequested {
+				f.humanChanges = append(f.humanChanges, g)
 			}
 		}
 	}
@@ -132,6 +131,14 @@ func (f *faultPlan) step() error {
 	f.scan()
 	a, b := r.specs[0], r.specs[1]
 	now := time.Now()
+	// change-request with a human: the MissionOwner's own request for
+	// changes (page or terminal) is the injection.
+	if f.pending(FaultChangeRequest) && len(f.humanChanges) > 0 {
+		if err := f.record(Injection{Fault: FaultChangeRequest, Group: f.humanChanges[0],
+			Detail: "the MissionOwner requested changes on " + f.humanChanges[0]}); err != nil {
+			return err
+		}
+	}
 	if now.After(f.giveUpAt) && !f.abandonedAll {
 		f.abandon("its moment did not come within " + (r.opts.Timeout / 2).String())
 	}
@@ -161,14 +168,14 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// group-disconnect: cut worker-1's connection for a second once grp-b
-	// is under way; journal when it is back.
+	// group-disconnect: at the quiet point, cut worker-1's connection for
+	// a second; journal when it is back.
 	if f.pending(FaultGroupDisconnect) {
 		switch {
-		case f.disconnectBackAt.IsZero() && r.svc.LastSequence(b.GroupID) >= 8:
+		case f.disconnectBackAt.IsZero() && f.quiet():
 			r.links[worker1].Cut(time.Second)
 			f.disconnectBackAt = now.Add(time.Second)
-			fmt.Fprintf(r.out, "fault %s: %s's connection cut for 1s\n", FaultGroupDisconnect, worker1)
+			fmt.Fprintf(r.out, "fault %s: %s's connection cut for 1s while %s\n", FaultGroupDisconnect, worker1, f.heldText())
 		case !f.disconnectBackAt.IsZero() && now.After(f.disconnectBackAt) && r.links[worker1].Up():
 			if err := f.record(Injection{Fault: FaultGroupDisconnect, Worker: worker1, Group: b.GroupID, Sequence: r.svc.LastSequence(b.GroupID),
 				Detail: "connection cut for 1s and restored"}); err != nil {
@@ -176,9 +183,9 @@ func (f *faultPlan) step() error {
 			}
 		}
 	}
-	// worker-restart: stop worker-1 once grp-b work has started on it, and
-	// start it again on the same store.
-	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.started[b.GroupID+"/"+b.WorkStages()[0].WorkItemID] == worker1 {
+	// worker-restart: at the quiet point (after the disconnect), stop
+	// worker-1 and start it again on the same store.
+	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.quiet() {
 		if err := r.stopWorker(worker1); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
 		}
@@ -189,20 +196,25 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// priority-arrival: a critical item while both of worker-1's slots are
-	// held by the testing stages (after the disconnect and the restart,
-	// whose cut or stop would disturb the held runs).
+	// priority-arrival: at the quiet point again (after the restart, the
+	// held runs resumed and are held again), a critical item while both of
+	// worker-1's slots are busy.
 	if f.want[FaultPriorityArrival] && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
 		if err := f.priorityArrival(a, now); err != nil {
 			return err
 		}
+	} else if !f.want[FaultPriorityArrival] && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
+		for _, h := range f.quietHolds {
+			h.Release()
+		}
 	}
 	// lease-expiry: once Mission A's review is held on worker-1 before its
 	// first checkpoint (after the priority arrival, which needs worker-1
-	// connected, and after the disconnect and the restart, whose own cut or
-	// new connection would end the stall early), cut worker-1 off past the
-	// lease; worker-2 (started now) takes the re-offer.
-	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
+	// connected, after the disconnect and the restart, whose own cut or
+	// new connection would end the stall early, and once Mission B's work
+	// is done), cut worker-1 off past the lease; worker-2 (started now)
+	// takes the re-offer.
+	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) && f.missionWorkDone(b) {
 		if err := f.leaseExpiry(a, now); err != nil {
 			return err
 		}
@@ -211,6 +223,16 @@ func (f *faultPlan) step() error {
 }
 
 func (f *faultPlan) disconnectDone() bool { return !f.pending(FaultGroupDisconnect) }
+
+// missionWorkDone reports whether spec's Mission has no work left to run
+// (it awaits approval or was decided). The lease-expiry stall cuts
+// worker-1's only connection, which would stall Mission B's work too (and
+// an offer made to worker-1 while it is cut off can sit until it expires),
+// so it waits for Mission B to be done.
+func (f *faultPlan) missionWorkDone(spec MissionSpec) bool {
+	m, ok := f.r.svc.Mission(spec.GroupID)
+	return ok && m.State != protocol.MissionActive
+}
 
 // leaseExpiry stalls worker-1 on Mission A's review, held before its first
 // checkpoint (a checkpoint would let the owner keep a bounded ownership
@@ -257,9 +279,11 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 
 // giveUp ends the faults whose moment has passed (every Mission's work is
 // done) and that are not in progress; they are reported not injected.
-func (f *faultPlan) giveUp() {
+// change-request waits for the approvals: with a human, until every
+// Mission is approved without one.
+func (f *faultPlan) giveUp(allApproved bool) {
 	for n := range f.want {
-		if f.done[n] || n == FaultChangeRequest {
+		if f.done[n] || n == FaultChangeRequest && (f.r.opts.AutoApprove || !allApproved) {
 			continue
 		}
 		if n == FaultLeaseExpiry && !f.stallBackAt.IsZero() {
@@ -337,15 +361,8 @@ func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
 		f.releasePriorityHolds(a, now)
 		return f.acceptHotfix(a)
 	}
-	if len(f.prioHolds) < slotsPerWk {
+	if !f.quiet() {
 		return nil
-	}
-	for i, h := range f.prioHolds {
-		g, id := f.prioItems[i][0], f.prioItems[i][1]
-		w, ok := r.svc.WorkItem(g, id)
-		if !h.Holding() || !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 {
-			return nil
-		}
 	}
 	src, ok := r.svc.WorkItem(a.GroupID, a.WorkStages()[0].WorkItemID)
 	m, ok2 := r.svc.Mission(a.GroupID)
@@ -376,18 +393,38 @@ func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
 		return fmt.Errorf("priority-arrival: offer: %w", err)
 	}
 	f.prioOffered = now
-	held := make([]string, len(f.prioItems))
-	for i, it := range f.prioItems {
+	return f.record(Injection{Fault: FaultPriorityArrival, Group: a.GroupID, WorkItem: hotfixID,
+		Detail: fmt.Sprintf("critical %s offered to %s while %s", hotfixID, to, f.heldText())})
+}
+
+// quiet reports whether the quiet point is reached: both testing stages
+// wait at their holds on worker-1, each with worker-1's lease.
+func (f *faultPlan) quiet() bool {
+	if len(f.quietHolds) < slotsPerWk {
+		return false
+	}
+	for i, h := range f.quietHolds {
+		w, ok := f.r.svc.WorkItem(f.quietItems[i][0], f.quietItems[i][1])
+		if !h.Holding() || !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 {
+			return false
+		}
+	}
+	return true
+}
+
+// heldText names the held runs.
+func (f *faultPlan) heldText() string {
+	held := make([]string, len(f.quietItems))
+	for i, it := range f.quietItems {
 		held[i] = it[1]
 	}
-	return f.record(Injection{Fault: FaultPriorityArrival, Group: a.GroupID, WorkItem: hotfixID,
-		Detail: fmt.Sprintf("critical %s offered to %s while its %d slots were held by %s", hotfixID, to, slotsPerWk, strings.Join(held, ", "))})
+	return fmt.Sprintf("its %d slots were held by %s", slotsPerWk, strings.Join(held, ", "))
 }
 
 // releasePriorityHolds lets the held testing runs go once the critical
 // item has a slot, or once momentWait has passed without it getting one.
 func (f *faultPlan) releasePriorityHolds(a MissionSpec, now time.Time) {
-	if f.prioGaveUp || len(f.prioHolds) == 0 || f.prioHolds[0].Released() {
+	if f.prioGaveUp || len(f.quietHolds) == 0 || f.quietHolds[0].Released() {
 		return
 	}
 	w, ok := f.r.svc.WorkItem(a.GroupID, hotfixID)
@@ -395,7 +432,7 @@ func (f *faultPlan) releasePriorityHolds(a MissionSpec, now time.Time) {
 	if !started && now.Sub(f.prioOffered) < f.momentWait {
 		return
 	}
-	for _, h := range f.prioHolds {
+	for _, h := range f.quietHolds {
 		h.Release()
 	}
 	if started {

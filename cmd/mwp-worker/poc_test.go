@@ -59,10 +59,11 @@ func awaitPending(t *testing.T, p *proc, dir, mission string) {
 	t.Fatalf("%s never awaited approval; poc output:\n%s", mission, p.logs())
 }
 
-// TestPocApproveScripted drives a real `poc --data DIR` run (no
-// --auto-approve) to its end with `poc approve --decision` alone: a
-// request for changes, the approvals, and the refusals a script can meet,
-// each one line on stderr with a non-zero exit, none waiting on stdin.
+// TestPocApproveScripted drives a real `poc --data DIR --faults
+// change-request` run (no --auto-approve) to its end with `poc approve
+// --decision` alone: a request for changes (which is the fault, injected
+// by the human), the approvals, and the refusals a script can meet, each
+// one line on stderr with a non-zero exit, none waiting on stdin.
 func TestPocApproveScripted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs the proof of concept")
@@ -86,7 +87,9 @@ func TestPocApproveScripted(t *testing.T) {
 	refuse(nil, "stdin is not a terminal", "mis-a")                        // /dev/null
 	refuse(nil, "no running proof of concept", "--decision", "approve", "mis-a")
 
-	p := startProc(t, bin, "poc", "--data", dir, "--json", "--timeout", "3m")
+	// With a human, the change-request fault is the MissionOwner's own
+	// request for changes: here, the scripted one.
+	p := startProc(t, bin, "poc", "--data", dir, "--json", "--faults", "change-request", "--timeout", "3m")
 	awaitPending(t, p, dir, "mis-a")
 	out, errOut, code := runPocCLI(t, bin, nil, "poc", "approve", "--data", dir, "--decision", "request-changes",
 		"--comment", "document Clamp in the README\nkeep the old API", "mis-a")
@@ -116,6 +119,10 @@ func TestPocApproveScripted(t *testing.T) {
 		Approvals []struct {
 			Mission, Decision string
 		} `json:"approvals"`
+		Faults []struct {
+			Name           string
+			Injected, Held bool
+		} `json:"faults"`
 	}
 	if err := json.Unmarshal([]byte(p.stdout()), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, p.stdout())
@@ -126,5 +133,8 @@ func TestPocApproveScripted(t *testing.T) {
 	}
 	if !rep.OK || strings.Join(got, ",") != "mis-a:changes_requested,mis-a:approved,mis-b:approved" {
 		t.Fatalf("ok %v approvals %v\n%s", rep.OK, got, p.logs())
+	}
+	if len(rep.Faults) != 1 || rep.Faults[0].Name != "change-request" || !rep.Faults[0].Injected || !rep.Faults[0].Held {
+		t.Fatalf("faults %+v\n%s", rep.Faults, p.logs())
 	}
 }
