@@ -32,7 +32,9 @@ func pocCommand() *cli.Command {
 			"Afterwards the invariants are checked from the durable stores and the report is printed (with --json\n" +
 			"one JSON object on stdout, progress on stderr). With --data DIR every store, the fault journal and\n" +
 			"timeline.svg stay in DIR (`mwp-worker inspect events --data DIR --json` prints the authority's events).\n" +
-			"Exit 0 when both Missions are approved, every injected fault held and every invariant held.",
+			"Each fault's moment is made by the driver (hold points in worker-1's handlers), not waited for.\n" +
+			"Exit 0 only when both Missions are approved, every chosen fault was injected and held and every\n" +
+			"invariant held; otherwise one stderr line names each problem (poc: FAILED: ...).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "auto-approve", Usage: "approve as the MissionOwner without waiting for a human", Sources: cli.EnvVars("MWP_POC_AUTO_APPROVE")},
 			&cli.StringFlag{Name: "faults", Usage: "faults to inject: all, or a comma list", Sources: cli.EnvVars("MWP_POC_FAULTS")},
