@@ -72,6 +72,29 @@ func ApproveFromTerminal(ctx context.Context, in io.Reader, out io.Writer, src A
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("poc: read decision: %w", err)
 	}
+	return submit(ctx, w, approver, clk, d, p)
+}
+
+// ApproveNonInteractive is ApproveFromTerminal for scripts: the decision
+// comes in (approve, or request changes with one change per non-blank line
+// of comment) instead of being asked. It prints the same evidence summary
+// and answer, signs the same Command with approver and submits it the same
+// way; a refusal is returned as an error wrapping the *protocol.Error.
+func ApproveNonInteractive(ctx context.Context, out io.Writer, src ApprovalSource, approver Approver, clk clock.Clock, missionID string, approve bool, comment string) error {
+	if !approve && len(ChangeLines(comment)) == 0 {
+		return fmt.Errorf("%w: requesting changes needs at least one change (a non-blank comment line)", ErrNoDecision)
+	}
+	p, err := FindPending(ctx, src, missionID)
+	if err != nil {
+		return err
+	}
+	w := &errWriter{w: out}
+	printPending(w, p)
+	return submit(ctx, w, approver, clk, Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision, Approve: approve, Comment: comment}, p)
+}
+
+// submit signs and sends d and prints what the authority answered.
+func submit(ctx context.Context, w *errWriter, approver Approver, clk clock.Clock, d Decision, p PendingMission) error {
 	cmd, rec, err := approver.Decide(ctx, d, p, clk.Now())
 	if err != nil {
 		w.printf("Refused: %s: %s\n", protocol.CodeOf(err), terminalSafe(err.Error()))

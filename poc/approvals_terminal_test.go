@@ -92,3 +92,61 @@ func TestApproveFromTerminalRefusals(t *testing.T) {
 		t.Fatalf("err = %v, output:\n%s", err, out.String())
 	}
 }
+
+// TestApproveNonInteractive: the scripted decision signs the same
+// Commands as the prompt, with the revision the summary showed, and a
+// request for changes without a change sends nothing.
+func TestApproveNonInteractive(t *testing.T) {
+	tests := []struct {
+		name        string
+		approve     bool
+		comment     string
+		mission     string
+		wantType    protocol.CommandType
+		wantChanges []string
+		wantErr     error
+		wantCode    protocol.Code
+	}{
+		{name: "approve", approve: true, comment: "ship it", mission: "mis-a", wantType: protocol.CmdMissionApprove},
+		{name: "approve without comment", approve: true, mission: "mis-a", wantType: protocol.CmdMissionApprove},
+		{name: "request changes, one per line", comment: "add a test\n\n rename Foo", mission: "mis-a", wantType: protocol.CmdMissionRequestChanges,
+			wantChanges: []string{"add a test", "rename Foo"}},
+		{name: "request changes without a change", comment: " \n", mission: "mis-a", wantErr: ErrNoDecision},
+		{name: "unknown mission", approve: true, mission: "mis-z", wantCode: protocol.CodeInvalidStateTransition},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			auth, approver := newFakeAuthority(t, clk)
+			auth.addMission("mis-a", "grp-a", 7, "unit tests pass")
+			var out strings.Builder
+			err := ApproveNonInteractive(context.Background(), &out, auth, approver, clk, tc.mission, tc.approve, tc.comment)
+			cmds := auth.commands()
+			switch {
+			case tc.wantErr != nil || tc.wantCode != "":
+				if (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) || (tc.wantCode != "" && protocol.CodeOf(err) != tc.wantCode) || len(cmds) != 0 {
+					t.Fatalf("err = %v with %d commands", err, len(cmds))
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if len(cmds) != 1 || cmds[0].Type != tc.wantType || *cmds[0].ExpectedRevision != 7 {
+				t.Fatalf("accepted %+v", cmds)
+			}
+			var p struct {
+				Changes []string `json:"changes"`
+				Comment string   `json:"comment"`
+			}
+			if err := json.Unmarshal(cmds[0].Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(p.Changes, "|") != strings.Join(tc.wantChanges, "|") || p.Comment != tc.comment {
+				t.Errorf("payload %s", cmds[0].Payload)
+			}
+			if text := out.String(); !strings.Contains(text, "Mission mis-a") || !strings.Contains(text, "Accepted: "+string(tc.wantType)) {
+				t.Errorf("output:\n%s", text)
+			}
+		})
+	}
+}

@@ -26,11 +26,17 @@
 // instead (AutoApprove). From another terminal, `mwp-worker poc approve
 // MISSION --data DIR` reads DIR/approval.json (the page's URL and a bearer
 // token, mode 0600), shows the evidence, signs the decision with the run's
-// MissionOwner key and sends it through the page's API (web_api.go).
+// MissionOwner key and sends it through the page's API (web_api.go); with
+// --decision it does so without asking (ApproveNonInteractive).
 //
-// Faults (faults*.go, driver_faults.go) are injected for real and journaled;
-// afterwards CheckFaults and CheckInvariants judge the run from the durable
-// stores only (the authority's log, the worker stores, the effect log, the
-// journal), and the report (report*.go, REPORT.md) and an SVG timeline are
-// written.
+// Faults (faults*.go, driver_faults.go) are injected for real and journaled,
+// each at a moment the driver makes: hold points in worker-1's handlers
+// (Holds, handlers_hold.go) keep runs where a fault needs them (both slots
+// busy for priority-arrival, a run before its first checkpoint for
+// lease-expiry) until it is injected. Afterwards CheckFaults and
+// CheckInvariants judge the run from the durable stores only (the
+// authority's log, the worker stores, the effect log, the journal), and the
+// report (report*.go, REPORT.md) and an SVG timeline are written. The run
+// passes only when every chosen fault was injected and held and every
+// invariant held (Report.Problems).
 package poc

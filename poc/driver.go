@@ -40,6 +40,15 @@ type Options struct {
 	Timeout time.Duration
 	// OnApprovalPage is called with the approval page URL once it listens.
 	OnApprovalPage func(url string)
+
+	// For tests only: thwart names a fault whose moment the driver makes
+	// but whose injection it makes impossible (priority-arrival: the
+	// critical item is offered to a worker that is not running), to prove
+	// that the run then fails with that fault named; momentWait shortens
+	// how long the driver waits for the protocol to react to a made
+	// moment (defaultMomentWait).
+	thwart     FaultName
+	momentWait time.Duration
 }
 
 // The run's cast.
@@ -48,6 +57,17 @@ const (
 	worker1    = "worker-1" // shared by both Missions, two slots
 	worker2    = "worker-2" // Mission A only; runs when a fault needs a second worker
 	slotsPerWk = 2
+)
+
+// The PoC's execution lease and start deadline. Short, so the
+// lease-expiry fault (which waits a lease out) takes seconds; long enough
+// that a lease renewed at half its remaining time (runtime.RenewAt, so at
+// least 2 s are left at any moment) survives the one-second
+// group-disconnect and the reconnection after it (reconnectCap).
+const (
+	pocLease       = 4 * time.Second
+	pocStartWithin = 10 * time.Second
+	reconnectCap   = 500 * time.Millisecond
 )
 
 // run holds everything one proof-of-concept run owns.
@@ -62,6 +82,8 @@ type run struct {
 	owner   *authoritylite.Principal
 	effects *EffectLog
 	journal *Journal
+	holds   *Holds
+	plan    *faultPlan
 	specs   []MissionSpec
 	keys    map[string]protocol.PrivateKey
 
@@ -112,7 +134,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	r := &run{opts: o, dir: dir, ctx: ctx, log: o.Logger, out: o.Out, keys: map[string]protocol.PrivateKey{},
+	r := &run{opts: o, dir: dir, ctx: ctx, log: o.Logger, out: &lockedWriter{w: o.Out}, keys: map[string]protocol.PrivateKey{}, holds: NewHolds(),
 		workers: map[string]*workerRun{}, coords: map[string]*Coordinator{}, links: map[string]*link{}}
 	start := time.Now()
 	if err := r.setup(); err != nil {
@@ -122,6 +144,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	runErr := r.drive()
 	end := time.Now()
 	r.shutdown()
+	// An error on the way (a fault step, a coordinator, an approval) means
+	// something did not happen as the run says: the run does not pass.
+	r.mu.Lock()
+	if errs := r.errs; runErr == nil && len(errs) > 0 {
+		runErr = fmt.Errorf("poc: %d error(s) during the run, the first: %w", len(errs), errs[0])
+	}
+	r.mu.Unlock()
 	rep, err := r.report(start, end)
 	if err != nil {
 		return nil, err
@@ -130,6 +159,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return rep, runErr
 	}
 	return rep, nil
+}
+
+// lockedWriter serializes progress lines written from the drive loop and
+// the coordinators' goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func (r *run) path(elem ...string) string { return filepath.Join(append([]string{r.dir}, elem...)...) }
@@ -152,7 +194,7 @@ func (r *run) key(kind protocol.ActorKind, id string) (protocol.PrivateKey, erro
 // setup starts the authority, the human, the workers and the coordinators.
 func (r *run) setup() error {
 	auth, err := embed.Start(embed.Config{Dir: r.path("authority"), Logger: r.log.With("component", "authority"),
-		Limits: group.Limits{LeaseDuration: 20 * time.Second, StartWithin: time.Minute, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
+		Limits: group.Limits{LeaseDuration: pocLease, StartWithin: pocStartWithin, MaxCandidates: 3, BlockedHold: 5 * time.Minute}})
 	if err != nil {
 		return err
 	}
@@ -174,6 +216,8 @@ func (r *run) setup() error {
 	}
 	base := time.Now()
 	r.specs = []MissionSpec{MissionA(base), MissionB(base)}
+	// The fault plan arms its holds before any handler runs.
+	r.plan = newFaultPlan(r, r.opts.Faults)
 	// Workers first: coordinators add registered agents as members.
 	if err := r.startWorker(worker1, []string{r.specs[0].GroupID, r.specs[1].GroupID}); err != nil {
 		return err
@@ -220,12 +264,13 @@ func (r *run) startWorker(id string, groups []string) error {
 		Dir: r.path("workers", id), Key: k, AgentID: id,
 		Card:     AgentCard(id, WorkerCapabilities(), slotsPerWk),
 		Groups:   groups,
-		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects}),
+		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects, Holds: r.holds}),
 		Logger:   r.log.With("component", "worker", "agent", id),
 		Tick:     200 * time.Millisecond,
 		// A short reconnect cap: the injected outages end at known times
-		// and the run should not wait out a 30 s backoff after them.
-		Client: client.Config{Backoff: client.Backoff{Base: 100 * time.Millisecond, Cap: 2 * time.Second, Jitter: client.JitterFull}},
+		// and the run should not wait out a 30 s backoff after them, nor
+		// lose a lease to a slow reconnection.
+		Client: client.Config{Backoff: client.Backoff{Base: 100 * time.Millisecond, Cap: reconnectCap, Jitter: client.JitterFull}},
 	}
 	cfg.UseInProcess(r.auth)
 	l := r.links[id]
@@ -342,6 +387,7 @@ func (r *run) fail(err error) {
 	r.mu.Lock()
 	r.errs = append(r.errs, err)
 	r.mu.Unlock()
+	fmt.Fprintf(r.out, "error: %v\n", err)
 	r.log.Error("poc", "err", err)
 }
 
@@ -360,6 +406,7 @@ func (r *run) shutdown() {
 	for _, c := range coords {
 		c.Stop()
 	}
+	r.holds.ReleaseAll()
 	for _, id := range ids {
 		if err := r.stopWorker(id); err != nil {
 			r.log.Warn("worker stop", "agent", id, "err", err)

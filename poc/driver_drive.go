@@ -35,21 +35,28 @@ func (r *run) drive() error {
 	}
 	if !r.opts.AutoApprove {
 		fmt.Fprintf(r.out, "waiting for the MissionOwner (%s) to approve on the page, or from a terminal: mwp-worker poc approve MISSION --data %s\n", humanID, r.dir)
+		if r.plan.want[FaultChangeRequest] {
+			fmt.Fprintf(r.out, "fault %s: request changes on a Mission (page or terminal) to inject it\n", FaultChangeRequest)
+		}
 	}
-	f := newFaultPlan(r, r.opts.Faults)
+	f := r.plan
 	announced := map[string]protocol.MissionState{}
 	for {
 		if err := f.step(); err != nil {
 			r.fail(err)
 		}
-		done, workDone := true, true
+		done, workDone, allApproved := true, true, true
 		for _, spec := range r.specs {
-			if m, _ := r.svc.Mission(spec.GroupID); m.State == protocol.MissionActive {
+			m, _ := r.svc.Mission(spec.GroupID)
+			if m.State == protocol.MissionActive {
 				workDone = false
+			}
+			if m.State != protocol.MissionApproved {
+				allApproved = false
 			}
 		}
 		if workDone && !f.finished() {
-			f.giveUp()
+			f.giveUp(allApproved)
 		}
 		for _, spec := range r.specs {
 			m, _ := r.svc.Mission(spec.GroupID)
@@ -94,6 +101,7 @@ func (r *run) waitChange(d time.Duration) {
 	}
 	select {
 	case <-cases:
+	case <-r.holds.Moved():
 	case <-ctx.Done():
 	}
 }

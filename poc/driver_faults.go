@@ -1,18 +1,30 @@
 package poc
 
 import (
-	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// faultPlan injects the chosen faults, for real, at the moments the run
-// offers them, and journals each injection (CheckFaults judges them
-// afterwards from the durable stores). It is stepped by the drive loop
-// after every change of the Missions' logs.
+// faultPlan injects the chosen faults, for real, and journals each
+// injection (CheckFaults judges them afterwards from the durable stores).
+// It does not wait for a fault's moment to happen by chance: it makes it,
+// through holds in worker-1's handlers (Holds) that keep runs where the
+// fault needs them until it is injected. It is stepped by the drive loop
+// after every change of the Missions' logs or the holds.
+//
+// Order: coordinator-failover at once; duplicate-delivery once grp-a has
+// ten events. Then the quiet point: both testing stages held at their
+// first safe point on worker-1, both slots busy, nothing offered or
+// accepted in flight (the next stages wait for these), only lease
+// renewals going out. There, in turn: group-disconnect, worker-restart
+// (the held runs checkpoint at the shutdown, resume and are held again),
+// priority-arrival; then the holds are released. lease-expiry once Mission
+// A's review is held before its first checkpoint on worker-1 (after
+// priority-arrival has settled and Mission B's work is done);
+// change-request on Mission A's first submission for approval.
 type faultPlan struct {
 	r    *run
 	want map[FaultName]bool
@@ -22,15 +34,62 @@ type faultPlan struct {
 	stallBackAt      time.Time
 	stall            Injection
 	seen             map[string]uint64 // group -> events already scanned
-	started          map[string]string // group/item -> agent that last started it
+
+	// The quiet point: the testing stages held on worker-1 while
+	// group-disconnect, worker-restart and priority-arrival are injected;
+	// with priority-arrival the holds are released once the critical item
+	// started (or after momentWait), else once the other two are done.
+	quietHolds   []*Hold
+	quietItems   [][2]string // group, item
+	prioOffered  time.Time
+	prioGaveUp   bool
+	leaseHold    *Hold
+	leaseItem    string
+	momentWait   time.Duration
+	giveUpAt     time.Time
+	thwart       FaultName
+	abandonedAll bool
+	humanChanges []string // groups where a human requested changes
 }
 
 func newFaultPlan(r *run, names []FaultName) *faultPlan {
-	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{}, started: map[string]string{}}
+	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{},
+		momentWait: r.opts.momentWait, thwart: r.opts.thwart, giveUpAt: time.Now().Add(r.opts.Timeout / 2)}
+	if f.momentWait <= 0 {
+		f.momentWait = defaultMomentWait
+	}
 	for _, n := range names {
 		f.want[n] = true
 	}
+	a := r.specs[0]
+	if f.want[FaultPriorityArrival] || f.want[FaultGroupDisconnect] || f.want[FaultWorkerRestart] {
+		for _, spec := range r.specs {
+			if id := stageOf(spec, StageTesting); id != "" {
+				f.quietHolds = append(f.quietHolds, r.holds.Arm(worker1, spec.GroupID, id, HoldAtSafePoint))
+				f.quietItems = append(f.quietItems, [2]string{spec.GroupID, id})
+			}
+		}
+	}
+	if f.want[FaultLeaseExpiry] {
+		f.leaseItem = stageOf(a, StageReview)
+		f.leaseHold = r.holds.Arm(worker1, a.GroupID, f.leaseItem, HoldAtStart)
+	}
 	return f
+}
+
+// defaultMomentWait bounds how long the driver waits for the protocol to
+// react to a made moment (the critical item to get a slot) before it lets
+// the held runs go and leaves the verdict to the checks.
+const defaultMomentWait = 20 * time.Second
+
+// stageOf is the WorkItem of spec's first stage of kind, "" when none.
+func stageOf(spec MissionSpec, kind StageKind) string {
+	for _, st := range spec.WorkStages() {
+		if st.Kind == kind {
+			return st.WorkItemID
+		}
+	}
+	return ""
 }
 
 func (f *faultPlan) pending(n FaultName) bool { return f.want[n] && !f.done[n] }
@@ -38,12 +97,16 @@ func (f *faultPlan) pending(n FaultName) bool { return f.want[n] && !f.done[n] }
 func (f *faultPlan) record(in Injection) error {
 	f.done[in.Fault] = true
 	in.At = protocol.NewTime(time.Now())
-	fmt.Fprintf(f.r.out, "fault %s injected %s\n", in.Fault, in.Detail)
+	fmt.Fprintf(f.r.out, "fault %s injected: %s\n", in.Fault, in.Detail)
 	return f.r.journal.Record(in)
 }
 
-// scan notes which agent started which WorkItem, from the new events.
+// scan notes, from the new events, the Groups where a human requested
+// changes.
 func (f *faultPlan) scan() {
+	if f.r.opts.AutoApprove {
+		return
+	}
 	for _, spec := range f.r.specs {
 		g := spec.GroupID
 		evs, err := f.r.svc.Events(g, f.seen[g], 0)
@@ -52,15 +115,8 @@ func (f *faultPlan) scan() {
 		}
 		for _, se := range evs {
 			f.seen[g] = se.Sequence
-			if se.Type != protocol.EvtWorkStarted {
-				continue
-			}
-			var ev protocol.Event
-			if json.Unmarshal(se.Raw, &ev) != nil {
-				continue
-			}
-			if p, err := group.DecodeAs[group.Started](&ev); err == nil && p.Lease != nil {
-				f.started[g+"/"+se.WorkItemID] = p.Lease.AgentID
+			if se.Type == protocol.EvtMissionChangesRequested {
+				f.humanChanges = append(f.humanChanges, g)
 			}
 		}
 	}
@@ -75,6 +131,17 @@ func (f *faultPlan) step() error {
 	f.scan()
 	a, b := r.specs[0], r.specs[1]
 	now := time.Now()
+	// change-request with a human: the MissionOwner's own request for
+	// changes (page or terminal) is the injection.
+	if f.pending(FaultChangeRequest) && len(f.humanChanges) > 0 {
+		if err := f.record(Injection{Fault: FaultChangeRequest, Group: f.humanChanges[0],
+			Detail: "the MissionOwner requested changes on " + f.humanChanges[0]}); err != nil {
+			return err
+		}
+	}
+	if now.After(f.giveUpAt) && !f.abandonedAll {
+		f.abandon("its moment did not come within " + (r.opts.Timeout / 2).String())
+	}
 	// coordinator-failover: right away on Mission B.
 	if f.pending(FaultCoordinatorFailover) {
 		next := "coord-" + b.GroupID + "-2"
@@ -101,17 +168,14 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// group-disconnect: cut worker-1's connection for a second once grp-b
-	// is under way; journal when it is back.
-	// The connection and restart faults wait for priority-arrival, which
-	// needs both long runs undisturbed on worker-1.
-	first := f.priorityDone()
-	if f.pending(FaultGroupDisconnect) && (first || !f.disconnectBackAt.IsZero()) {
+	// group-disconnect: at the quiet point, cut worker-1's connection for
+	// a second; journal when it is back.
+	if f.pending(FaultGroupDisconnect) {
 		switch {
-		case f.disconnectBackAt.IsZero() && r.svc.LastSequence(b.GroupID) >= 8:
+		case f.disconnectBackAt.IsZero() && f.quiet():
 			r.links[worker1].Cut(time.Second)
 			f.disconnectBackAt = now.Add(time.Second)
-			fmt.Fprintf(r.out, "fault %s: %s's connection cut for 1s\n", FaultGroupDisconnect, worker1)
+			fmt.Fprintf(r.out, "fault %s: %s's connection cut for 1s while %s\n", FaultGroupDisconnect, worker1, f.heldText())
 		case !f.disconnectBackAt.IsZero() && now.After(f.disconnectBackAt) && r.links[worker1].Up():
 			if err := f.record(Injection{Fault: FaultGroupDisconnect, Worker: worker1, Group: b.GroupID, Sequence: r.svc.LastSequence(b.GroupID),
 				Detail: "connection cut for 1s and restored"}); err != nil {
@@ -119,9 +183,9 @@ func (f *faultPlan) step() error {
 			}
 		}
 	}
-	// worker-restart: stop worker-1 once grp-b work has started on it, and
-	// start it again on the same store.
-	if f.pending(FaultWorkerRestart) && first && f.disconnectDone() && f.started[b.GroupID+"/"+b.WorkStages()[0].WorkItemID] == worker1 {
+	// worker-restart: at the quiet point (after the disconnect), stop
+	// worker-1 and start it again on the same store.
+	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.quiet() {
 		if err := r.stopWorker(worker1); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
 		}
@@ -132,18 +196,25 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// priority-arrival: a critical item while worker-1's slots are full.
-	if f.want[FaultPriorityArrival] {
+	// priority-arrival: at the quiet point again (after the restart, the
+	// held runs resumed and are held again), a critical item while both of
+	// worker-1's slots are busy.
+	if f.want[FaultPriorityArrival] && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
 		if err := f.priorityArrival(a, now); err != nil {
 			return err
 		}
+	} else if !f.want[FaultPriorityArrival] && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
+		for _, h := range f.quietHolds {
+			h.Release()
+		}
 	}
-	// lease-expiry: once worker-1 runs a Mission A item (after the
-	// priority arrival, which needs worker-1 connected, and after the
-	// disconnect and the restart, whose own cut or new connection would
-	// end the stall early), cut it off past the lease; worker-2 (started
-	// now) takes the re-offer.
-	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
+	// lease-expiry: once Mission A's review is held on worker-1 before its
+	// first checkpoint (after the priority arrival, which needs worker-1
+	// connected, after the disconnect and the restart, whose own cut or
+	// new connection would end the stall early, and once Mission B's work
+	// is done), cut worker-1 off past the lease; worker-2 (started now)
+	// takes the re-offer.
+	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) && f.missionWorkDone(b) {
 		if err := f.leaseExpiry(a, now); err != nil {
 			return err
 		}
@@ -153,9 +224,21 @@ func (f *faultPlan) step() error {
 
 func (f *faultPlan) disconnectDone() bool { return !f.pending(FaultGroupDisconnect) }
 
-// leaseExpiry stalls worker-1 on a running grp-a item: its link is cut for
-// longer than the lease, the coordinator re-offers with a higher epoch to
-// worker-2, and worker-1's late result never completes the item.
+// missionWorkDone reports whether spec's Mission has no work left to run
+// (it awaits approval or was decided). The lease-expiry stall cuts
+// worker-1's only connection, which would stall Mission B's work too (and
+// an offer made to worker-1 while it is cut off can sit until it expires),
+// so it waits for Mission B to be done.
+func (f *faultPlan) missionWorkDone(spec MissionSpec) bool {
+	m, ok := f.r.svc.Mission(spec.GroupID)
+	return ok && m.State != protocol.MissionActive
+}
+
+// leaseExpiry stalls worker-1 on Mission A's review, held before its first
+// checkpoint (a checkpoint would let the owner keep a bounded ownership
+// hold after the lease): its link is cut for longer than the lease, the
+// coordinator re-offers with a higher epoch to worker-2, and worker-1's
+// late run never completes the item.
 func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 	r := f.r
 	if !f.stallBackAt.IsZero() {
@@ -164,44 +247,43 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 		w, _ := r.svc.WorkItem(a.GroupID, f.stall.WorkItem)
 		if w.Ownership != nil && w.Ownership.OwnershipEpoch > f.stall.Epoch || now.After(f.stallBackAt) {
 			r.links[worker1].Restore()
+			f.leaseHold.Release()
 			return f.record(f.stall)
 		}
 		return nil
 	}
-	for _, id := range r.svc.WorkItemIDs(a.GroupID) {
-		if id == hotfixID {
-			continue
-		}
-		w, ok := r.svc.WorkItem(a.GroupID, id)
-		// An item that never checkpointed: after a checkpoint the owner
-		// keeps a bounded ownership hold, which would delay the re-offer.
-		if !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 || w.Checkpoint != nil {
-			continue
-		}
-		// Long enough for the lease and any ownership hold to lapse and the
-		// re-offer to be taken; restored as soon as that happened.
-		stall := 2 * time.Minute
-		r.links[worker1].Cut(stall)
-		// The second worker comes up now, in time to win the re-offer.
-		if r.worker(worker2) == nil {
-			if err := r.startWorker(worker2, []string{a.GroupID}); err != nil {
-				return fmt.Errorf("lease-expiry: %w", err)
-			}
-		}
-		f.stallBackAt = now.Add(stall)
-		f.stall = Injection{Fault: FaultLeaseExpiry, Worker: worker1, Group: a.GroupID, WorkItem: id, Epoch: w.Lease.OwnershipEpoch,
-			Detail: fmt.Sprintf("%s cut off (at most %s, until the item was taken over) while holding %s's lease %s", worker1, stall, id, w.Lease.LeaseID)}
-		fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s) for at most %s\n", FaultLeaseExpiry, worker1, id, w.Lease.LeaseID, stall)
-		break
+	if !f.leaseHold.Holding() {
+		return nil
 	}
+	id := f.leaseItem
+	w, ok := r.svc.WorkItem(a.GroupID, id)
+	if !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 {
+		return nil
+	}
+	// Long enough for the lease and any ownership hold to lapse and the
+	// re-offer to be taken; restored as soon as that happened.
+	stall := 4*pocLease + pocStartWithin
+	r.links[worker1].Cut(stall)
+	// The second worker comes up now, in time to win the re-offer.
+	if r.worker(worker2) == nil {
+		if err := r.startWorker(worker2, []string{a.GroupID}); err != nil {
+			return fmt.Errorf("lease-expiry: %w", err)
+		}
+	}
+	f.stallBackAt = now.Add(stall)
+	f.stall = Injection{Fault: FaultLeaseExpiry, Worker: worker1, Group: a.GroupID, WorkItem: id, Epoch: w.Lease.OwnershipEpoch,
+		Detail: fmt.Sprintf("%s cut off (at most %s, until the item was taken over) while holding %s's lease %s", worker1, stall, id, w.Lease.LeaseID)}
+	fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s, %s) for at most %s\n", FaultLeaseExpiry, worker1, id, w.Lease.LeaseID, pocLease, stall)
 	return nil
 }
 
 // giveUp ends the faults whose moment has passed (every Mission's work is
 // done) and that are not in progress; they are reported not injected.
-func (f *faultPlan) giveUp() {
+// change-request waits for the approvals: with a human, until every
+// Mission is approved without one.
+func (f *faultPlan) giveUp(allApproved bool) {
 	for n := range f.want {
-		if f.done[n] || n == FaultChangeRequest {
+		if f.done[n] || n == FaultChangeRequest && (f.r.opts.AutoApprove || !allApproved) {
 			continue
 		}
 		if n == FaultLeaseExpiry && !f.stallBackAt.IsZero() {
@@ -212,6 +294,20 @@ func (f *faultPlan) giveUp() {
 		}
 		f.done[n] = true
 		fmt.Fprintf(f.r.out, "fault %s: no opportunity left, not injected\n", n)
+	}
+}
+
+// abandon gives up every fault not injected yet and lets every held run
+// go, so the run ends and the report shows what was not injected.
+func (f *faultPlan) abandon(why string) {
+	f.abandonedAll = true
+	f.r.holds.ReleaseAll()
+	f.prioGaveUp = true
+	for _, n := range AllFaults {
+		if f.pending(n) && !(n == FaultLeaseExpiry && !f.stallBackAt.IsZero()) && !(n == FaultGroupDisconnect && !f.disconnectBackAt.IsZero()) {
+			f.done[n] = true
+			fmt.Fprintf(f.r.out, "fault %s: not injected, %s\n", n, why)
+		}
 	}
 }
 
@@ -250,43 +346,22 @@ func (f *faultPlan) finished() bool {
 // hotfixID is the critical WorkItem priority-arrival injects into Mission A.
 const hotfixID = "wi-a-hotfix"
 
-// priorityArrival: while both of worker-1's slots are busy, Mission A's
-// coordinator authority authorizes and offers a critical-urgency item to
-// worker-1 (a second requirements analysis on the same feature request);
-// the worker's scheduler must preempt a running item at its next safe
-// point. The driver reviews the hotfix itself, since it is not part of the
-// coordinator's graph.
+// priorityArrival: once both testing stages are held at their first
+// safe point on worker-1 (so both of its slots are busy and neither frees
+// itself), Mission A's coordinator authority authorizes and offers a
+// critical-urgency item to worker-1 (a second requirements analysis on
+// the same feature request); the worker's scheduler must preempt a
+// running item at its safe point to give the critical item a slot. The
+// holds are released once the critical item started (or after
+// momentWait). The driver reviews the hotfix itself, since it is not part
+// of the coordinator's graph.
 func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
 	r := f.r
 	if f.done[FaultPriorityArrival] {
+		f.releasePriorityHolds(a, now)
 		return f.acceptHotfix(a)
 	}
-	// Both slots must hold long runs (the testing stages run `go test`),
-	// so the critical item cannot simply wait for a slot to free itself.
-	busy := 0
-	for _, spec := range r.specs {
-		for _, st := range spec.WorkStages() {
-			if st.Kind != StageTesting {
-				continue
-			}
-			if w, ok := r.svc.WorkItem(spec.GroupID, st.WorkItemID); ok && w.State == protocol.WorkActive && w.Lease != nil && w.Lease.AgentID == worker1 {
-				busy++
-			}
-		}
-	}
-	if busy < slotsPerWk {
-		// Once a testing stage is past, the moment cannot come again:
-		// give up so the faults waiting for this one can go ahead.
-		for _, spec := range r.specs {
-			for _, st := range spec.WorkStages() {
-				if w, ok := r.svc.WorkItem(spec.GroupID, st.WorkItemID); ok && st.Kind == StageTesting &&
-					(w.State == protocol.WorkSubmitted || w.State == protocol.WorkVerified) {
-					f.done[FaultPriorityArrival] = true
-					fmt.Fprintf(r.out, "fault %s: both slots never held long runs at once, not injected\n", FaultPriorityArrival)
-					return nil
-				}
-			}
-		}
+	if !f.quiet() {
 		return nil
 	}
 	src, ok := r.svc.WorkItem(a.GroupID, a.WorkStages()[0].WorkItemID)
@@ -303,6 +378,10 @@ func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
 	if _, err := coord.Do(r.ctx, protocol.CmdWorkAuthorize, a.GroupID, &protocol.AuthorizeWorkPayload{WorkItemID: hotfixID, MissionID: a.MissionID, Contract: c}); err != nil {
 		return fmt.Errorf("priority-arrival: authorize: %w", err)
 	}
+	to := worker1
+	if f.thwart == FaultPriorityArrival {
+		to = worker2 // not running: the critical item never reaches a slot
+	}
 	basis := protocol.SelectionBasis{
 		CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: c.RequiredCapabilities[0].ID, Required: c.RequiredCapabilities[0].Version, Offered: "1.0.0"}},
 		AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
@@ -310,11 +389,64 @@ func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
 		PolicyRulesApplied: protocol.List[string]{"critical-arrival"},
 	}
 	if _, err := coord.Do(r.ctx, protocol.CmdWorkOffer, a.GroupID, &protocol.OfferWorkPayload{WorkItemID: hotfixID, OfferID: "off-" + hotfixID, Contract: c,
-		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: worker1, SelectionBasis: basis}}, ExpiresAt: protocol.NewTime(now.Add(time.Minute))}); err != nil {
+		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: to, SelectionBasis: basis}}, ExpiresAt: protocol.NewTime(now.Add(time.Minute))}); err != nil {
 		return fmt.Errorf("priority-arrival: offer: %w", err)
 	}
+	f.prioOffered = now
 	return f.record(Injection{Fault: FaultPriorityArrival, Group: a.GroupID, WorkItem: hotfixID,
-		Detail: fmt.Sprintf("critical %s offered to %s while its %d slots were busy", hotfixID, worker1, busy)})
+		Detail: fmt.Sprintf("critical %s offered to %s while %s", hotfixID, to, f.heldText())})
+}
+
+// quiet reports whether the quiet point is reached: both testing stages
+// wait at their holds on worker-1, each with worker-1's lease.
+func (f *faultPlan) quiet() bool {
+	if len(f.quietHolds) < slotsPerWk {
+		return false
+	}
+	for i, h := range f.quietHolds {
+		w, ok := f.r.svc.WorkItem(f.quietItems[i][0], f.quietItems[i][1])
+		if !h.Holding() || !ok || w.State != protocol.WorkActive || w.Lease == nil || w.Lease.AgentID != worker1 {
+			return false
+		}
+	}
+	return true
+}
+
+// heldText names the held runs.
+func (f *faultPlan) heldText() string {
+	held := make([]string, len(f.quietItems))
+	for i, it := range f.quietItems {
+		held[i] = it[1]
+	}
+	return fmt.Sprintf("its %d slots were held by %s", slotsPerWk, strings.Join(held, ", "))
+}
+
+// releasePriorityHolds lets the held testing runs go once the critical
+// item has a slot, or once momentWait has passed without it getting one.
+func (f *faultPlan) releasePriorityHolds(a MissionSpec, now time.Time) {
+	if f.prioGaveUp || len(f.quietHolds) == 0 || f.quietHolds[0].Released() {
+		return
+	}
+	w, ok := f.r.svc.WorkItem(a.GroupID, hotfixID)
+	started := ok && (w.Lease != nil || w.State == protocol.WorkSubmitted || w.State == protocol.WorkVerified)
+	if !started && now.Sub(f.prioOffered) < f.momentWait {
+		return
+	}
+	for _, h := range f.quietHolds {
+		h.Release()
+	}
+	if started {
+		return
+	}
+	f.prioGaveUp = true
+	fmt.Fprintf(f.r.out, "fault %s: %s got no slot within %s; the held runs go on and it is cancelled\n", FaultPriorityArrival, hotfixID, f.momentWait)
+	// Cancelled, so the Mission can still be submitted for approval.
+	if m, ok := f.r.svc.Mission(a.GroupID); ok && m.Coordinator != nil {
+		coord := f.r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: m.Coordinator.AgentID}, f.r.keys[m.Coordinator.AgentID])
+		if _, err := coord.Do(f.r.ctx, protocol.CmdWorkCancel, a.GroupID, &protocol.CancelWorkPayload{WorkItemID: hotfixID, Reason: "the critical item got no slot"}); err != nil {
+			f.r.fail(fmt.Errorf("priority-arrival: cancel %s: %w", hotfixID, err))
+		}
+	}
 }
 
 // acceptHotfix reviews the injected item like the coordinator would: its
@@ -344,6 +476,9 @@ func (f *faultPlan) priorityDone() bool {
 	}
 	if !f.done[FaultPriorityArrival] {
 		return false
+	}
+	if f.prioGaveUp {
+		return true
 	}
 	w, ok := f.r.svc.WorkItem(f.r.specs[0].GroupID, hotfixID)
 	if ok && w.State != protocol.WorkVerified && w.State != protocol.WorkFailed && w.State != protocol.WorkCancelled {

@@ -258,9 +258,13 @@ func checkLeaseExpiry(st RunStores, mine []Injection) (bool, string, []string) {
 	return injected, strings.Join(ev, "; "), problems
 }
 
-// checkPreemption: some running item checkpointed with reason preempted
-// after the critical arrival, was started again from that checkpoint,
-// and ended verified.
+// checkPreemption: the critical item (the journal's WorkItem) arrived
+// while the slots were busy, and a running item checkpointed with reason
+// preempted between its arrival and its first start, so that it got the
+// slot: that is the injection. It held when the critical item then
+// started and every such victim was started again from that checkpoint
+// and ended verified. Preemptions outside the window (a worker's
+// shutdown checkpoints its runs the same way) do not count.
 func checkPreemption(st RunStores, mine []Injection) (bool, string, []string) {
 	var problems, ev []string
 	injected := false
@@ -271,50 +275,76 @@ func checkPreemption(st RunStores, mine []Injection) (bool, string, []string) {
 	for _, in := range mine {
 		groups[in.Group] = true
 	}
+	logs := map[string][]protocol.Event{}
 	for g := range groups {
 		evs, _, err := readLog(st.Log, g)
 		if err != nil {
 			return false, "", []string{err.Error()}
 		}
-		preempted := map[string]string{} // item → checkpoint id
-		resumed := map[string]bool{}
-		final := map[string]protocol.WorkItemState{}
-		for _, e := range evs {
-			if e.Aggregate == nil || e.Aggregate.Kind != protocol.AggregateWorkItem {
+		logs[g] = evs
+	}
+	for _, in := range mine {
+		// The critical item's arrival and first start.
+		var arrived, started time.Time
+		for _, e := range logs[in.Group] {
+			if e.Aggregate == nil || e.Aggregate.ID != in.WorkItem {
 				continue
 			}
-			payload, err := group.Decode(e.Type, e.Payload)
-			if err != nil {
-				continue
+			if arrived.IsZero() {
+				arrived = e.OccurredAt.Time
 			}
-			id := e.Aggregate.ID
-			if wp, ok := payload.(group.WorkPayload); ok {
-				final[id] = wp.Ref().State
-			}
-			switch p := payload.(type) {
-			case *group.Checkpointed:
-				if p.CheckpointReason == protocol.CheckpointPreempted && p.Checkpoint != nil {
-					preempted[id] = p.Checkpoint.CheckpointID
-				}
-			case *group.Started:
-				if p.ResumeFromCheckpoint != "" && p.ResumeFromCheckpoint == preempted[id] {
-					resumed[id] = true
-				}
+			if e.Type == protocol.EvtWorkStarted && started.IsZero() {
+				started = e.OccurredAt.Time
 			}
 		}
-		for id, ck := range preempted {
-			injected = true
-			if !resumed[id] {
-				problems = append(problems, fmt.Sprintf("%s was preempted at %s but never resumed from it", id, ck))
+		if arrived.IsZero() {
+			return false, fmt.Sprintf("critical item %s is not in %s's log", in.WorkItem, in.Group), nil
+		}
+		if started.IsZero() {
+			problems = append(problems, fmt.Sprintf("critical item %s never started", in.WorkItem))
+		}
+		inWindow := func(t time.Time) bool { return !t.Before(arrived) && (started.IsZero() || !t.After(started)) }
+		for g, evs := range logs {
+			preempted := map[string]string{} // item → checkpoint id
+			resumed := map[string]bool{}
+			final := map[string]protocol.WorkItemState{}
+			for _, e := range evs {
+				if e.Aggregate == nil || e.Aggregate.Kind != protocol.AggregateWorkItem {
+					continue
+				}
+				payload, err := group.Decode(e.Type, e.Payload)
+				if err != nil {
+					continue
+				}
+				id := e.Aggregate.ID
+				if wp, ok := payload.(group.WorkPayload); ok {
+					final[id] = wp.Ref().State
+				}
+				switch p := payload.(type) {
+				case *group.Checkpointed:
+					if p.CheckpointReason == protocol.CheckpointPreempted && p.Checkpoint != nil && id != in.WorkItem && inWindow(e.OccurredAt.Time) {
+						preempted[id] = p.Checkpoint.CheckpointID
+					}
+				case *group.Started:
+					if p.ResumeFromCheckpoint != "" && p.ResumeFromCheckpoint == preempted[id] {
+						resumed[id] = true
+					}
+				}
 			}
-			if final[id] != protocol.WorkVerified {
-				problems = append(problems, fmt.Sprintf("%s ended %s after its preemption", id, final[id]))
+			for id, ck := range preempted {
+				injected = true
+				if !resumed[id] {
+					problems = append(problems, fmt.Sprintf("%s was preempted at %s but never resumed from it", id, ck))
+				}
+				if final[id] != protocol.WorkVerified {
+					problems = append(problems, fmt.Sprintf("%s ended %s after its preemption", id, final[id]))
+				}
+				ev = append(ev, fmt.Sprintf("%s/%s preempted for %s at checkpoint %s, resumed from it, %s", g, id, in.WorkItem, ck, final[id]))
 			}
-			ev = append(ev, fmt.Sprintf("%s preempted at checkpoint %s, resumed from it, %s", id, ck, final[id]))
 		}
 	}
 	if !injected {
-		return false, "no work.checkpointed with reason preempted in the log", nil
+		return false, "no work.checkpointed with reason preempted between the critical item's arrival and its start", problems
 	}
 	slices.Sort(ev)
 	return true, strings.Join(ev, "; "), problems

@@ -241,8 +241,9 @@ func TestLeaseExpiryFault(t *testing.T) {
 // preemptionLog drives one WorkItem of Mission B by hand on a real
 // authority: started, checkpointed with reason preempted, started again
 // (from the checkpoint when resume is set), submitted and accepted.
-func preemptionLog(t *testing.T, resume bool) (*rig, MissionSpec) {
-	r := newRig(t, nil)
+func preemptionLog(t *testing.T, pl preemptionPlot) (*rig, MissionSpec) {
+	clk := clock.NewFake(time.Now())
+	r := newRig(t, clk)
 	spec := MissionB(time.Now())
 	w1 := r.worker("w1", 1)
 	coordKey := mustKey(t, protocol.ActorAgent, "coord")
@@ -276,12 +277,39 @@ func preemptionLog(t *testing.T, resume bool) (*rig, MissionSpec) {
 		ScheduleDisclosure: protocol.ScheduleDisclosure{CapacityState: protocol.CapacityAvailable}})
 	do(w1.p, protocol.CmdWorkStart, &protocol.StartWorkPayload{WorkItemID: id, OwnershipEpoch: 1})
 	item, _ := r.svc.WorkItem(spec.GroupID, id)
+	// The critical item arrives before the preemption, or (late) after it.
+	crit := st.Contract
+	crit.ContractID, crit.Urgency, crit.BusinessImpact = "wc-critical", protocol.UrgencyCritical, protocol.ImpactCritical
+	arrive := func() {
+		do(coord, protocol.CmdWorkAuthorize, &protocol.AuthorizeWorkPayload{WorkItemID: "wi-critical", MissionID: spec.MissionID, Contract: crit})
+		clk.Advance(time.Second)
+	}
+	if !pl.late {
+		arrive()
+	}
 	prog := protocol.Progress{Phase: "write code and test", NextCheckpoint: "resume", MilestonesCompleted: protocol.List[string]{}, Blockers: protocol.List[string]{},
 		RevisedEstimate: protocol.RevisedEstimate{CompletionAt: protocol.NewTime(now.Add(time.Minute))}, EvidenceRefs: protocol.List[string]{}}
 	do(w1.p, protocol.CmdWorkCheckpoint, &protocol.CheckpointWorkPayload{WorkItemID: id, OwnershipEpoch: 1, LeaseID: item.Lease.LeaseID,
 		CheckpointID: "ck-1", StateDigest: protocol.Digest([]byte("state")), Progress: prog, Reason: protocol.CheckpointPreempted})
+	clk.Advance(time.Second)
+	if pl.late {
+		arrive()
+	}
+	if !pl.neverStarts {
+		// The critical item takes the freed slot.
+		do(coord, protocol.CmdWorkOffer, &protocol.OfferWorkPayload{WorkItemID: "wi-critical", OfferID: "off-c", Contract: crit,
+			Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w1", SelectionBasis: protocol.SelectionBasis{
+				CapabilityMatches: protocol.List[protocol.CapabilityMatch]{{ID: CapImplement, Required: "1.x", Offered: HandlerVersion}},
+				ExpectedCost:      protocol.Budgets{ToolCalls: protocol.Uint64(0)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
+				PolicyRulesApplied: protocol.List[string]{"critical-arrival"}}}},
+			ExpiresAt: protocol.NewTime(clk.Now().Add(time.Minute))})
+		do(w1.p, protocol.CmdWorkAcceptOffer, &protocol.AcceptOfferPayload{WorkItemID: "wi-critical", OfferID: "off-c", ContractRevision: 1,
+			ScheduleDisclosure: protocol.ScheduleDisclosure{CapacityState: protocol.CapacityAvailable}})
+		do(w1.p, protocol.CmdWorkStart, &protocol.StartWorkPayload{WorkItemID: "wi-critical", OwnershipEpoch: 1})
+		clk.Advance(time.Second)
+	}
 	sp := &protocol.StartWorkPayload{WorkItemID: id, OwnershipEpoch: 1}
-	if resume {
+	if pl.resume {
 		sp.ResumeFromCheckpointID = "ck-1"
 	}
 	do(w1.p, protocol.CmdWorkStart, sp)
@@ -300,22 +328,40 @@ func preemptionLog(t *testing.T, resume bool) (*rig, MissionSpec) {
 	return r, spec
 }
 
+// preemptionPlot varies preemptionLog: resume (the victim restarts from
+// its checkpoint), late (the critical item arrives only after the
+// preemption, which therefore was not for it), neverStarts (the critical
+// item is never offered).
+type preemptionPlot struct{ resume, late, neverStarts bool }
+
 func TestPriorityArrivalCheck(t *testing.T) {
 	journal := func(g string) []Injection {
 		return []Injection{{Fault: FaultPriorityArrival, Group: g, WorkItem: "wi-critical"}}
 	}
-	r, spec := preemptionLog(t, true)
-	st := RunStores{Log: r.svc, Missions: []MissionSpec{spec}}
-	res := CheckFault(FaultPriorityArrival, st, journal(spec.GroupID))
-	if !res.Injected || !res.Held || !strings.Contains(res.Detail, "wi-b-impl preempted at checkpoint ck-1, resumed from it, verified") {
-		t.Fatalf("held: %+v", res)
+	for _, c := range []struct {
+		name           string
+		plot           preemptionPlot
+		injected, held bool
+		detail         string
+	}{
+		{"held", preemptionPlot{resume: true}, true, true, "grp-b/wi-b-impl preempted for wi-critical at checkpoint ck-1, resumed from it, verified"},
+		{"victim not resumed", preemptionPlot{}, true, false, "never resumed"},
+		{"critical item never started", preemptionPlot{resume: true, neverStarts: true}, true, false, "critical item wi-critical never started"},
+		// A preemption before the critical item arrived (a shutdown
+		// checkpoints the same way) is not the injection.
+		{"preemption before the arrival", preemptionPlot{resume: true, late: true}, false, false, "between the critical item's arrival and its start"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, spec := preemptionLog(t, c.plot)
+			res := CheckFault(FaultPriorityArrival, RunStores{Log: r.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID))
+			if res.Injected != c.injected || res.Held != c.held || !strings.Contains(res.Detail, c.detail) {
+				t.Fatalf("%+v, want injected %v held %v detail ~%q", res, c.injected, c.held, c.detail)
+			}
+		})
 	}
-	r, spec = preemptionLog(t, false)
-	res = CheckFault(FaultPriorityArrival, RunStores{Log: r.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID))
-	if !res.Injected || res.Held || !strings.Contains(res.Detail, "never resumed") {
-		t.Fatalf("not resumed: %+v", res)
-	}
-	// Journaled, but no preemption in the log: not injected.
+	spec := MissionB(time.Now())
+	// Journaled, but no critical item and no preemption in the log: not
+	// injected.
 	r2 := newRig(t, nil)
 	if err := r2.svc.Principal(agent("nobody"), mustKey(t, protocol.ActorAgent, "nobody")).Join(r2.ctx, AgentCard("nobody", nil, 1, protocol.RoleCoordinator)); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,8 @@ type HandlerConfig struct {
 	// Project is the baseline project; nil is TinyProject().
 	Project Tree
 	Clock   clock.Clock
+	// Holds are the driver's hold points (nil: none); see Holds.
+	Holds *Holds
 }
 
 // Handlers returns the five mission handlers sharing cfg.
@@ -152,10 +154,16 @@ func (cfg *HandlerConfig) runSteps(ctx context.Context, w *slots.Work, steps []s
 		if err := j.progress(ctx, steps, i); err != nil {
 			return slots.Result{}, err
 		}
+		if i == 0 {
+			cfg.Holds.wait(ctx, cfg.AgentID, w, HoldAtStart)
+		}
 		// Between steps is a safe point once a checkpoint exists (this
 		// run's or the one it resumed from): yield before new work.
-		if j.st.Done > 0 && i >= j.st.Done && preempted(w) {
-			return slots.Result{}, slots.ErrPreempted
+		if j.st.Done > 0 && i >= j.st.Done {
+			cfg.Holds.wait(ctx, cfg.AgentID, w, HoldAtSafePoint)
+			if preempted(w) {
+				return slots.Result{}, slots.ErrPreempted
+			}
 		}
 		if err := s.fn(ctx, j); err != nil {
 			return slots.Result{}, fmt.Errorf("%s: %w", s.name, err)

@@ -84,6 +84,11 @@ func newHandlerRig(t *testing.T) *handlerRig { return newHandlerRigWith(t, nil) 
 // newHandlerRigWith shares an integration repository between rigs (two
 // workers); nil opens a fresh one.
 func newHandlerRigWith(t *testing.T, eff *EffectLog) *handlerRig {
+	return newHandlerRigHolds(t, eff, nil)
+}
+
+// newHandlerRigHolds runs the handlers with the driver's holds.
+func newHandlerRigHolds(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig {
 	t.Helper()
 	dir := t.TempDir()
 	h := &memHost{arts: map[string][]byte{}, outcomes: make(chan slots.Outcome, 4)}
@@ -104,7 +109,7 @@ func newHandlerRigWith(t *testing.T, eff *EffectLog) *handlerRig {
 		t.Cleanup(func() { eff.Close() })
 	}
 	pool, err := slots.New(slots.Config{AgentID: "w1", Slots: 2, Host: h, Checkpoints: store, WorkRoot: dir, TickInterval: -1,
-		Handlers: Handlers(HandlerConfig{AgentID: "w1", Artifacts: h, Integration: eff})})
+		Handlers: Handlers(HandlerConfig{AgentID: "w1", Artifacts: h, Integration: eff, Holds: holds})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +122,13 @@ func newHandlerRigWith(t *testing.T, eff *EffectLog) *handlerRig {
 // returns the outcome.
 func (r *handlerRig) run(kind StageKind, lease string, epoch uint64, inputs map[string]string) slots.Outcome {
 	r.t.Helper()
+	r.start(kind, lease, epoch, inputs)
+	return r.wait(kind)
+}
+
+// start starts stage kind of Mission A in a slot; wait returns its outcome.
+func (r *handlerRig) start(kind StageKind, lease string, epoch uint64, inputs map[string]string) int {
+	r.t.Helper()
 	var s Stage
 	for _, st := range MissionA(base).WorkStages() {
 		if st.Kind == kind {
@@ -128,11 +140,16 @@ func (r *handlerRig) run(kind StageKind, lease string, epoch uint64, inputs map[
 	for name, d := range inputs {
 		c.Inputs = append(c.Inputs, protocol.InputRef{Artifact: d, Name: name})
 	}
-	_, err := r.host.pool.Start(slots.Assignment{GroupID: "grp-a", MissionID: "mis-a", WorkItemID: s.WorkItemID, OwnershipEpoch: epoch,
+	slot, err := r.host.pool.Start(slots.Assignment{GroupID: "grp-a", MissionID: "mis-a", WorkItemID: s.WorkItemID, OwnershipEpoch: epoch,
 		LeaseID: lease, LeaseExpiresAt: time.Now().Add(time.Hour), Contract: c})
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return slot
+}
+
+func (r *handlerRig) wait(kind StageKind) slots.Outcome {
+	r.t.Helper()
 	select {
 	case o := <-r.host.outcomes:
 		return o

@@ -110,28 +110,46 @@ type ApprovalMoment struct {
 	Decision string        `json:"decision"` // approved | changes_requested
 }
 
-// OK reports whether every fault that was injected held and every
-// invariant held.
-func (r *Report) OK() bool {
+// OK reports whether the run passed: every chosen fault was injected and
+// held, and every invariant held. A fault that was not injected fails the
+// run: what was not exercised was not demonstrated.
+func (r *Report) OK() bool { return len(r.Problems()) == 0 }
+
+// Problems lists, one line each, why the run did not pass: each chosen
+// fault not injected or not held, then each invariant that did not hold.
+func (r *Report) Problems() []string {
+	var out []string
 	for _, f := range r.Faults {
-		if f.Injected && !f.Held {
-			return false
+		switch {
+		case !f.Injected:
+			out = append(out, "fault "+f.Name+" not injected: "+f.Detail)
+		case !f.Held:
+			out = append(out, "fault "+f.Name+" did not hold: "+f.Detail)
 		}
 	}
 	for _, inv := range r.Invariants {
 		if !inv.Held {
-			return false
+			out = append(out, "invariant "+inv.Name+" did not hold: "+inv.Detail)
 		}
 	}
-	return true
+	return out
 }
 
-// WriteJSON writes r as one indented JSON object and a newline. Empty lists
-// are written as [], never null.
+// reportJSON is the written shape: the verdict first, then the report.
+type reportJSON struct {
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+	*Report
+}
+
+// WriteJSON writes r as one indented JSON object and a newline, with the
+// verdict ("ok", and "problems" as Problems lists them). Empty lists are
+// written as [], never null.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r.normalized())
+	n := r.normalized()
+	return enc.Encode(reportJSON{OK: n.OK(), Problems: nonNil(n.Problems()), Report: n})
 }
 
 // normalized returns a copy whose nil slices are empty, so the JSON shape

@@ -124,7 +124,7 @@ func TestReportJSONShape(t *testing.T) {
 	}
 	first := func(name string) any { return doc[name].([]any)[0] }
 	for _, c := range []struct{ got, want string }{
-		{keys(doc), "approvals,faults,groups,invariants,missions,slots"},
+		{keys(doc), "approvals,faults,groups,invariants,missions,ok,problems,slots"},
 		{keys(first("missions")), "finalState,group,id,stages"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,name,slot,startedAt,state,workItemId,worker"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "name,state,workItemId"},
@@ -168,6 +168,7 @@ func TestReportJSONShape(t *testing.T) {
 func TestReportText(t *testing.T) {
 	r := sampleReport()
 	r.Faults[0].Detail = "tab\there\x1b[31m"
+	r.Faults[1].Injected, r.Faults[1].Held = true, true
 	var buf bytes.Buffer
 	if err := r.WriteText(&buf); err != nil {
 		t.Fatal(err)
@@ -190,11 +191,60 @@ func TestReportText(t *testing.T) {
 		t.Errorf("control characters reached the table:\n%q", out)
 	}
 	r.Invariants[0].Held = false
-	r.Faults[1].Held = false // not injected: does not count
 	buf.Reset()
 	_ = r.WriteText(&buf)
-	if !strings.Contains(buf.String(), "RESULT: FAILED (0 fault(s) and 1 invariant(s) did not hold)") || r.OK() {
+	if !strings.Contains(buf.String(), "RESULT: FAILED (0 fault(s) not injected or not held, 1 invariant(s) did not hold)") || r.OK() {
 		t.Errorf("failed run not reported:\n%s", buf.String())
+	}
+}
+
+// TestReportVerdict: a chosen fault that was not injected fails the run as
+// surely as one that did not hold, in the text, in the JSON and in OK, and
+// each problem names its fault or invariant.
+func TestReportVerdict(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		change   func(r *Report)
+		ok       bool
+		problems []string
+	}{
+		{"all held", func(*Report) {}, true, nil},
+		{"not injected", func(r *Report) { r.Faults[0].Injected, r.Faults[0].Held = false, false }, false,
+			[]string{"fault duplicate event delivery not injected: 3 duplicates dropped by eventId"}},
+		{"injected, not held", func(r *Report) { r.Faults[0].Held = false }, false,
+			[]string{"fault duplicate event delivery did not hold: 3 duplicates dropped by eventId"}},
+		{"invariant", func(r *Report) { r.Invariants[0].Held = false }, false,
+			[]string{"invariant no duplicate side effects did not hold: toolkey ledger: 0 repeats"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := sampleReport()
+			r.Faults = r.Faults[:1]
+			c.change(r)
+			if r.OK() != c.ok || !slices.Equal(r.Problems(), c.problems) {
+				t.Fatalf("ok %v problems %q, want %v %q", r.OK(), r.Problems(), c.ok, c.problems)
+			}
+			var text, js bytes.Buffer
+			_ = r.WriteText(&text)
+			_ = r.WriteJSON(&js)
+			var doc struct {
+				OK       bool     `json:"ok"`
+				Problems []string `json:"problems"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.OK != c.ok || len(doc.Problems) != len(c.problems) {
+				t.Errorf("json ok %v problems %q", doc.OK, doc.Problems)
+			}
+			if strings.Contains(text.String(), "RESULT: ok") != c.ok {
+				t.Errorf("text verdict wrong:\n%s", text.String())
+			}
+			for _, p := range c.problems {
+				if !strings.Contains(text.String(), p) {
+					t.Errorf("text does not name %q:\n%s", p, text.String())
+				}
+			}
+		})
 	}
 }
 

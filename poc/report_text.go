@@ -97,10 +97,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	flush()
 
-	if r.OK() {
-		ew.printf("\nRESULT: ok (every injected fault and every invariant held)\n")
+	if problems := r.Problems(); len(problems) == 0 {
+		ew.printf("\nRESULT: ok (every chosen fault injected and held, every invariant held)\n")
 	} else {
-		ew.printf("\nRESULT: FAILED (%d fault(s) and %d invariant(s) did not hold)\n", r.failedFaults(), r.failedInvariants())
+		ew.printf("\nRESULT: FAILED (%d fault(s) not injected or not held, %d invariant(s) did not hold)\n", r.failedFaults(), r.failedInvariants())
+		for _, p := range problems {
+			ew.printf("  %s\n", tableSafe(p))
+		}
 	}
 	return ew.err
 }
@@ -120,7 +123,7 @@ func (w ewWriter) Write(p []byte) (int, error) {
 func (r *Report) failedFaults() int {
 	n := 0
 	for _, f := range r.Faults {
-		if f.Injected && !f.Held {
+		if !f.Injected || !f.Held {
 			n++
 		}
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v3"
@@ -30,7 +32,9 @@ func pocCommand() *cli.Command {
 			"Afterwards the invariants are checked from the durable stores and the report is printed (with --json\n" +
 			"one JSON object on stdout, progress on stderr). With --data DIR every store, the fault journal and\n" +
 			"timeline.svg stay in DIR (`mwp-worker inspect events --data DIR --json` prints the authority's events).\n" +
-			"Exit 0 when both Missions are approved, every injected fault held and every invariant held.",
+			"Each fault's moment is made by the driver (hold points in worker-1's handlers), not waited for.\n" +
+			"Exit 0 only when both Missions are approved, every chosen fault was injected and held and every\n" +
+			"invariant held; otherwise one stderr line names each problem (poc: FAILED: ...).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "auto-approve", Usage: "approve as the MissionOwner without waiting for a human", Sources: cli.EnvVars("MWP_POC_AUTO_APPROVE"), Local: true},
 			&cli.StringFlag{Name: "faults", Usage: "faults to inject: all, or a comma list", Sources: cli.EnvVars("MWP_POC_FAULTS"), Local: true},
@@ -47,42 +51,84 @@ func pocCommand() *cli.Command {
 func pocApproveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "approve",
-		Usage:     "decide, from a terminal, on a Mission awaiting approval in a running `poc --data DIR`",
+		Usage:     "decide on a Mission awaiting approval in a running `poc --data DIR`",
 		ArgsUsage: "MISSION",
 		Description: "Reads DIR/approval.json (written by the running proof of concept, readable by its user only),\n" +
-			"shows the Mission's evidence and artifacts, asks approve or request changes (with a comment), signs\n" +
-			"the decision with the MissionOwner's key of the run and sends it through the approval page.",
+			"shows the Mission's evidence and artifacts, signs the decision with the MissionOwner's key of the run\n" +
+			"and sends it through the approval page. With --decision approve|request-changes it decides without\n" +
+			"asking (for scripts; with request-changes each non-blank line of --comment is one change); without it\n" +
+			"it asks on the terminal, and refuses at once when stdin is not a terminal.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data", Usage: "the --data directory of the running poc", Required: true, Sources: cli.EnvVars("MWP_POC_DATA")},
+			&cli.StringFlag{Name: "decision", Usage: "approve or request-changes, without asking"},
+			&cli.StringFlag{Name: "comment", Usage: "with --decision: the comment (request-changes: one change per non-blank line)"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			stderr := cmd.Root().ErrWriter
+			fail := func(err any) error {
+				fmt.Fprintln(stderr, "poc approve:", oneLine(fmt.Sprint(err)))
+				return exitError{1}
+			}
 			if cmd.Args().Len() != 1 {
-				fmt.Fprintln(stderr, "poc approve: exactly one MISSION id is required")
-				return exitError{1}
+				return fail("exactly one MISSION id is required")
 			}
-			client, err := poc.ReadAPIClient(cmd.String("data"))
-			if err != nil {
-				fmt.Fprintln(stderr, "poc approve:", err)
-				return exitError{1}
-			}
-			key, err := protocol.LoadPrivateKey(client.Info.KeyFile)
-			if err != nil {
-				fmt.Fprintln(stderr, "poc approve:", err)
-				return exitError{1}
+			decision, scripted := cmd.String("decision"), cmd.IsSet("decision")
+			switch {
+			case scripted && decision != "approve" && decision != "request-changes":
+				return fail(fmt.Sprintf("--decision must be approve or request-changes, not %q", decision))
+			case !scripted && cmd.IsSet("comment"):
+				return fail("--comment needs --decision")
+			case scripted && decision == "request-changes" && len(poc.ChangeLines(cmd.String("comment"))) == 0:
+				return fail("--decision request-changes needs --comment with at least one change")
 			}
 			in := cmd.Root().Reader
 			if in == nil {
 				in = os.Stdin
 			}
+			if !scripted && !isTerminal(in) {
+				return fail("stdin is not a terminal: pass --decision approve|request-changes [--comment TEXT]")
+			}
+			client, err := poc.ReadAPIClient(cmd.String("data"))
+			if err != nil {
+				return fail(err)
+			}
+			key, err := protocol.LoadPrivateKey(client.Info.KeyFile)
+			if err != nil {
+				return fail(err)
+			}
 			approver := poc.Approver{Human: protocol.Actor{Kind: protocol.ActorHuman, ID: client.Info.Human}, Key: key, Submit: client.Submit}
-			if err := poc.ApproveFromTerminal(ctx, in, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First()); err != nil {
-				fmt.Fprintln(stderr, "poc approve:", err)
-				return exitError{1}
+			if scripted {
+				err = poc.ApproveNonInteractive(ctx, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First(), decision == "approve", cmd.String("comment"))
+			} else {
+				err = poc.ApproveFromTerminal(ctx, in, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First())
+			}
+			if err != nil {
+				return fail(err)
 			}
 			return nil
 		},
 	}
+}
+
+// isTerminal reports whether r is a character device other than the null
+// device (a terminal), so the prompt never waits on a pipe, a file or
+// /dev/null that no human types into.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
+
+// oneLine keeps an error message on one line of stderr.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 func runPoc(ctx context.Context, cmd *cli.Command) error {
@@ -120,8 +166,8 @@ func runPoc(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintln(stderr, "poc:", runErr)
 		return exitError{1}
 	}
-	if !rep.OK() {
-		fmt.Fprintln(stderr, "poc: an invariant or an injected fault did not hold")
+	if problems := rep.Problems(); len(problems) > 0 {
+		fmt.Fprintln(stderr, "poc: FAILED:", strings.Join(problems, "; "))
 		return exitError{1}
 	}
 	if dir := cmd.String("data"); dir != "" {
