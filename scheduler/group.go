@@ -46,11 +46,11 @@ type group struct {
 	blocked int // queued but ineligible
 	running int
 	hpos    int // index in the ready heap, -1 when not ready
-	// svc and weight as of the last heap placement: refresh skips the fix
-	// when neither moved.
-	keySvc, keyWeight int64
-	keyVT             float64
-	active            bool
+	// svc, weight and the next item's estimate as of the last heap
+	// placement: refresh skips the fix when none moved.
+	keySvc, keyWeight, keyEst int64
+	keyVT, keyVF              float64
+	active                    bool
 
 	edfStreak int // consecutive EDF picks taken while an overdue item waited
 
@@ -68,20 +68,42 @@ func newGroup(id string) *group {
 
 func (g *group) eligible() int { return g.heaps[byAging].len() }
 
-// setKey records the heap key: svc and weight, and their ratio as a float so
-// that heap moves compare one number.
-func (g *group) setKey() {
-	g.keySvc, g.keyWeight = g.svc, g.weight
-	g.keyVT = float64(g.svc) / float64(g.weight)
+// nextEst is the estimate of the Group's next item in aging order: the item
+// it starts unless a deadline or the starvation guard goes first.
+func (g *group) nextEst() int64 {
+	if e := g.heaps[byAging].top(); e != nil {
+		return e.est
+	}
+	return 0
 }
 
-// keyLess is vtLess on the recorded keys; the float decides unless it ties,
-// then the exact comparison does.
+// setKey records the heap key: svc, weight and the next estimate, with the
+// virtual start and finish times as floats so that heap moves compare one
+// number.
+func (g *group) setKey() {
+	g.keySvc, g.keyWeight, g.keyEst = g.svc, g.weight, g.nextEst()
+	g.keyVT = float64(g.svc) / float64(g.weight)
+	g.keyVF = float64(g.svc+g.keyEst) / float64(g.weight)
+}
+
+// keyLess orders ready Groups by virtual start time svc/w, then virtual
+// finish time (svc + next estimate)/w, then id. Start times tie whenever a
+// round of picks lines the Groups up (backlogged Groups with like runs do at
+// every round); taking the earliest finish first then serves the heavy
+// Groups at the round's start instead of at its end, which keeps every
+// Group's lag behind its weighted share within one run (fairness_test.go).
+// Each float decides unless it ties; then the exact comparison does.
 func keyLess(a, b *group) bool {
 	if a.keyVT != b.keyVT {
 		return a.keyVT < b.keyVT
 	}
 	if c := vtCmp(a.keySvc, a.keyWeight, b.keySvc, b.keyWeight); c != 0 {
+		return c < 0
+	}
+	if a.keyVF != b.keyVF {
+		return a.keyVF < b.keyVF
+	}
+	if c := vtCmp(a.keySvc+a.keyEst, a.keyWeight, b.keySvc+b.keyEst, b.keyWeight); c != 0 {
 		return c < 0
 	}
 	return a.id < b.id

@@ -324,7 +324,7 @@ func (s *Scheduler) refresh(g *group) {
 		s.ready.push(g)
 	case !ready && g.hpos >= 0:
 		s.ready.remove(g)
-	case ready && (g.svc != g.keySvc || g.weight != g.keyWeight):
+	case ready && (g.svc != g.keySvc || g.weight != g.keyWeight || g.nextEst() != g.keyEst):
 		s.ready.fix(g.hpos)
 	}
 }
