@@ -156,7 +156,7 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 				n++
 				it := Item{ID: fmt.Sprintf("i%d", n), Group: groups[rapid.IntRange(0, ng-1).Draw(t, "group")],
 					Urgency: Urgency(rapid.IntRange(0, 3).Draw(t, "urgency")), Impact: Impact(rapid.IntRange(0, 3).Draw(t, "impact")),
-					Estimate: time.Duration(rapid.IntRange(0, 300).Draw(t, "estimate")) * time.Millisecond,
+					Estimate:    time.Duration(rapid.IntRange(0, 300).Draw(t, "estimate")) * time.Millisecond,
 					Preemptible: rapid.Bool().Draw(t, "preemptible"), Gates: randomGates()}
 				if rapid.Bool().Draw(t, "hasDeadline") {
 					it.Deadline = time.UnixMilli(now + rapid.Int64Range(0, 1500).Draw(t, "slack"))
