@@ -14,7 +14,8 @@ type entry struct {
 	ta    int64  // aging key: enqMs + MaxWait(urgency, impact)
 	dl    int64  // deadline in ms, or math.MaxInt64
 	est   int64  // expected slot-ms of the next run
-	pos   [heapKinds]int32
+	stamp uint64 // while eligible: matches its heap nodes (heap.go); 0 otherwise
+	edf   bool   // its deadline node is in the EDF heap, not the latest-start one
 	state State
 	block Blockers
 
@@ -59,20 +60,16 @@ type group struct {
 }
 
 func newGroup(id string) *group {
-	g := &group{id: id, hpos: -1}
-	for k := range g.heaps {
-		g.heaps[k].kind = k
-	}
-	return g
+	return &group{id: id, hpos: -1}
 }
 
-func (g *group) eligible() int { return g.heaps[byAging].len() }
+func (g *group) eligible() int { return g.heaps[byAging].live }
 
 // nextEst is the estimate of the Group's next item in aging order: the item
 // it starts unless a deadline or the starvation guard goes first.
 func (g *group) nextEst() int64 {
-	if e := g.heaps[byAging].top(); e != nil {
-		return e.est
+	if n := g.heaps[byAging].topNode(); n != nil {
+		return n.est
 	}
 	return 0
 }
@@ -148,16 +145,25 @@ func ceilMulDiv(a, b, c int64) int64 {
 	return int64(q)
 }
 
-func (g *group) addEligible(e *entry) {
-	g.heaps[byAging].push(e)
+// addEligible indexes e under a stamp no node carries yet.
+func (g *group) addEligible(e *entry, stamp uint64) {
+	e.stamp, e.edf = stamp, false
+	g.heaps[byAging].push(e, e.ta)
 	if e.hasDeadline() {
-		g.heaps[byLatest].push(e)
+		g.heaps[byLatest].push(e, e.latest())
 	}
 }
 
+// removeEligible makes e's nodes dead; they leave the heaps lazily.
 func (g *group) removeEligible(e *entry) {
-	for k := range g.heaps {
-		g.heaps[k].remove(e)
+	e.stamp = 0
+	g.heaps[byAging].remove(e)
+	switch {
+	case !e.hasDeadline():
+	case e.edf:
+		g.heaps[byDeadline].remove(e)
+	default:
+		g.heaps[byLatest].remove(e)
 	}
 }
 
@@ -176,9 +182,11 @@ const (
 // start ≤ now + window) into the EDF heap. Each item moves once, so the
 // cost is amortized O(log n); time only moves forward, so none moves back.
 func (g *group) promote(now, window int64) {
-	for l := g.heaps[byLatest].top(); l != nil && l.latest() <= now+window; l = g.heaps[byLatest].top() {
-		g.heaps[byLatest].remove(l)
-		g.heaps[byDeadline].push(l)
+	for n := g.heaps[byLatest].topNode(); n != nil && n.key <= now+window; n = g.heaps[byLatest].topNode() {
+		l := n.e
+		g.heaps[byLatest].pop()
+		l.edf = true
+		g.heaps[byDeadline].push(l, l.dl)
 	}
 }
 
@@ -192,11 +200,11 @@ func (g *group) promote(now, window int64) {
 // which bounds every wait (doc.go).
 func (g *group) pick(now, window int64, burst int) (*entry, pickMode) {
 	g.promote(now, window)
-	a := g.heaps[byAging].top()
-	if a == nil {
+	an := g.heaps[byAging].topNode()
+	if an == nil {
 		return nil, modeUrgency
 	}
-	overdue := a.ta <= now
+	a, overdue := an.e, an.key <= now
 	d := g.heaps[byDeadline].top()
 	switch {
 	case d == nil && overdue:
@@ -215,7 +223,7 @@ func (g *group) commit(e *entry, mode pickMode, now int64) {
 		return
 	}
 	if mode == modeEDF {
-		if a := g.heaps[byAging].top(); a != nil && a != e && a.ta <= now {
+		if a := g.heaps[byAging].topNode(); a != nil && a.e != e && a.key <= now {
 			g.edfStreak++
 			return
 		}

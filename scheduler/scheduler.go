@@ -77,6 +77,7 @@ type Scheduler struct {
 	ready  groupHeap
 	items  map[string]*entry
 	seq    uint64
+	stamp  uint64 // last stamp given to an eligible entry (heap.go)
 
 	// System virtual time V = vNum/vDen: the smallest ready virtual time at
 	// the latest pick. A Group joining the ready set starts no lower.
@@ -229,7 +230,7 @@ func (s *Scheduler) Enqueue(it Item, now time.Time) error {
 	}
 	s.seq++
 	e := s.newEntry()
-	*e = entry{item: it, g: g, seq: s.seq, enqMs: ms(now), firstStart: -1, slot: -1, pos: [heapKinds]int32{-1, -1, -1}}
+	*e = entry{item: it, g: g, seq: s.seq, enqMs: ms(now), firstStart: -1, slot: -1}
 	s.items[it.ID] = e
 	s.rekey(e)
 	s.queue(e)
@@ -284,7 +285,8 @@ func (s *Scheduler) queue(e *entry) {
 		return
 	}
 	e.state = StateQueued
-	e.g.addEligible(e)
+	s.stamp++
+	e.g.addEligible(e, s.stamp)
 }
 
 func (s *Scheduler) unqueue(e *entry) {
@@ -503,8 +505,24 @@ func (s *Scheduler) Release(id string, now time.Time) error {
 	return nil
 }
 
+// scanSlots is how many slots stop searches before the item map: a few
+// string compares on hot entries cost less than a hash lookup in a large map.
+const scanSlots = 16
+
 func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
-	e, ok := s.items[id]
+	var e *entry
+	if len(s.slots) <= scanSlots {
+		for i := range s.slots {
+			if r := s.slots[i].e; r != nil && r.item.ID == id {
+				e = r
+				break
+			}
+		}
+	}
+	ok := e != nil
+	if !ok {
+		e, ok = s.items[id]
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
