@@ -14,8 +14,8 @@ import (
 // items — names, contents, durations or positions — enters the result, so it
 // cannot be derived from it. Cost: O(items queued in the item's Group).
 func (s *Scheduler) Disclose(id string, now time.Time) (Disclosure, error) {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return Disclosure{}, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	t := ms(now)

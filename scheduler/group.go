@@ -7,17 +7,18 @@ import (
 
 // entry is the scheduler's record of one item.
 type entry struct {
-	item  Item
-	g     *group
-	seq   uint64 // arrival order; the final tie-break everywhere
-	enqMs int64  // first enqueue; kept across preemption so age is never reset
-	ta    int64  // aging key: enqMs + MaxWait(urgency, impact)
-	dl    int64  // deadline in ms, or math.MaxInt64
-	est   int64  // expected slot-ms of the next run
-	stamp uint64 // while eligible: matches its heap nodes (heap.go); 0 otherwise
-	edf   bool   // its deadline node is in the EDF heap, not the latest-start one
-	state State
-	block Blockers
+	item   Item
+	g      *group
+	seq    uint64 // arrival order; the final tie-break everywhere
+	idHash uint64 // its id's hash in the item index
+	enqMs  int64  // first enqueue; kept across preemption so age is never reset
+	ta     int64  // aging key: enqMs + MaxWait(urgency, impact)
+	dl     int64  // deadline in ms, or math.MaxInt64
+	est    int64  // expected slot-ms of the next run
+	stamp  uint64 // while eligible: matches its heap nodes (heap.go); 0 otherwise
+	edf    bool   // its deadline node is in the EDF heap, not the latest-start one
+	state  State
+	block  Blockers
 
 	slot          int
 	startMs       int64  // start of the current run

@@ -35,11 +35,11 @@ func edfLess(x, y *entry) bool { return x.dl < y.dl || (x.dl == y.dl && x.seq < 
 // starvation guard after EDFBurst deadline picks.
 func scanPick(s *Scheduler, now int64) (*group, *entry, pickMode) {
 	queued := map[*group][]*entry{}
-	for _, e := range s.items {
+	s.items.each(func(e *entry) {
 		if e.state == StateQueued {
 			queued[e.g] = append(queued[e.g], e)
 		}
-	}
+	})
 	var best *group
 	var bestNext *entry
 	for _, g := range s.order {
@@ -83,11 +83,11 @@ func scanPick(s *Scheduler, now int64) (*group, *entry, pickMode) {
 // scan.
 func checkIndex(t *rapid.T, s *Scheduler) {
 	eligible := map[*group]int{}
-	for _, e := range s.items {
+	s.items.each(func(e *entry) {
 		if e.state == StateQueued {
 			eligible[e.g]++
 		}
-	}
+	})
 	for _, g := range s.order {
 		if g.eligible() != eligible[g] {
 			t.Fatalf("group %s: %d eligible in the index, %d by scan", g.id, g.eligible(), eligible[g])
@@ -129,7 +129,7 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 		randomItem := func(state ...State) (string, bool) {
 			var pool []string
 			for _, id := range ids {
-				if e, ok := s.items[id]; ok {
+				if e := s.items.get(id); e != nil {
 					for _, st := range state {
 						if e.state == st {
 							pool = append(pool, id)

@@ -75,7 +75,7 @@ type Scheduler struct {
 	groups map[string]*group
 	order  []*group // by id, for deterministic scans
 	ready  groupHeap
-	items  map[string]*entry
+	items  index
 	seq    uint64
 	stamp  uint64 // last stamp given to an eligible entry (heap.go)
 
@@ -121,7 +121,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.SlotResources != nil && len(cfg.SlotResources) != cfg.Slots {
 		return nil, fmt.Errorf("%w: %d slot resources for %d slots", ErrInvalid, len(cfg.SlotResources), cfg.Slots)
 	}
-	s := &Scheduler{cfg: cfg, groups: map[string]*group{}, items: map[string]*entry{}, vDen: 1, homogeneous: true}
+	s := &Scheduler{cfg: cfg, groups: map[string]*group{}, items: newIndex(), vDen: 1, homogeneous: true}
 	for u := range 4 {
 		mw := cfg.MaxWait[u]
 		if mw == 0 {
@@ -222,16 +222,16 @@ func (s *Scheduler) Enqueue(it Item, now time.Time) error {
 	if !ok {
 		return fmt.Errorf("%w %q (item %q)", ErrUnknownGroup, it.Group, it.ID)
 	}
-	if _, dup := s.items[it.ID]; dup {
-		return fmt.Errorf("%w %q", ErrDuplicate, it.ID)
-	}
 	if it.Urgency > UrgencyCritical || it.Impact > ImpactCritical || it.Estimate < 0 {
 		return fmt.Errorf("%w: item %q urgency, impact or estimate out of range", ErrInvalid, it.ID)
 	}
-	s.seq++
 	e := s.newEntry()
-	*e = entry{item: it, g: g, seq: s.seq, enqMs: ms(now), firstStart: -1, slot: -1}
-	s.items[it.ID] = e
+	*e = entry{item: it, g: g, seq: s.seq + 1, enqMs: ms(now), firstStart: -1, slot: -1}
+	if s.items.insert(e) != nil {
+		s.recycle(e)
+		return fmt.Errorf("%w %q", ErrDuplicate, it.ID)
+	}
+	s.seq++
 	s.rekey(e)
 	s.queue(e)
 	s.refresh(g)
@@ -486,7 +486,7 @@ func (s *Scheduler) Finish(id string, now time.Time) error {
 	}
 	g := e.g
 	g.observe(e.ranMs)
-	delete(s.items, id)
+	s.items.remove(e)
 	s.recycle(e)
 	s.refresh(g)
 	return nil
@@ -519,11 +519,10 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 			}
 		}
 	}
-	ok := e != nil
-	if !ok {
-		e, ok = s.items[id]
+	if e == nil {
+		e = s.items.get(id)
 	}
-	if !ok {
+	if e == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	if e.state != StateRunning && e.state != StatePreempting {
@@ -555,8 +554,8 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 // Update changes a queued, blocked or running item. A queued item is
 // re-keyed at once (priority changes reorder the queue immediately).
 func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	it := e.item
@@ -598,8 +597,8 @@ func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
 
 // Remove drops a queued or blocked item (cancelled, reassigned, failed).
 func (s *Scheduler) Remove(id string) error {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	if e.state != StateQueued && e.state != StateBlocked {
@@ -607,7 +606,7 @@ func (s *Scheduler) Remove(id string) error {
 	}
 	s.unqueue(e)
 	g := e.g
-	delete(s.items, id)
+	s.items.remove(e)
 	s.recycle(e)
 	s.refresh(g)
 	return nil
@@ -626,8 +625,8 @@ type Status struct {
 
 // Status reports where an item is; false when unknown (finished or removed).
 func (s *Scheduler) Status(id string) (Status, bool) {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return Status{}, false
 	}
 	return Status{State: e.state, Blockers: e.block, Slot: e.slot}, true
@@ -635,5 +634,5 @@ func (s *Scheduler) Status(id string) (Status, bool) {
 
 // Len returns the number of queued (eligible or blocked) and running items.
 func (s *Scheduler) Len() (queued, running int) {
-	return len(s.items) - (s.cfg.Slots - s.free), s.cfg.Slots - s.free
+	return s.items.n - (s.cfg.Slots - s.free), s.cfg.Slots - s.free
 }
