@@ -224,3 +224,56 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 		}
 	})
 }
+
+// Removing most of a Group's queue, top or not, keeps each heap within
+// twice its live nodes (compaction) and the picks still those of the scan.
+func TestLazyHeapsCompact(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetGroup("g", GroupConfig{Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := range n {
+		it := Item{ID: fmt.Sprintf("i%d", i), Group: "g", Urgency: Urgency(i % 4), Estimate: time.Millisecond}
+		if i%2 == 0 {
+			it.Deadline = time.UnixMilli(int64(10_000 + i*7%n))
+		}
+		if err := s.Enqueue(it, time.UnixMilli(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := s.groups["g"]
+	for i := range n - 50 {
+		if err := s.Remove(fmt.Sprintf("i%d", (i*37)%n)); err != nil {
+			t.Fatal(err)
+		}
+		for k := range g.heaps {
+			if h := &g.heaps[k]; len(h.a) > 2*h.live+32 {
+				t.Fatalf("heap %d holds %d nodes for %d live", k, len(h.a), h.live)
+			}
+		}
+	}
+	for now := int64(0); ; now++ {
+		_, want, _ := scanPick(s, now)
+		d, ok := s.Next(time.UnixMilli(now))
+		if !ok {
+			if want != nil {
+				t.Fatalf("at %d: nothing started, scan picks %s", now, want.item.ID)
+			}
+			break
+		}
+		if d.Item != want.item.ID {
+			t.Fatalf("at %d: Next picked %s, scan picks %s", now, d.Item, want.item.ID)
+		}
+		if err := s.Finish(d.Item, time.UnixMilli(now+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q, r := s.Len(); q != 0 || r != 0 {
+		t.Fatalf("left %d queued, %d running", q, r)
+	}
+}
