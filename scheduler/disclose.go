@@ -14,8 +14,8 @@ import (
 // items — names, contents, durations or positions — enters the result, so it
 // cannot be derived from it. Cost: O(items queued in the item's Group).
 func (s *Scheduler) Disclose(id string, now time.Time) (Disclosure, error) {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return Disclosure{}, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	t := ms(now)
@@ -36,8 +36,9 @@ func (s *Scheduler) Disclose(id string, now time.Time) (Disclosure, error) {
 	// Own work that goes first: queued items ahead of e, plus what remains
 	// of the Group's running items.
 	var ahead int64
-	for _, y := range g.heaps[byAging].a {
-		if y != e && s.before(y, e, t) {
+	for i := range g.heaps[byAging].a {
+		n := &g.heaps[byAging].a[i]
+		if y := n.e; n.live() && y != e && s.before(y, e, t) {
 			ahead += y.est
 		}
 	}

@@ -13,7 +13,17 @@
 // start so that several slots freeing at once do not all go to one Group.
 // Virtual time is svc/w. A ready Group (eligible item, under quota) with the
 // smallest virtual time gets each free slot: start-time fair queuing over
-// slot-time, one heap over ready Groups. V, the smallest ready virtual time at
+// slot-time, one heap over ready Groups. Virtual times that tie (backlogged
+// Groups with like runs tie at every round's start) go by virtual finish
+// time, (svc + the estimate of the Group's next item in aging order)/w, then
+// by id, so the heavy Groups are served at a round's start, not its end. On
+// one slot with like runs of length l, a backlogged Group then strays from
+// its weighted share of slot-time by at most SFQ's l·(W + (G−2)·w)/W: one
+// run for two Groups, and within one run for sets such as 1:2:4, 1:2:3:4:5
+// or 3:5:7 (by id, 1:2:4 lagged 8/7 of a run). When one Group outweighs the
+// rest (1:1:8 lags 1.4 runs) no tie-break helps; a one-run bound for every
+// weight set would take WF2Q's eligibility test (TestLagWithinOneQuantum,
+// TestPropertyLagEqualRuns). V, the smallest ready virtual time at
 // the latest pick, only grows; an idle Group that becomes ready joins at
 // max(own, V), so sleeping banks no credit; a Group coming back under its
 // quota keeps at most q × its mean run of credit.
@@ -83,8 +93,10 @@
 // # Cost
 //
 // Next, Finish, Release, Enqueue and Update are O(log n + log G + S) for n
-// queued items in G Groups and S slots: per-Group item heaps with indexes in
-// each entry, one heap of ready Groups, no scan of items. With unlike slots
+// queued items in G Groups and S slots (amortized): per-Group item heaps
+// whose nodes carry their sort keys and drop removed items lazily (heap.go),
+// one heap of ready Groups, an id index of its own (index.go), no scan of
+// items. TestPropertyPicksMatchScan checks every pick against a plain scan. With unlike slots
 // (SlotResources) a pick may skip Groups whose next item fits no free slot:
 // O(G log G) in that case, still independent of n. Preempt is O(G + S);
 // Disclose is O(items of the item's own Group).

@@ -7,16 +7,18 @@ import (
 
 // entry is the scheduler's record of one item.
 type entry struct {
-	item  Item
-	g     *group
-	seq   uint64 // arrival order; the final tie-break everywhere
-	enqMs int64  // first enqueue; kept across preemption so age is never reset
-	ta    int64  // aging key: enqMs + MaxWait(urgency, impact)
-	dl    int64  // deadline in ms, or math.MaxInt64
-	est   int64  // expected slot-ms of the next run
-	pos   [heapKinds]int32
-	state State
-	block Blockers
+	item   Item
+	g      *group
+	seq    uint64 // arrival order; the final tie-break everywhere
+	idHash uint64 // its id's hash in the item index
+	enqMs  int64  // first enqueue; kept across preemption so age is never reset
+	ta     int64  // aging key: enqMs + MaxWait(urgency, impact)
+	dl     int64  // deadline in ms, or math.MaxInt64
+	est    int64  // expected slot-ms of the next run
+	stamp  uint64 // while eligible: matches its heap nodes (heap.go); 0 otherwise
+	edf    bool   // its deadline node is in the EDF heap, not the latest-start one
+	state  State
+	block  Blockers
 
 	slot          int
 	startMs       int64  // start of the current run
@@ -49,11 +51,11 @@ type group struct {
 	blocked int // queued but ineligible
 	running int
 	hpos    int // index in the ready heap, -1 when not ready
-	// svc and weight as of the last heap placement: refresh skips the fix
-	// when neither moved.
-	keySvc, keyWeight int64
-	keyVT             float64
-	active            bool
+	// svc, weight and the next item's estimate as of the last heap
+	// placement: refresh skips the fix when none moved.
+	keySvc, keyWeight, keyEst int64
+	keyVT, keyVF              float64
+	active                    bool
 
 	edfStreak int // consecutive EDF picks taken while an overdue item waited
 
@@ -62,29 +64,47 @@ type group struct {
 }
 
 func newGroup(id string) *group {
-	g := &group{id: id, hpos: -1}
-	for k := range g.heaps {
-		g.heaps[k].kind = k
+	return &group{id: id, hpos: -1}
+}
+
+func (g *group) eligible() int { return g.heaps[byAging].live }
+
+// nextEst is the estimate of the Group's next item in aging order: the item
+// it starts unless a deadline or the starvation guard goes first.
+func (g *group) nextEst() int64 {
+	if n := g.heaps[byAging].topNode(); n != nil {
+		return n.est
 	}
-	return g
+	return 0
 }
 
-func (g *group) eligible() int { return g.heaps[byAging].len() }
-
-// setKey records the heap key: svc and weight, and their ratio as a float so
-// that heap moves compare one number.
+// setKey records the heap key: svc, weight and the next estimate, with the
+// virtual start and finish times as floats so that heap moves compare one
+// number.
 func (g *group) setKey() {
-	g.keySvc, g.keyWeight = g.svc, g.weight
+	g.keySvc, g.keyWeight, g.keyEst = g.svc, g.weight, g.nextEst()
 	g.keyVT = float64(g.svc) / float64(g.weight)
+	g.keyVF = float64(g.svc+g.keyEst) / float64(g.weight)
 }
 
-// keyLess is vtLess on the recorded keys; the float decides unless it ties,
-// then the exact comparison does.
+// keyLess orders ready Groups by virtual start time svc/w, then virtual
+// finish time (svc + next estimate)/w, then id. Start times tie whenever a
+// round of picks lines the Groups up (backlogged Groups with like runs do at
+// every round); taking the earliest finish first then serves the heavy
+// Groups at the round's start instead of at its end, which keeps every
+// Group's lag behind its weighted share within one run (fairness_test.go).
+// Each float decides unless it ties; then the exact comparison does.
 func keyLess(a, b *group) bool {
 	if a.keyVT != b.keyVT {
 		return a.keyVT < b.keyVT
 	}
 	if c := vtCmp(a.keySvc, a.keyWeight, b.keySvc, b.keyWeight); c != 0 {
+		return c < 0
+	}
+	if a.keyVF != b.keyVF {
+		return a.keyVF < b.keyVF
+	}
+	if c := vtCmp(a.keySvc+a.keyEst, a.keyWeight, b.keySvc+b.keyEst, b.keyWeight); c != 0 {
 		return c < 0
 	}
 	return a.id < b.id
@@ -129,16 +149,25 @@ func ceilMulDiv(a, b, c int64) int64 {
 	return int64(q)
 }
 
-func (g *group) addEligible(e *entry) {
-	g.heaps[byAging].push(e)
+// addEligible indexes e under a stamp no node carries yet.
+func (g *group) addEligible(e *entry, stamp uint64) {
+	e.stamp, e.edf = stamp, false
+	g.heaps[byAging].push(e, e.ta)
 	if e.hasDeadline() {
-		g.heaps[byLatest].push(e)
+		g.heaps[byLatest].push(e, e.latest())
 	}
 }
 
+// removeEligible makes e's nodes dead; they leave the heaps lazily.
 func (g *group) removeEligible(e *entry) {
-	for k := range g.heaps {
-		g.heaps[k].remove(e)
+	e.stamp = 0
+	g.heaps[byAging].remove(e)
+	switch {
+	case !e.hasDeadline():
+	case e.edf:
+		g.heaps[byDeadline].remove(e)
+	default:
+		g.heaps[byLatest].remove(e)
 	}
 }
 
@@ -157,9 +186,11 @@ const (
 // start ≤ now + window) into the EDF heap. Each item moves once, so the
 // cost is amortized O(log n); time only moves forward, so none moves back.
 func (g *group) promote(now, window int64) {
-	for l := g.heaps[byLatest].top(); l != nil && l.latest() <= now+window; l = g.heaps[byLatest].top() {
-		g.heaps[byLatest].remove(l)
-		g.heaps[byDeadline].push(l)
+	for n := g.heaps[byLatest].topNode(); n != nil && n.key <= now+window; n = g.heaps[byLatest].topNode() {
+		l := n.e
+		g.heaps[byLatest].pop()
+		l.edf = true
+		g.heaps[byDeadline].push(l, l.dl)
 	}
 }
 
@@ -173,11 +204,11 @@ func (g *group) promote(now, window int64) {
 // which bounds every wait (doc.go).
 func (g *group) pick(now, window int64, burst int) (*entry, pickMode) {
 	g.promote(now, window)
-	a := g.heaps[byAging].top()
-	if a == nil {
+	an := g.heaps[byAging].topNode()
+	if an == nil {
 		return nil, modeUrgency
 	}
-	overdue := a.ta <= now
+	a, overdue := an.e, an.key <= now
 	d := g.heaps[byDeadline].top()
 	switch {
 	case d == nil && overdue:
@@ -196,7 +227,7 @@ func (g *group) commit(e *entry, mode pickMode, now int64) {
 		return
 	}
 	if mode == modeEDF {
-		if a := g.heaps[byAging].top(); a != nil && a != e && a.ta <= now {
+		if a := g.heaps[byAging].topNode(); a != nil && a.e != e && a.key <= now {
 			g.edfStreak++
 			return
 		}

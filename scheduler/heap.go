@@ -1,7 +1,15 @@
 package scheduler
 
-// An entry sits in up to three per-Group heaps at once; pos[k] is its index in
-// heap k (-1 when absent) so removal and re-keying are O(log n) without search.
+// Per-Group item heaps. An eligible entry sits in the aging heap and, with a
+// deadline, in the latest-start or the EDF heap. Each node carries its sort
+// key, so a sift compares nodes in one array and never reads the entries;
+// with a million items queued that is the difference between a cache-resident
+// array and a cache miss per comparison. Removal is lazy: leaving the
+// eligible set bumps the entry's stamp, which makes its nodes dead; a dead
+// node is dropped when it reaches the top, and a heap that is mostly dead is
+// rebuilt, so space stays within twice the live nodes and the amortized cost
+// O(log n). The order (key, then arrival seq) is total, so the live minimum,
+// and hence every pick, is the same as with eager removal.
 const (
 	byAging    = iota // every eligible item, by aging key
 	byDeadline        // deadline items with short slack, by deadline (EDF)
@@ -9,118 +17,162 @@ const (
 	heapKinds
 )
 
-type entryHeap struct {
-	a    []*entry
-	kind int
+type node struct {
+	key   int64
+	seq   uint64
+	stamp uint64 // the entry's stamp when pushed; live while they match
+	est   int64  // the entry's estimate: the Group's heap key reads it here
+	e     *entry
 }
 
-func (h *entryHeap) less(x, y *entry) bool {
-	switch h.kind {
-	case byAging:
-		if x.ta != y.ta {
-			return x.ta < y.ta
-		}
-	case byDeadline:
-		if x.dl != y.dl {
-			return x.dl < y.dl
-		}
-	default:
-		if x.latest() != y.latest() {
-			return x.latest() < y.latest()
-		}
+func (n *node) live() bool { return n.e.stamp == n.stamp }
+
+func nodeLess(x, y *node) bool {
+	if x.key != y.key {
+		return x.key < y.key
 	}
 	return x.seq < y.seq
 }
 
-func (h *entryHeap) len() int { return len(h.a) }
-
-func (h *entryHeap) top() *entry {
-	if len(h.a) == 0 {
-		return nil
-	}
-	return h.a[0]
+type entryHeap struct {
+	a    []node
+	live int
 }
 
-func (h *entryHeap) push(e *entry) {
-	e.pos[h.kind] = int32(len(h.a))
-	h.a = append(h.a, e)
+func (h *entryHeap) push(e *entry, key int64) {
+	h.a = append(h.a, node{key: key, seq: e.seq, stamp: e.stamp, est: e.est, e: e})
+	h.live++
 	h.up(len(h.a) - 1)
 }
 
+// topNode returns the live node with the smallest key, or nil, dropping the
+// dead nodes above it. With no dead node in the heap it reads no entry.
+func (h *entryHeap) topNode() *node {
+	for len(h.a) > 0 {
+		if n := &h.a[0]; len(h.a) == h.live || n.live() {
+			return n
+		}
+		h.popTop()
+	}
+	return nil
+}
+
+func (h *entryHeap) top() *entry {
+	if n := h.topNode(); n != nil {
+		return n.e
+	}
+	return nil
+}
+
+// pop removes the top entry; top must have returned it.
+func (h *entryHeap) pop() {
+	h.popTop()
+	h.live--
+}
+
+// remove takes out e, whose stamp has just moved on: at once when it is the
+// top (the usual case: the pick), else lazily.
 func (h *entryHeap) remove(e *entry) {
-	i := int(e.pos[h.kind])
-	if i < 0 {
+	if len(h.a) > 0 && h.a[0].e == e {
+		h.pop()
 		return
 	}
+	h.live--
+	if len(h.a) > 2*h.live+32 {
+		h.compact()
+	}
+}
+
+func (h *entryHeap) popTop() {
 	n := len(h.a) - 1
-	if i != n {
-		h.swap(i, n)
-	}
-	h.a[n] = nil
+	h.a[0] = h.a[n]
+	h.a[n] = node{}
 	h.a = h.a[:n]
-	e.pos[h.kind] = -1
-	if i != n {
-		h.fix(i)
+	if n > 0 {
+		h.down(0)
 	}
 }
 
-func (h *entryHeap) fix(i int) {
-	if !h.down(i) {
-		h.up(i)
+// compact drops the dead nodes and restores the heap order in O(n).
+func (h *entryHeap) compact() {
+	j := 0
+	for i := range h.a {
+		if h.a[i].live() {
+			h.a[j] = h.a[i]
+			j++
+		}
 	}
-}
-
-func (h *entryHeap) swap(i, j int) {
-	h.a[i], h.a[j] = h.a[j], h.a[i]
-	h.a[i].pos[h.kind] = int32(i)
-	h.a[j].pos[h.kind] = int32(j)
+	clear(h.a[j:])
+	h.a = h.a[:j]
+	for i := j/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
 }
 
 func (h *entryHeap) up(j int) {
+	a := h.a
+	x := a[j]
 	for j > 0 {
 		i := (j - 1) / 2
-		if !h.less(h.a[j], h.a[i]) {
+		if !nodeLess(&x, &a[i]) {
 			break
 		}
-		h.swap(i, j)
+		a[j] = a[i]
 		j = i
 	}
+	a[j] = x
 }
 
-func (h *entryHeap) down(i0 int) bool {
-	i, n := i0, len(h.a)
+func (h *entryHeap) down(i int) {
+	a := h.a
+	n := len(a)
+	x := a[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		j := l
-		if r := l + 1; r < n && h.less(h.a[r], h.a[l]) {
+		if r := l + 1; r < n && nodeLess(&a[r], &a[l]) {
 			j = r
 		}
-		if !h.less(h.a[j], h.a[i]) {
+		if !nodeLess(&a[j], &x) {
 			break
 		}
-		h.swap(i, j)
+		a[i] = a[j]
 		i = j
 	}
-	return i > i0
+	a[i] = x
 }
 
-// groupHeap orders ready Groups by virtual time (service / weight), then id.
-type groupHeap struct{ a []*group }
+// groupHeap orders ready Groups by keyLess: virtual start time, virtual
+// finish time, id. Nodes carry the float keys so most comparisons read no
+// group.
+type groupHeap struct{ a []gnode }
+
+type gnode struct {
+	vt float64
+	g  *group
+}
+
+func gnodeLess(x, y *gnode) bool {
+	if x.vt != y.vt {
+		return x.vt < y.vt
+	}
+	return keyLess(x.g, y.g)
+}
 
 func (h *groupHeap) top() *group {
 	if len(h.a) == 0 {
 		return nil
 	}
-	return h.a[0]
+	return h.a[0].g
 }
 
 func (h *groupHeap) push(g *group) {
 	g.setKey()
-	g.hpos = len(h.a)
-	h.a = append(h.a, g)
+	h.a = append(h.a, gnode{g.keyVT, g})
+	g.hpos = len(h.a) - 1
 	h.up(len(h.a) - 1)
 }
 
@@ -133,7 +185,7 @@ func (h *groupHeap) remove(g *group) {
 	if i != n {
 		h.swap(i, n)
 	}
-	h.a[n] = nil
+	h.a[n] = gnode{}
 	h.a = h.a[:n]
 	g.hpos = -1
 	if i != n {
@@ -141,8 +193,11 @@ func (h *groupHeap) remove(g *group) {
 	}
 }
 
+// fix re-keys the Group at i and moves it to its place.
 func (h *groupHeap) fix(i int) {
-	h.a[i].setKey()
+	g := h.a[i].g
+	g.setKey()
+	h.a[i].vt = g.keyVT
 	if !h.down(i) {
 		h.up(i)
 	}
@@ -150,37 +205,49 @@ func (h *groupHeap) fix(i int) {
 
 func (h *groupHeap) swap(i, j int) {
 	h.a[i], h.a[j] = h.a[j], h.a[i]
-	h.a[i].hpos = i
-	h.a[j].hpos = j
+	h.a[i].g.hpos = i
+	h.a[j].g.hpos = j
 }
 
+// up and down move a hole instead of swapping, and set hpos once per moved
+// Group.
 func (h *groupHeap) up(j int) {
+	a := h.a
+	x := a[j]
 	for j > 0 {
 		i := (j - 1) / 2
-		if !keyLess(h.a[j], h.a[i]) {
+		if !gnodeLess(&x, &a[i]) {
 			break
 		}
-		h.swap(i, j)
+		a[j] = a[i]
+		a[j].g.hpos = j
 		j = i
 	}
+	a[j] = x
+	x.g.hpos = j
 }
 
 func (h *groupHeap) down(i0 int) bool {
-	i, n := i0, len(h.a)
+	a := h.a
+	i, n := i0, len(a)
+	x := a[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		j := l
-		if r := l + 1; r < n && keyLess(h.a[r], h.a[l]) {
+		if r := l + 1; r < n && gnodeLess(&a[r], &a[l]) {
 			j = r
 		}
-		if !keyLess(h.a[j], h.a[i]) {
+		if !gnodeLess(&a[j], &x) {
 			break
 		}
-		h.swap(i, j)
+		a[i] = a[j]
+		a[i].g.hpos = i
 		i = j
 	}
+	a[i] = x
+	x.g.hpos = i
 	return i > i0
 }

@@ -75,8 +75,9 @@ type Scheduler struct {
 	groups map[string]*group
 	order  []*group // by id, for deterministic scans
 	ready  groupHeap
-	items  map[string]*entry
+	items  index
 	seq    uint64
+	stamp  uint64 // last stamp given to an eligible entry (heap.go)
 
 	// System virtual time V = vNum/vDen: the smallest ready virtual time at
 	// the latest pick. A Group joining the ready set starts no lower.
@@ -121,7 +122,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.SlotResources != nil && len(cfg.SlotResources) != cfg.Slots {
 		return nil, fmt.Errorf("%w: %d slot resources for %d slots", ErrInvalid, len(cfg.SlotResources), cfg.Slots)
 	}
-	s := &Scheduler{cfg: cfg, groups: map[string]*group{}, items: map[string]*entry{}, vDen: 1, homogeneous: true}
+	s := &Scheduler{cfg: cfg, groups: map[string]*group{}, items: newIndex(), vDen: 1, homogeneous: true}
 	for u := range 4 {
 		mw := cfg.MaxWait[u]
 		if mw == 0 {
@@ -222,16 +223,16 @@ func (s *Scheduler) Enqueue(it Item, now time.Time) error {
 	if !ok {
 		return fmt.Errorf("%w %q (item %q)", ErrUnknownGroup, it.Group, it.ID)
 	}
-	if _, dup := s.items[it.ID]; dup {
-		return fmt.Errorf("%w %q", ErrDuplicate, it.ID)
-	}
 	if it.Urgency > UrgencyCritical || it.Impact > ImpactCritical || it.Estimate < 0 {
 		return fmt.Errorf("%w: item %q urgency, impact or estimate out of range", ErrInvalid, it.ID)
 	}
-	s.seq++
 	e := s.newEntry()
-	*e = entry{item: it, g: g, seq: s.seq, enqMs: ms(now), firstStart: -1, slot: -1, pos: [heapKinds]int32{-1, -1, -1}}
-	s.items[it.ID] = e
+	*e = entry{item: it, g: g, seq: s.seq + 1, enqMs: ms(now), firstStart: -1, slot: -1}
+	if s.items.insert(e) != nil {
+		s.recycle(e)
+		return fmt.Errorf("%w %q", ErrDuplicate, it.ID)
+	}
+	s.seq++
 	s.rekey(e)
 	s.queue(e)
 	s.refresh(g)
@@ -285,7 +286,8 @@ func (s *Scheduler) queue(e *entry) {
 		return
 	}
 	e.state = StateQueued
-	e.g.addEligible(e)
+	s.stamp++
+	e.g.addEligible(e, s.stamp)
 }
 
 func (s *Scheduler) unqueue(e *entry) {
@@ -325,7 +327,7 @@ func (s *Scheduler) refresh(g *group) {
 		s.ready.push(g)
 	case !ready && g.hpos >= 0:
 		s.ready.remove(g)
-	case ready && (g.svc != g.keySvc || g.weight != g.keyWeight):
+	case ready && (g.svc != g.keySvc || g.weight != g.keyWeight || g.nextEst() != g.keyEst):
 		s.ready.fix(g.hpos)
 	}
 }
@@ -485,7 +487,7 @@ func (s *Scheduler) Finish(id string, now time.Time) error {
 	}
 	g := e.g
 	g.observe(e.ranMs)
-	delete(s.items, id)
+	s.items.remove(e)
 	s.recycle(e)
 	s.refresh(g)
 	return nil
@@ -504,9 +506,24 @@ func (s *Scheduler) Release(id string, now time.Time) error {
 	return nil
 }
 
+// scanSlots is how many slots stop searches before the item map: a few
+// string compares on hot entries cost less than a hash lookup in a large map.
+const scanSlots = 16
+
 func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
-	e, ok := s.items[id]
-	if !ok {
+	var e *entry
+	if len(s.slots) <= scanSlots {
+		for i := range s.slots {
+			if r := s.slots[i].e; r != nil && r.item.ID == id {
+				e = r
+				break
+			}
+		}
+	}
+	if e == nil {
+		e = s.items.get(id)
+	}
+	if e == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	if e.state != StateRunning && e.state != StatePreempting {
@@ -539,8 +556,8 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 // Update changes a queued, blocked or running item. A queued item is
 // re-keyed at once (priority changes reorder the queue immediately).
 func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	it := e.item
@@ -582,8 +599,8 @@ func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
 
 // Remove drops a queued or blocked item (cancelled, reassigned, failed).
 func (s *Scheduler) Remove(id string) error {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	if e.state != StateQueued && e.state != StateBlocked {
@@ -591,7 +608,7 @@ func (s *Scheduler) Remove(id string) error {
 	}
 	s.unqueue(e)
 	g := e.g
-	delete(s.items, id)
+	s.items.remove(e)
 	s.recycle(e)
 	s.refresh(g)
 	return nil
@@ -613,8 +630,8 @@ type Status struct {
 
 // Status reports where an item is; false when unknown (finished or removed).
 func (s *Scheduler) Status(id string) (Status, bool) {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return Status{}, false
 	}
 	return Status{State: e.state, Blockers: e.block, Slot: e.slot, PreemptRefused: e.refused}, true
@@ -622,5 +639,5 @@ func (s *Scheduler) Status(id string) (Status, bool) {
 
 // Len returns the number of queued (eligible or blocked) and running items.
 func (s *Scheduler) Len() (queued, running int) {
-	return len(s.items) - (s.cfg.Slots - s.free), s.cfg.Slots - s.free
+	return s.items.n - (s.cfg.Slots - s.free), s.cfg.Slots - s.free
 }
