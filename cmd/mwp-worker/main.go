@@ -35,6 +35,7 @@ func newApp() *cli.Command {
 			authorityCommand(),
 			runCommand(),
 			pocCommand(),
+			benchCommand(),
 		},
 	}
 }
