@@ -78,9 +78,11 @@ func printBench(w io.Writer, r *bench.Result) {
 		fmt.Fprintf(w, "refused commands: %v\n", r.Totals.Refused)
 	}
 	f := r.Floor
-	fmt.Fprintf(w, "crypto floor: %.1f signs and %.1f verifies per item of %d-byte messages, sign %.1f µs, verify %.1f µs on one core\n",
-		f.SignsPerItem, f.VerifiesPerItem, f.MessageBytes, f.SignUs, f.VerifyUs)
-	fmt.Fprintf(w, "  %.0f µs of Ed25519 per item, %.0f items/s on %d cores; measured throughput is %.3f× the floor\n",
-		f.PerItemUs, f.ItemsPerSecond, f.Cores, f.Ratio)
+	fmt.Fprintf(w, "crypto floor: %.1f signs and %.1f verifies per item of %d-byte messages, measured now on %d cores\n",
+		f.SignsPerItem, f.VerifiesPerItem, f.MessageBytes, f.Cores)
+	fmt.Fprintf(w, "  wall: sign %.1f µs, verify %.1f µs per core → %.0f µs per item, %.0f items/s; measured throughput is %.3f× the floor\n",
+		f.SignUs, f.VerifyUs, f.PerItemUs, f.ItemsPerSecond, f.Ratio)
+	fmt.Fprintf(w, "  CPU:  sign %.1f µs, verify %.1f µs → %.0f µs per item, %.1f%% of the CPU the run spent per item\n",
+		f.SignCPUUs, f.VerifyCPUUs, f.PerItemCPUUs, 100*f.CPUShare)
 	fmt.Fprintf(w, "load average %.2f %.2f %.2f\n", r.LoadAverage[0], r.LoadAverage[1], r.LoadAverage[2])
 }

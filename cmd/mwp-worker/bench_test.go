@@ -58,7 +58,8 @@ func TestBenchJSON(t *testing.T) {
 			t.Fatalf("commits %v", r.Totals.Commits)
 		case fsync && r.PerItem.Fdatasyncs < 2 || !fsync && r.PerItem.Fdatasyncs != 0:
 			t.Fatalf("fsync %v: %v fdatasyncs per item", fsync, r.PerItem.Fdatasyncs)
-		case r.Floor.Cores < 1 || r.Floor.SignUs <= 0 || r.Floor.VerifyUs <= 0 || r.Floor.ItemsPerSecond <= 0 || r.Floor.Ratio <= 0:
+		case r.Floor.Cores < 1 || r.Floor.SignUs <= 0 || r.Floor.VerifyUs <= 0 || r.Floor.ItemsPerSecond <= 0 || r.Floor.Ratio <= 0 ||
+			r.Floor.SignCPUUs <= 0 || r.Floor.VerifyCPUUs <= 0 || r.Floor.CPUShare <= 0 || r.Floor.CPUShare > 1:
 			t.Fatalf("floor %+v", r.Floor)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"math"
 	"os"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,16 +94,25 @@ type Totals struct {
 // Floor is the Ed25519 work of the run's commands and events, measured
 // on all cores of this machine right after the run.
 type Floor struct {
-	Cores           int     `json:"cores"`
-	MessageBytes    int     `json:"messageBytes"` // mean size of the run's WorkItem events
-	SignUs          float64 `json:"signUs"`       // per signature, one core
-	VerifyUs        float64 `json:"verifyUs"`     // per verification, one core
+	Cores        int `json:"cores"`
+	MessageBytes int `json:"messageBytes"` // mean size of the run's WorkItem events
+	// SignUs and VerifyUs are wall time per operation on one core
+	// (wall time × cores / operations), under the load of the moment.
+	SignUs          float64 `json:"signUs"`
+	VerifyUs        float64 `json:"verifyUs"`
 	SignsPerItem    float64 `json:"signsPerItem"`
 	VerifiesPerItem float64 `json:"verifiesPerItem"`
-	PerItemUs       float64 `json:"perItemUs"` // one core's Ed25519 time per item
+	PerItemUs       float64 `json:"perItemUs"` // one core's Ed25519 wall time per item
 	ItemsPerSecond  float64 `json:"itemsPerSecond"`
 	// Ratio is the measured items/s over the floor's.
 	Ratio float64 `json:"ratio"`
+	// SignCPUUs and VerifyCPUUs are the CPU time of one operation, which
+	// other processes' load does not inflate; PerItemCPUUs is an item's,
+	// and CPUShare its part of the CPU the run spent per item.
+	SignCPUUs    float64 `json:"signCpuUs"`
+	VerifyCPUUs  float64 `json:"verifyCpuUs"`
+	PerItemCPUUs float64 `json:"perItemCpuUs"`
+	CPUShare     float64 `json:"cpuShare"`
 }
 
 // counters are what a snapshot reads at the window's edges.
@@ -276,57 +286,86 @@ func (s *sampler) stop() int {
 	return s.grows
 }
 
+// opCost is what one Ed25519 operation took.
+type opCost struct {
+	wall time.Duration // wall time × cores / operations: per operation on one core, under the load of the moment
+	cpu  time.Duration // this process's CPU time per operation, whatever else the machine runs
+}
+
 // measureFloor times Ed25519 signing and verification of messages of
-// size bytes on every core for about d each, and returns the time of one
-// of each on one core.
-func measureFloor(size int, d time.Duration) (sign, verify time.Duration, err error) {
+// size bytes on every core, in alternating rounds of 25 ms for about d
+// each, so both see the same load.
+func measureFloor(size int, d time.Duration) (sign, verify opCost, err error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return 0, 0, err
+		return sign, verify, err
 	}
 	pub := priv.Public().(ed25519.PublicKey)
 	msg := make([]byte, size)
 	if _, err := rand.Read(msg); err != nil {
-		return 0, 0, err
+		return sign, verify, err
 	}
 	sig := ed25519.Sign(priv, msg)
-	par := func(op func() bool) (time.Duration, error) {
+	type total struct {
+		ops       int
+		wall, cpu time.Duration
+	}
+	// round runs op on every core for about r.
+	round := func(t *total, r time.Duration, op func() bool) bool {
 		n := cores()
 		counts := make([]int, n)
-		var bad sync.Once
-		var failed bool
+		cpus := make([]time.Duration, n)
+		ok := make([]bool, n)
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for time.Since(start) < d {
-					for range 16 {
-						if !op() {
-							bad.Do(func() { failed = true })
-						}
+				goruntime.LockOSThread()
+				defer goruntime.UnlockOSThread()
+				c0 := threadCPU()
+				ok[i] = true
+				for time.Since(start) < r {
+					for range 8 {
+						ok[i] = op() && ok[i]
 					}
-					counts[i] += 16
+					counts[i] += 8
 				}
+				cpus[i] = threadCPU() - c0
 			}()
 		}
 		wg.Wait()
-		wall := time.Since(start)
-		if failed {
-			return 0, fmt.Errorf("crypto floor: a signature did not verify")
+		t.wall += time.Since(start) * time.Duration(n)
+		for i := range n {
+			t.ops += counts[i]
+			t.cpu += cpus[i]
+			if !ok[i] {
+				return false
+			}
 		}
-		total := 0
-		for _, c := range counts {
-			total += c
+		return true
+	}
+	var ts, tv total
+	for elapsed := time.Duration(0); elapsed < d; elapsed += 25 * time.Millisecond {
+		if !round(&ts, 25*time.Millisecond, func() bool { return len(ed25519.Sign(priv, msg)) == ed25519.SignatureSize }) ||
+			!round(&tv, 25*time.Millisecond, func() bool { return ed25519.Verify(pub, msg, sig) }) {
+			return sign, verify, fmt.Errorf("crypto floor: a signature did not verify")
 		}
-		return time.Duration(float64(wall) * float64(n) / float64(total)), nil
 	}
-	if sign, err = par(func() bool { return len(ed25519.Sign(priv, msg)) == ed25519.SignatureSize }); err != nil {
-		return 0, 0, err
+	per := func(t total) opCost {
+		return opCost{wall: t.wall / time.Duration(t.ops), cpu: t.cpu / time.Duration(t.ops)}
 	}
-	verify, err = par(func() bool { return ed25519.Verify(pub, msg, sig) })
-	return sign, verify, err
+	return per(ts), per(tv), nil
+}
+
+// threadCPU is the calling OS thread's user + system time.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // percentiles of ds in milliseconds (nearest rank).

@@ -73,12 +73,17 @@ func (r *rig) result(tr *tracker, window time.Duration, before, after counters, 
 	if err != nil {
 		return nil, err
 	}
-	f := Floor{Cores: cores(), MessageBytes: size, SignUs: us(sign), VerifyUs: us(verify),
+	f := Floor{Cores: cores(), MessageBytes: size, SignUs: us(sign.wall), VerifyUs: us(verify.wall),
+		SignCPUUs: us(sign.cpu), VerifyCPUUs: us(verify.cpu),
 		SignsPerItem:    res.PerItem.Commands + res.PerItem.Events,
 		VerifiesPerItem: res.PerItem.Commands + res.PerItem.Events*float64(r.cfg.Workers)}
 	f.PerItemUs = f.SignsPerItem*f.SignUs + f.VerifiesPerItem*f.VerifyUs
 	f.ItemsPerSecond = float64(f.Cores) * 1e6 / f.PerItemUs
 	f.Ratio = res.ItemsPerSecond / f.ItemsPerSecond
+	f.PerItemCPUUs = f.SignsPerItem*f.SignCPUUs + f.VerifiesPerItem*f.VerifyCPUUs
+	if res.PerItem.CPUMs > 0 {
+		f.CPUShare = f.PerItemCPUUs / (res.PerItem.CPUMs * 1000)
+	}
 	res.Floor = f
 	res.LoadAverage = loadAverage()
 	return res, nil
