@@ -131,6 +131,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			// The benchmark's own clock also ran through set-up and the
+			// floor: ns/op is the measured window's time per item instead.
+			b.ReportMetric(res.Seconds*1e9/float64(n), "ns/op")
 			b.ReportMetric(res.ItemsPerSecond, "items/s")
 			b.ReportMetric(res.Floor.Ratio, "x_crypto_floor")
 			b.ReportMetric(res.PerItem.Fdatasyncs, "fdatasyncs/item")
