@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/missionweave/mwp-worker/internal/bench"
 	"github.com/urfave/cli/v3"
@@ -40,6 +43,9 @@ func benchCommand() *cli.Command {
 			if err := cfg.Check(); err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
+			// SIGINT or SIGTERM stops the run (exit 1) and removes its temporary stores.
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			res, err := bench.Run(ctx, cfg)
 			if err != nil {
 				// One line, even for joined errors (a failure and then the shutdown's).

@@ -304,8 +304,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // drive runs the lanes and measures the window from the first authorize
 // to the last verified item.
-func (r *rig) drive(ctx context.Context) (*Result, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func (r *rig) drive(parent context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	tr := newTracker(r.cfg.Items)
 	var followers sync.WaitGroup
@@ -357,10 +357,10 @@ func (r *rig) drive(ctx context.Context) (*Result, error) {
 	grows := sampler.stop()
 	cancel()
 	followers.Wait()
-	if err := tr.err(); err != nil {
-		return nil, err
+	if err := parent.Err(); err != nil {
+		return nil, fmt.Errorf("stopped (%w) with %d of %d items verified", err, tr.verified(), r.cfg.Items)
 	}
-	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+	if err := tr.err(); err != nil {
 		return nil, err
 	}
 	if serr != nil {

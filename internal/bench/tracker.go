@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -44,7 +45,10 @@ func (t *track) await(ctx context.Context, p int) error {
 	case <-t.failed:
 		return fmt.Errorf("the log records %s", t.why)
 	case <-ctx.Done():
-		return fmt.Errorf("not %s in time (%w)", phaseName(p), ctx.Err())
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("not %s within the item timeout", phaseName(p))
+		}
+		return fmt.Errorf("stopped before %s: %w", phaseName(p), ctx.Err())
 	}
 }
 
