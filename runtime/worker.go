@@ -118,7 +118,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	}()
 
 	cfg := w.cfg
-	store, err := queue.Open(cfg.Dir, queue.Options{Clock: cfg.Clock, LiveStatus: func() any { return w.Status() }})
+	store, err := queue.Open(cfg.Dir, queue.Options{Clock: cfg.Clock, NoSync: cfg.NoSync, LiveStatus: func() any { return w.Status() }})
 	if err != nil {
 		return err
 	}

@@ -100,6 +100,11 @@ type WorkerConfig struct {
 	// Client tunes the connection; its URL, identity, store, clock and
 	// callbacks are set by the Worker.
 	Client client.Config
+
+	// NoSync opens the store without fsync (queue.Options.NoSync): load
+	// generators measuring the cost of durability only; a crash may lose
+	// or corrupt the store.
+	NoSync bool
 }
 
 // InProcessAuthority is an authority running in the worker's own process

@@ -114,8 +114,8 @@ func (s *Scheduler) Preempt(now time.Time) (PreemptRequest, bool) {
 // stays queued, takes the next slot that frees (no handoff), and the next
 // preemption may be named.
 func (s *Scheduler) RefusePreempt(id string) error {
-	e, ok := s.items[id]
-	if !ok {
+	e := s.items.get(id)
+	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
 	if e.state != StatePreempting {

@@ -38,6 +38,9 @@ type Config struct {
 	RateEvery time.Duration
 	// Server tunes the WebSocket server (tests shorten its liveness).
 	Server wss.Options
+	// NoSync opens the log without fsync (authoritylite.Config.NoSync):
+	// load generators measuring the cost of durability only.
+	NoSync bool
 }
 
 // Authority is authority-lite with its wss server on a loopback port.
@@ -59,7 +62,7 @@ func Start(cfg Config) (*Authority, error) {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits,
-		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery})
+		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery, NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, err
 	}

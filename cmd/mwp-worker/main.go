@@ -43,6 +43,7 @@ func newApp() *cli.Command {
 			authorityCommand(),
 			runCommand(),
 			pocCommand(),
+			benchCommand(),
 			versionCommand(),
 			helpCommand(),
 		},

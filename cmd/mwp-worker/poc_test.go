@@ -74,12 +74,13 @@ func TestPocApproveScripted(t *testing.T) {
 		t.Helper()
 		out, errOut, code := runPocCLI(t, bin, stdin, append([]string{"poc", "approve", "--data", dir}, args...)...)
 		lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
-		if code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "poc approve: ") || !strings.Contains(lines[0], want) {
+		// A usage error (exit 2) is named the way every command names one.
+		if code == 0 || len(lines) != 1 || !(strings.HasPrefix(lines[0], "poc approve: ") || strings.HasPrefix(lines[0], "mwp-worker poc approve: ")) || !strings.Contains(lines[0], want) {
 			t.Errorf("%v: exit %d, stderr %q, want one line with %q (stdout %q)", args, code, errOut, want, out)
 		}
 	}
 	// Refused before anything is read or sent.
-	refuse(nil, "exactly one MISSION", "--decision", "approve")
+	refuse(nil, "want MISSION, got 0 arguments", "--decision", "approve")
 	refuse(nil, "--decision must be approve or request-changes", "--decision", "maybe", "mis-a")
 	refuse(nil, "needs --comment with at least one change", "--decision", "request-changes", "--comment", " ", "mis-a")
 	refuse(nil, "--comment needs --decision", "--comment", "x", "mis-a")

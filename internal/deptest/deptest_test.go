@@ -148,6 +148,12 @@ var rules = map[string]rule{
 	},
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
 		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client"}},
+	// The load generator behind `mwp-worker bench`: it runs the embedded
+	// authority and real workers side by side, as the PoC does.
+	"internal/bench": {
+		imports: []string{"protocol", "group", "queue", "slots", "runtime", "authority-lite", "authority-lite/embed"},
+		never:   []string{mod + "poc"},
+	},
 	"cmd/mwp-worker": {imports: []string{"..."}},
 }
 
@@ -354,8 +360,8 @@ func TestRulesPointDown(t *testing.T) {
 			inRuntime := func(p string) bool { return match("runtime/...", p) }
 			switch {
 			case strings.HasPrefix(name, "cmd/"):
-			case inRuntime(imp) && name != "poc" && !inRuntime(name):
-				t.Errorf("%s may import %s: nothing imports runtime/ but cmd/ and poc", name, imp)
+			case inRuntime(imp) && name != "poc" && name != "internal/bench" && !inRuntime(name):
+				t.Errorf("%s may import %s: nothing imports runtime/ but cmd/, poc and internal/bench", name, imp)
 			case imp == "poc":
 				t.Errorf("%s may import poc: only cmd/ may", name)
 			case inRuntime(name) && match("authority-lite/...", imp):

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/missionweave/mwp-worker/internal/bench"
+	"github.com/urfave/cli/v3"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "drive no-op WorkItems end to end through an embedded authority and in-process workers over wss, and measure them",
+		Description: "Starts authority-lite in this process and --workers workers (the real runtime, each with its own store, over\n" +
+			"wss with the certificate pinned), and drives --items no-op WorkItems from --lanes closed-loop lanes: authorize,\n" +
+			"offer, accept, start, the handler, submit, accept_result. Prints items/s, latency percentiles per phase,\n" +
+			"fdatasyncs, bytes written and CPU per item, and the Ed25519 floor of the same commands and events measured\n" +
+			"right after. Any item not verified fails the run (exit 1). docs/performance.md explains the figures.",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "items", Usage: "WorkItems to drive to verified", Value: 1000},
+			&cli.IntFlag{Name: "lanes", Usage: "items in flight at once (each lane starts its next item when the last is verified)", Value: 8},
+			&cli.IntFlag{Name: "workers", Usage: "workers, each with its own store and connection", Value: 1},
+			&cli.IntFlag{Name: "groups", Usage: "Groups (one Mission each) the items are spread over; every worker is in all", Value: 1},
+			&cli.IntFlag{Name: "slots", Usage: "execution slots per worker", Value: 8},
+			&cli.BoolFlag{Name: "fsync", Usage: "fsync every store (false: NoSync, to see what durability costs)", Value: true},
+			&cli.StringFlag{Name: "dir", Usage: "keep the stores in `DIR` (default: a temporary directory, removed after)"},
+			&cli.DurationFlag{Name: "item-timeout", Usage: "longest one item may take from authorize to verified", Value: bench.DefaultItemTimeout},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (docs/shapes.md)"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			cfg := bench.Config{Items: int(cmd.Int("items")), Lanes: int(cmd.Int("lanes")), Workers: int(cmd.Int("workers")),
+				Groups: int(cmd.Int("groups")), Slots: int(cmd.Int("slots")), Fsync: cmd.Bool("fsync"), Dir: cmd.String("dir"),
+				ItemTimeout: cmd.Duration("item-timeout")}
+			if err := cfg.Check(); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			// SIGINT or SIGTERM stops the run (exit 1) and removes its temporary stores.
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := bench.Run(ctx, cfg)
+			if err != nil {
+				// One line, even for joined errors (a failure and then the shutdown's).
+				return fmt.Errorf("bench: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+			}
+			if cmd.Bool("json") {
+				enc := json.NewEncoder(cmd.Root().Writer)
+				return enc.Encode(res)
+			}
+			printBench(cmd.Root().Writer, res)
+			return nil
+		},
+	}
+}
+
+func printBench(w io.Writer, r *bench.Result) {
+	fmt.Fprintf(w, "%d items, %d lanes, %d workers × %d slots, %d groups, fsync %v: %.1fs, %.1f items/s\n",
+		r.Items, r.Lanes, r.Workers, r.Slots, r.Groups, r.Fsync, r.Seconds, r.ItemsPerSecond)
+	fmt.Fprintf(w, "latency ms           %8s %8s %8s %8s\n", "p50", "p90", "p99", "max")
+	for _, p := range []struct {
+		name string
+		l    bench.Latency
+	}{{"offer→accepted", r.Latency.OfferToAccepted}, {"accepted→started", r.Latency.AcceptedToStarted},
+		{"started→submitted", r.Latency.StartedToSubmitted}, {"submitted→verified", r.Latency.SubmittedToVerified}, {"end to end", r.Latency.EndToEnd}} {
+		fmt.Fprintf(w, "  %-18s %8.2f %8.2f %8.2f %8.2f\n", p.name, p.l.P50, p.l.P90, p.l.P99, p.l.Max)
+	}
+	fmt.Fprintf(w, "per item: %.2f commands, %.2f events, %.2f fdatasyncs, %.0f bytes written, %.2f ms CPU\n",
+		r.PerItem.Commands, r.PerItem.Events, r.PerItem.Fdatasyncs, r.PerItem.BytesWritten, r.PerItem.CPUMs)
+	fmt.Fprintf(w, "  fdatasyncs: 2 per committed bbolt transaction (meta txid of each store, before and after) + %d file growths seen\n", r.Totals.FileGrowths)
+	for _, f := range slices.Sorted(maps.Keys(r.Totals.Commits)) {
+		fmt.Fprintf(w, "    %s: %d commits (%.2f per item)\n", f, r.Totals.Commits[f], float64(r.Totals.Commits[f])/float64(r.Items))
+	}
+	fmt.Fprintf(w, "  bytes written: /proc/self/io write_bytes of this process (every store: pages, meta and growth)\n")
+	fmt.Fprintf(w, "  CPU: user + system of the whole process (authority, workers, driver)\n")
+	if len(r.Totals.Refused) > 0 {
+		fmt.Fprintf(w, "refused commands: %v\n", r.Totals.Refused)
+	}
+	f := r.Floor
+	fmt.Fprintf(w, "crypto floor: %.1f signs and %.1f verifies per item of %d-byte messages, measured now on %d cores\n",
+		f.SignsPerItem, f.VerifiesPerItem, f.MessageBytes, f.Cores)
+	fmt.Fprintf(w, "  wall: sign %.1f µs, verify %.1f µs per core → %.0f µs per item, %.0f items/s; measured throughput is %.3f× the floor\n",
+		f.SignUs, f.VerifyUs, f.PerItemUs, f.ItemsPerSecond, f.Ratio)
+	fmt.Fprintf(w, "  CPU:  sign %.1f µs, verify %.1f µs → %.0f µs per item, %.1f%% of the CPU the run spent per item\n",
+		f.SignCPUUs, f.VerifyCPUUs, f.PerItemCPUUs, 100*f.CPUShare)
+	fmt.Fprintf(w, "load average %.2f %.2f %.2f\n", r.LoadAverage[0], r.LoadAverage[1], r.LoadAverage[2])
+}

@@ -1,0 +1,438 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
+	"github.com/missionweave/mwp-worker/group"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/slots"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config is one run.
+type Config struct {
+	Items   int  // WorkItems driven to verified
+	Lanes   int  // items in flight at once (closed loop)
+	Workers int  // runtime.Workers, each with its own store
+	Groups  int  // Groups (one Mission each); items and lanes spread over them
+	Slots   int  // execution slots per worker
+	Fsync   bool // false: every store opened with NoSync
+	// Dir keeps the stores; "" uses a temporary directory removed after.
+	Dir string
+	// ItemTimeout bounds one item from authorize to verified (default 1m).
+	ItemTimeout time.Duration
+	Logger      *slog.Logger // nil: discarded
+}
+
+// DefaultItemTimeout bounds one item from authorize to verified.
+const DefaultItemTimeout = time.Minute
+
+// MaxLanes bounds Lanes: authority-lite's default policy keeps at most
+// 256 WorkItems open per Group.
+const MaxLanes = 256
+
+// Check reports the first bad field of c.
+func (c Config) Check() error {
+	switch {
+	case c.Items < 1:
+		return fmt.Errorf("--items must be at least 1, not %d", c.Items)
+	case c.Lanes < 1:
+		return fmt.Errorf("--lanes must be at least 1, not %d", c.Lanes)
+	case c.Lanes > c.Items:
+		return fmt.Errorf("--lanes %d exceeds --items %d: some lanes would have nothing to drive", c.Lanes, c.Items)
+	case c.Lanes > MaxLanes:
+		return fmt.Errorf("--lanes %d exceeds %d, the open WorkItems a Group's policy allows", c.Lanes, MaxLanes)
+	case c.Workers < 1:
+		return fmt.Errorf("--workers must be at least 1, not %d", c.Workers)
+	case c.Groups < 1:
+		return fmt.Errorf("--groups must be at least 1, not %d", c.Groups)
+	case c.Groups > c.Items:
+		return fmt.Errorf("--groups %d exceeds --items %d: some Groups would get no item", c.Groups, c.Items)
+	case c.Slots < 1:
+		return fmt.Errorf("--slots must be at least 1, not %d", c.Slots)
+	}
+	return nil
+}
+
+// noop is the handler: it does nothing and reports every acceptance
+// criterion passed, naming one unpublished artifact digest (work.submit
+// needs one), so an item costs only the protocol.
+type noop struct{ agentID string }
+
+var capability = protocol.Capability{ID: "bench.noop", Version: "1.0.0"}
+
+func (noop) Capability() protocol.Capability { return capability }
+
+func (h noop) Run(_ context.Context, w *slots.Work) (slots.Result, error) {
+	id := w.Slot().WorkItemID
+	var ev []protocol.Evidence
+	for _, a := range w.Contract().AcceptanceCriteria {
+		ev = append(ev, protocol.Evidence{Subject: id, Criteria: protocol.List[string]{a.ID}, Method: "bench-noop", Result: protocol.EvidencePass,
+			Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: h.agentID}, Timestamp: protocol.NewTime(time.Now()), Artifacts: protocol.List[string]{}})
+	}
+	return slots.Result{Artifacts: []string{protocol.Digest([]byte(id))}, Evidence: ev}, nil
+}
+
+func contract(id string, now time.Time) protocol.WorkContract {
+	cpu := 1.0
+	return protocol.WorkContract{
+		ContractID: "wc-" + id, Revision: 1, Goal: "no-op " + id,
+		RequiredOutputs: protocol.List[protocol.OutputSpec]{{Name: "result", MediaType: "text/plain"}},
+		AcceptanceCriteria: protocol.List[protocol.AcceptanceCriterion]{
+			{ID: "ac-1", Description: "handler returned", EvidenceRequired: protocol.List[string]{"result"}}},
+		Inputs: protocol.List[protocol.InputRef]{}, Dependencies: protocol.List[protocol.Dependency]{},
+		AllowedTools: protocol.List[string]{}, AllowedData: protocol.List[string]{}, AllowedOperations: protocol.List[string]{"read"},
+		ResourceLimits:       protocol.ResourceLimits{CPU: &cpu, MemoryMiB: protocol.Uint64(64)},
+		RequiredCapabilities: protocol.List[protocol.Capability]{{ID: capability.ID, Version: "1.x"}},
+		Deadline:             protocol.NewTime(now.Add(time.Hour)), Urgency: protocol.UrgencyNormal, BusinessImpact: protocol.ImpactMedium,
+		Budgets: protocol.Budgets{WallClockSeconds: protocol.Float64(3600)},
+		RetryPolicy: protocol.RetryPolicy{MaxAttempts: 1, Backoff: protocol.Backoff{InitialMs: 100, MaxMs: 1000, Multiplier: 2},
+			AttemptTimeoutMs: 600000, CostLimit: 1},
+		Risk: protocol.Risk{Class: protocol.RiskLow},
+	}
+}
+
+func basis(now time.Time) protocol.SelectionBasis {
+	return protocol.SelectionBasis{
+		CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: capability.ID, Required: "1.x", Offered: capability.Version}},
+		AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
+		ExpectedCost: protocol.Budgets{WallClockSeconds: protocol.Float64(1)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
+		PolicyRulesApplied: protocol.List[string]{"bench"}}
+}
+
+// rig is a running authority, its principals and workers.
+type rig struct {
+	cfg     Config
+	dir     string
+	auth    *embed.Authority
+	svc     *authoritylite.Service
+	coord   *authoritylite.Principal
+	groups  []string
+	workers []string
+	stops   []func() error
+}
+
+func key(kind protocol.ActorKind, id string) (protocol.PrivateKey, error) {
+	return protocol.GenerateKey(protocol.KeyIDFor(kind, id, "k1"), rand.Reader)
+}
+
+// setup starts the authority and the workers, creates one Mission per
+// Group with its coordinator and makes every worker a member of every
+// Group, and waits until each worker is ready.
+func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
+	r := &rig{cfg: cfg, dir: dir}
+	auth, err := embed.Start(embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
+		Limits:    group.Limits{LeaseDuration: 2 * time.Minute, StartWithin: 10 * time.Minute, MaxCandidates: 3, BlockedHold: 30 * time.Minute},
+		RateBurst: 1 << 30, RateEvery: time.Nanosecond})
+	if err != nil {
+		return nil, err
+	}
+	r.auth, r.svc = auth, auth.Service
+	r.stops = append(r.stops, auth.Close)
+	hk, err := key(protocol.ActorHuman, "alice")
+	if err != nil {
+		return r, err
+	}
+	if err := r.svc.AddPrincipal(protocol.ActorHuman, "alice", hk.Public()); err != nil {
+		return r, err
+	}
+	owner := r.svc.Principal(protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}, hk)
+	ck, err := key(protocol.ActorAgent, "coord")
+	if err != nil {
+		return r, err
+	}
+	r.coord = r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}, ck)
+	if err := r.coord.Join(ctx, protocol.AgentCard{AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
+		Capabilities: protocol.List[protocol.Capability]{{ID: "mission.coordinate", Version: "1.0.0"}},
+		Roles:        protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1}); err != nil {
+		return r, fmt.Errorf("join coordinator: %w", err)
+	}
+	for g := range cfg.Groups {
+		r.groups = append(r.groups, fmt.Sprintf("grp-%d", g+1))
+	}
+	// Committed (accepted, unfinished) items a worker takes: enough that
+	// admission never refuses an offer for want of room.
+	perWorker := (cfg.Lanes + cfg.Workers - 1) / cfg.Workers
+	depth := max(4, (perWorker+cfg.Slots-1)/cfg.Slots+1)
+	var ws []*runtime.Worker
+	for i := range cfg.Workers {
+		id := fmt.Sprintf("w%d", i+1)
+		k, err := key(protocol.ActorAgent, id)
+		if err != nil {
+			return r, err
+		}
+		wc := runtime.WorkerConfig{Dir: filepath.Join(dir, "workers", id), Key: k, AgentID: id,
+			Card:     protocol.AgentCard{MaxConcurrency: uint64(cfg.Slots), AgentVersion: "1.0.0"},
+			Groups:   r.groups,
+			Handlers: []slots.Handler{noop{agentID: id}},
+			Logger:   cfg.Logger, QueueDepth: depth, Estimate: time.Second, NoSync: !cfg.Fsync,
+			NoticeBurst: -1, // no schedule updates or refusal notices: messages are not what is measured
+		}
+		wc.UseInProcess(auth)
+		w, err := runtime.NewWorker(wc)
+		if err != nil {
+			return r, err
+		}
+		wctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		r.stops = append(r.stops, func() error {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("worker %s: %w", id, err)
+			}
+			return nil
+		})
+		r.workers = append(r.workers, id)
+		ws = append(ws, w)
+	}
+	for _, id := range r.workers {
+		if err := poll(ctx, 30*time.Second, func() error {
+			if r.svc.SessionEpoch(id) == 0 {
+				return fmt.Errorf("worker %s did not register", id)
+			}
+			return nil
+		}); err != nil {
+			return r, err
+		}
+	}
+	for _, g := range r.groups {
+		mission := "mis-" + g
+		if _, err := owner.Do(ctx, protocol.CmdMissionCreate, g, &protocol.CreateMissionPayload{MissionID: mission, Title: "bench " + g,
+			Objective: "no-op WorkItems", PriorityClass: protocol.PriorityNormal}); err != nil {
+			return r, fmt.Errorf("create %s: %w", mission, err)
+		}
+		if _, err := owner.Do(ctx, protocol.CmdMissionAssignCoordinator, g, &protocol.AssignCoordinatorPayload{MissionID: mission, AgentID: "coord",
+			LeaseDurationMs: uint64((24 * time.Hour).Milliseconds())}); err != nil {
+			return r, fmt.Errorf("assign coordinator of %s: %w", mission, err)
+		}
+		for _, id := range r.workers {
+			if _, err := r.coord.Do(ctx, protocol.CmdMembershipChange, g, &protocol.ChangeMembershipPayload{
+				Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: id}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}); err != nil {
+				return r, fmt.Errorf("add %s to %s: %w", id, g, err)
+			}
+		}
+	}
+	for i, w := range ws {
+		if err := poll(ctx, 30*time.Second, w.Ready); err != nil {
+			return r, fmt.Errorf("worker %s not ready: %w", r.workers[i], err)
+		}
+	}
+	return r, nil
+}
+
+// close stops the workers, then the authority.
+func (r *rig) close() error {
+	var errs []error
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		errs = append(errs, r.stops[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// poll calls f until it returns nil, for at most d.
+func poll(ctx context.Context, d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Run sets up, drives cfg.Items WorkItems and measures them.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.ItemTimeout <= 0 {
+		cfg.ItemTimeout = DefaultItemTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "mwp-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	r, err := setup(ctx, cfg, dir)
+	if err != nil {
+		if r != nil {
+			err = errors.Join(err, r.close())
+		}
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	res, err := r.drive(ctx)
+	if cerr := r.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("shutdown: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// drive runs the lanes and measures the window from the first authorize
+// to the last verified item.
+func (r *rig) drive(parent context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	tr := newTracker(r.cfg.Items)
+	var followers sync.WaitGroup
+	for _, g := range r.groups {
+		followers.Add(1)
+		go func() {
+			defer followers.Done()
+			if err := r.follow(ctx, g, tr); err != nil {
+				tr.fail(err)
+			}
+		}()
+	}
+	files := r.storeFiles()
+	reg := prometheus.NewRegistry()
+	for _, c := range r.svc.Collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	sampler := newSampler(files)
+	sampler.start(ctx)
+	before, err := snapshot(files, r.svc, reg, r.groups)
+	if err != nil {
+		return nil, err
+	}
+	var next atomic.Int64
+	var lanes sync.WaitGroup
+	start := time.Now()
+	for range r.cfg.Lanes {
+		lanes.Add(1)
+		go func() {
+			defer lanes.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= r.cfg.Items || ctx.Err() != nil {
+					return
+				}
+				if err := r.item(ctx, tr, i); err != nil {
+					tr.fail(err)
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	lanes.Wait()
+	end := time.Now()
+	after, serr := snapshot(files, r.svc, reg, r.groups)
+	grows := sampler.stop()
+	cancel()
+	followers.Wait()
+	if err := parent.Err(); err != nil {
+		return nil, fmt.Errorf("stopped (%w) with %d of %d items verified", err, tr.verified(), r.cfg.Items)
+	}
+	if err := tr.err(); err != nil {
+		return nil, err
+	}
+	if serr != nil {
+		return nil, serr
+	}
+	if n := tr.verified(); n != r.cfg.Items {
+		return nil, fmt.Errorf("%d of %d items reached verified", n, r.cfg.Items)
+	}
+	return r.result(tr, end.Sub(start), before, after, grows)
+}
+
+// item drives WorkItem i from authorize to verified.
+func (r *rig) item(ctx context.Context, tr *tracker, i int) error {
+	g := r.groups[i%len(r.groups)]
+	w := r.workers[(i/len(r.groups))%len(r.workers)]
+	id := fmt.Sprintf("wi-%07d", i)
+	t := tr.add(id)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ItemTimeout)
+	defer cancel()
+	now := time.Now()
+	t.begin = now
+	c := contract(id, now)
+	if _, err := r.coord.Do(ctx, protocol.CmdWorkAuthorize, g, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-" + g, Contract: c}); err != nil {
+		return fmt.Errorf("%s: work.authorize: %w", id, err)
+	}
+	if _, err := r.coord.Do(ctx, protocol.CmdWorkOffer, g, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: "off-" + id, Contract: c,
+		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: w, SelectionBasis: basis(now)}}, ExpiresAt: protocol.NewTime(now.Add(time.Minute))}); err != nil {
+		return fmt.Errorf("%s: work.offer: %w", id, err)
+	}
+	if err := t.await(ctx, phaseSubmitted); err != nil {
+		return fmt.Errorf("%s offered to %s in %s: %w", id, w, g, err)
+	}
+	if _, err := r.coord.Do(ctx, protocol.CmdWorkAcceptResult, g, &protocol.AcceptResultPayload{WorkItemID: id, ContractRevision: 1}); err != nil {
+		return fmt.Errorf("%s: work.accept_result: %w", id, err)
+	}
+	if err := t.await(ctx, phaseVerified); err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	return nil
+}
+
+// follow notes the WorkItem events of Group g as the log commits them.
+func (r *rig) follow(ctx context.Context, g string, tr *tracker) error {
+	after := r.svc.LastSequence(g)
+	for {
+		changed := r.svc.Changed(g, after)
+		evs, err := r.svc.Events(g, after, 0)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", g, err)
+		}
+		now := time.Now()
+		for _, ev := range evs {
+			after = ev.Sequence
+			if ev.WorkItemID != "" {
+				tr.note(ev.WorkItemID, ev.Type, now, len(ev.Raw))
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (r *rig) storeFiles() []string {
+	files := []string{filepath.Join(r.dir, "authority", "authority.db")}
+	for _, id := range r.workers {
+		files = append(files, filepath.Join(r.dir, "workers", id, queue.FileName))
+	}
+	return files
+}
+
+// cores is what the process may run on at once.
+func cores() int { return goruntime.GOMAXPROCS(0) }

@@ -1,0 +1,19 @@
+// Package bench is the load generator behind `mwp-worker bench`: it runs
+// authority-lite in process (authority-lite/embed) and real workers
+// (runtime.Worker, each with its own store, reaching the authority over
+// wss as in production) with a no-op handler, drives WorkItems end to end
+// (authorize, offer, accept, start, submit, accept_result) from a fixed
+// number of lanes, and measures what each item cost: latency per phase,
+// fdatasyncs and bytes written, CPU, and the Ed25519 floor of the same
+// commands and events measured in the same run.
+//
+// The coordinator and the human owner are in-process principals of the
+// authority (their commands skip the wire, as a coordinator co-located
+// with the authority would); the workers never do.
+//
+// Phase times are when the driver sees each event committed in the
+// authority's log, so they include the authority's fsync but not the
+// worker's receipt of the last event. A run where an item does not reach
+// verified, or the log records a failure of one, is an error: there is
+// no partial result.
+package bench
