@@ -98,6 +98,11 @@ func (s *Server) connCounts() (total, refusing int) {
 	return ln.counts()
 }
 
+// Connections reports the connections Serve holds now: admitted ones
+// (handshaking or in session) and those accepted only to be answered 503,
+// for the operator's metrics.
+func (s *Server) Connections() (admitted, refusing int) { return s.connCounts() }
+
 // remoteIPOf is the IP address of an http.Request's RemoteAddr.
 func remoteIPOf(addr string) string {
 	host, _, err := net.SplitHostPort(addr)

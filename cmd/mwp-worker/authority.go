@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v3"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
@@ -146,7 +147,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	server := wss.NewServer(svc, limits)
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()
-	if err := startOps(ctx, cmd, out, log, svc.Collectors(), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
+	if err := startOps(ctx, cmd, out, log, append(svc.Collectors(), connectionGauges(server)...), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
 		return fail("%v", err)
 	}
 	if err := ops.ServeStatus(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, log); err != nil {
@@ -185,4 +186,22 @@ func failedWrite(stderr io.Writer, what string, svc *authoritylite.Service) erro
 		return exitError{exitFailedWrite}
 	}
 	return nil
+}
+
+const connectionsHelp = "Connections the binding holds, by state: admitted (handshaking or in session; at most --max-conns) or refusing (accepted only to be answered 503 over a cap)."
+
+// connectionGauges are the binding's connection counts, read when scraped.
+func connectionGauges(server *wss.Server) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mwp_authority_connections",
+			Help:        connectionsHelp,
+			ConstLabels: prometheus.Labels{"state": "admitted"},
+		}, func() float64 { a, _ := server.Connections(); return float64(a) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mwp_authority_connections",
+			Help:        connectionsHelp,
+			ConstLabels: prometheus.Labels{"state": "refusing"},
+		}, func() float64 { _, r := server.Connections(); return float64(r) }),
+	}
 }

@@ -448,6 +448,9 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if code, body := httpGet(t, k.workerOps+"/readyz"); code != 200 {
 		t.Fatalf("worker /readyz after work: %d %q", code, body)
 	}
+	if v := metricValue(t, k.authOps, `mwp_authority_connections{state="admitted"}`); v < 2 {
+		t.Fatalf("authority connections admitted: %v, want the worker's and the coordinator's", v)
+	}
 	// A second item is running when the worker is interrupted.
 	k.offer("wi-2")
 	co.waitState("wi-2", protocol.WorkActive)
