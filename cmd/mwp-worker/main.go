@@ -24,6 +24,7 @@ func newApp() *cli.Command {
 		Usage: "MissionWeaveProtocol 0.1 worker, Group Authority (lite) and protocol tools",
 		Commands: []*cli.Command{
 			validateCommand(),
+			planCommand(),
 			canonCommand(),
 			digestCommand(),
 			keygenCommand(), signCommand(), verifyCommand(),
