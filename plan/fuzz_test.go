@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(head + stage("a", "notes: &x y", "allowedTools: [*x]")))
 	f.Add([]byte("{\"version\": 1, \"stages\": [{\"id\": \"a\", \"id\": 2}]}"))
 	f.Add([]byte("a: [1, 2\n"))
+	f.Add([]byte(`{"version": 1, "mission": {"title": "a\/b", "x": "\\\/"}}`))
 	start := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("f.yaml", data)

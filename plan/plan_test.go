@@ -193,6 +193,13 @@ func TestParseBad(t *testing.T) {
 			`12:9: "A" does not match ^[a-z0-9][a-z0-9_-]{0,47}$`,
 			`19:25: "sha256:abc" does not match ^sha256:[0-9a-f]{64}$`,
 		}},
+		{"JSON escaped slashes keep their columns", `{"version": 1, "mission": {"id": "m", "groupId": "g", "title": "a\/b\/c", "objective": "o", "deadline": "1h"},
+ "approval": {"approvers": ["h"]}, "stages": [{"id": "s", "goal": "\/", "capability": {"id": "c", "version": "1.x"},
+  "acceptance": [{"id": "a", "description": "d", "evidence": ["e"]}], "outputs": [{"name": "o", "mediaType": "x\/y"}],
+  "budgets": {"money": 1}, "colour": "\/\/", "size": 1}]}`, []string{
+			`4:28: unknown member "colour"`,
+			`4:46: unknown member "size"`,
+		}},
 		{"duplicate stage ids", head + stage("a") + stage("a"), []string{`19:9: duplicate stage id "a" (first at line 12)`}},
 		{"unknown and self dependency", head + stage("a", "dependsOn: [a, ghost]"), []string{
 			`19:17: stage "a" depends on itself`,
@@ -229,6 +236,10 @@ func TestParseBad(t *testing.T) {
 			`25:15: deadline "0s" is not after the start`,
 			`32:15: deadline "2026-02-30T00:00:00Z" is not a valid time`,
 			`39:15: "in two hours" is not a duration from the Mission's start (90m, 4h, 1h30m) or an RFC 3339 UTC time (2026-12-03T17:00:00Z)`,
+		}},
+		{"deadline out of range or too fine", head + strings.Replace(stage("a"), "2h", "9999999999h", 1) + strings.Replace(stage("b"), "2h", "0.0001s", 1), []string{
+			`18:15: deadline "9999999999h": time: invalid duration "9999999999h"`,
+			`25:15: deadline "0.0001s" is finer than a millisecond`,
 		}},
 		{"no deadline anywhere", strings.Replace(head, "  deadline: 8h\n", "", 1) + strings.Replace(stage("a"), "    deadline: 2h\n", "", 1), []string{
 			`11:5: stage "a" has no deadline, and the Mission none to inherit: give one of them a deadline`,

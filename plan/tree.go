@@ -26,6 +26,8 @@ type tree struct {
 	root any
 	at   map[string]pos // pointer -> the value's position
 	key  map[string]pos // pointer -> the member key's position
+	// shifts are the columns, per line, where jsonSlashes dropped a byte.
+	shifts map[int][]int
 	// refused are the pointers of values replaced by null because YAML
 	// had them in a form a plan does not take; their problem is reported.
 	refused map[string]bool
@@ -61,21 +63,23 @@ var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+)(?:, column (\d+))?: )?(.
 // stops the parse, anything else (aliases, tags, duplicate keys, numbers
 // JSON cannot carry) is reported and the value dropped.
 func parseTree(data []byte) (*tree, []Problem) {
+	data, shifts := jsonSlashes(data)
+	t := &tree{at: map[string]pos{}, key: map[string]pos{}, refused: map[string]bool{}, shifts: shifts}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, []Problem{{Line: 1, Column: 1, Message: "the plan is empty"}}
 		}
-		return nil, []Problem{syntaxProblem(err)}
+		return nil, []Problem{t.syntaxProblem(err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, []Problem{{Line: max(extra.Line, 1), Column: max(extra.Column, 1), Message: "a plan file holds one YAML document; a second one starts here"}}
+		p := t.nodePos(&extra)
+		return nil, []Problem{{Line: p.line, Column: p.col, Message: "a plan file holds one YAML document; a second one starts here"}}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, []Problem{syntaxProblem(err)}
+		return nil, []Problem{t.syntaxProblem(err)}
 	}
-	t := &tree{at: map[string]pos{}, key: map[string]pos{}, refused: map[string]bool{}}
 	var ps []Problem
 	if len(doc.Content) == 0 {
 		return nil, []Problem{{Line: 1, Column: 1, Message: "the plan is empty"}}
@@ -94,7 +98,7 @@ var parserProblems = []string{
 	"found undefined tag handle",
 }
 
-func syntaxProblem(err error) Problem {
+func (t *tree) syntaxProblem(err error) Problem {
 	msg := err.Error()
 	line, col := 1, 1
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
@@ -109,17 +113,66 @@ func syntaxProblem(err error) Problem {
 		}
 		msg = m[3]
 	}
-	return Problem{Line: max(line, 1), Column: max(col, 1), Message: "YAML syntax: " + msg}
+	p := t.shift(pos{max(line, 1), max(col, 1)})
+	return Problem{Line: p.line, Column: p.col, Message: "YAML syntax: " + msg}
 }
 
-func nodePos(n *yaml.Node) pos { return pos{max(n.Line, 1), max(n.Column, 1)} }
+func (t *tree) nodePos(n *yaml.Node) pos { return t.shift(pos{max(n.Line, 1), max(n.Column, 1)}) }
+
+// shift maps a position in the text yaml.v3 read back to the file's.
+func (t *tree) shift(p pos) pos {
+	col := p.col
+	for _, c := range t.shifts[p.line] {
+		if c < col {
+			p.col++
+		}
+	}
+	return p
+}
+
+// jsonSlashes rewrites the JSON escape \/ (YAML 1.2 has it, yaml.v3 does
+// not) to a plain /, in a document that is JSON (starts with '{'), inside
+// strings only. It returns, per line, the columns of the rewritten text at
+// which a byte was dropped, so positions map back to the file.
+func jsonSlashes(data []byte) ([]byte, map[int][]int) {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || !bytes.Contains(data, []byte(`\/`)) {
+		return data, nil
+	}
+	out := make([]byte, 0, len(data))
+	shifts := map[int][]int{}
+	line, col := 1, 1 // of the next byte written to out
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString && c == '\\' && i+1 < len(data) && data[i+1] == '/':
+			shifts[line] = append(shifts[line], col)
+			c = '/'
+			i++
+		case inString && c == '\\' && i+1 < len(data):
+			out = append(out, c)
+			col++
+			i++
+			c = data[i]
+		case c == '"':
+			inString = !inString
+		}
+		out = append(out, c)
+		col++
+		if c == '\n' {
+			line, col = line+1, 1
+		}
+	}
+	return out, shifts
+}
 
 // convert turns node n at pointer ptr into a JSON value, recording
 // positions and appending problems.
 func (t *tree) convert(n *yaml.Node, ptr string, ps *[]Problem) any {
-	t.at[ptr] = nodePos(n)
+	t.at[ptr] = t.nodePos(n)
 	bad := func(format string, args ...any) any {
-		p := nodePos(n)
+		p := t.nodePos(n)
 		*ps = append(*ps, Problem{Line: p.line, Column: p.col, Path: ptr, Message: fmt.Sprintf(format, args...)})
 		t.refused[ptr] = true
 		return nil
@@ -141,7 +194,7 @@ func (t *tree) convert(n *yaml.Node, ptr string, ps *[]Problem) any {
 		first := map[string]pos{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			kp := nodePos(k)
+			kp := t.nodePos(k)
 			if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
 				*ps = append(*ps, Problem{Line: kp.line, Column: kp.col, Path: ptr, Message: "a member name must be a plain string (no merge keys, sequences or mappings as keys)"})
 				continue
