@@ -229,10 +229,7 @@ func (t *tree) convert(n *yaml.Node, ptr string, ps *[]Problem) any {
 // written as (the deadline member parses it itself).
 func (t *tree) scalar(n *yaml.Node, bad func(string, ...any) any) any {
 	switch n.Tag {
-	case "!!str", "!!timestamp", "!!binary":
-		if n.Tag == "!!binary" {
-			return bad("YAML tag !!binary is not allowed in a plan")
-		}
+	case "!!str", "!!timestamp":
 		return n.Value
 	case "!!null":
 		return nil
