@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -101,5 +103,26 @@ func TestPlanSchema(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v["$id"] != plan.SchemaID {
 		t.Fatalf("schema is not JSON with the $id: %v", err)
+	}
+}
+
+// TestPlanValidateBinary runs the built binary: the exit status a shell
+// script sees, and a plan on stdin.
+func TestPlanValidateBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	good := filepath.Join("..", "..", "examples", "plans", "feature.yaml")
+	out, err := exec.Command(bin, "plan", "validate", good).Output()
+	if err != nil || string(out) != good+": ok, 4 stages\n" {
+		t.Fatalf("good plan: %v %q", err, out)
+	}
+	cmd := exec.Command(bin, "plan", "validate", "-")
+	cmd.Stdin = strings.NewReader(badPlan)
+	out, err = cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.Count(string(out), "\n") != 3 || !strings.HasPrefix(string(out), "-:7:34: ") {
+		t.Fatalf("bad plan on stdin: %v %q", err, out)
 	}
 }
