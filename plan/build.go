@@ -279,7 +279,7 @@ func (b *builder) stage(p *Plan, sn node) Stage {
 	}
 	md, sd := p.Mission.Deadline, st.Deadline
 	if sn.has("deadline") && (md.After > 0 && sd.After > md.After || !md.At.IsZero() && !sd.At.IsZero() && sd.At.After(md.At.Time)) {
-		b.problem(sn.get("deadline").ptr, "deadline %s is after the Mission's %s", sd, md)
+		b.problem(sn.get("deadline").ptr, "deadline %s is after the Mission's %s", sn.get("deadline").str(), node{b.t.root, ""}.get("mission").get("deadline").str())
 	}
 	if p.Mission.Budgets != nil {
 		b.overMission(sn.get("budgets"), st.Budgets, *p.Mission.Budgets)

@@ -232,7 +232,7 @@ func TestParseBad(t *testing.T) {
 		}},
 		{"deadlines", head + strings.Replace(stage("a"), "2h", "9h", 1) + strings.Replace(stage("b"), "2h", "0s", 1) +
 			strings.Replace(stage("c"), "2h", "2026-02-30T00:00:00Z", 1) + strings.Replace(stage("d"), "2h", "in two hours", 1), []string{
-			`18:15: deadline 9h0m0s is after the Mission's 8h0m0s`,
+			`18:15: deadline 9h is after the Mission's 8h`,
 			`25:15: deadline "0s" is not after the start`,
 			`32:15: deadline "2026-02-30T00:00:00Z" is not a valid time`,
 			`39:15: "in two hours" is not a duration from the Mission's start (90m, 4h, 1h30m) or an RFC 3339 UTC time (2026-12-03T17:00:00Z)`,
@@ -240,6 +240,10 @@ func TestParseBad(t *testing.T) {
 		{"deadline out of range or too fine", head + strings.Replace(stage("a"), "2h", "9999999999h", 1) + strings.Replace(stage("b"), "2h", "0.0001s", 1), []string{
 			`18:15: deadline "9999999999h": time: invalid duration "9999999999h"`,
 			`25:15: deadline "0.0001s" is finer than a millisecond`,
+		}},
+		{"absolute deadline after the Mission's", strings.Replace(head, "deadline: 8h", "deadline: 2026-12-03T00:00:00Z", 1) +
+			strings.Replace(stage("a"), "2h", "2026-12-03T00:00:00.001Z", 1) + strings.Replace(stage("b"), "2h", "2026-12-02T23:00:00Z", 1), []string{
+			`18:15: deadline 2026-12-03T00:00:00.001Z is after the Mission's 2026-12-03T00:00:00Z`,
 		}},
 		{"no deadline anywhere", strings.Replace(head, "  deadline: 8h\n", "", 1) + strings.Replace(stage("a"), "    deadline: 2h\n", "", 1), []string{
 			`11:5: stage "a" has no deadline, and the Mission none to inherit: give one of them a deadline`,
