@@ -31,6 +31,7 @@ func newApp() *cli.Command {
 		Version: buildVersion().String(),
 		Commands: []*cli.Command{
 			validateCommand(),
+			planCommand(),
 			canonCommand(),
 			digestCommand(),
 			keygenCommand(), signCommand(), verifyCommand(),

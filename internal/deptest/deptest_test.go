@@ -87,6 +87,15 @@ var rules = map[string]rule{
 		clock:   true,
 		noGo:    true,
 	},
+	// Plan files: bytes in, a Plan or line-numbered problems out; the
+	// caller reads the file and supplies the start time.
+	"plan": {
+		imports: []string{"protocol"},
+		banned:  cat(noIO, noRandom),
+		never:   noStorage,
+		clock:   true,
+		noGo:    true,
+	},
 	// Test fixtures for group and the services on it; imported by tests only.
 	"group/grouptest": {imports: []string{"protocol"}},
 	// Deterministic: the same inputs and clock readings give the same
