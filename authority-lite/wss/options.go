@@ -69,6 +69,10 @@ type Options struct {
 	// RetryAfter is the retryAfterMs guidance of BACKPRESSURE frames
 	// (default 200 ms).
 	RetryAfter time.Duration
+	// OnBackpressure, when set, is called each time a Group's stream to a
+	// connection pauses because that connection's queue is full (the
+	// operator's per-Group backpressure metric). It must not block.
+	OnBackpressure func(groupID string)
 	// MaxGroups bounds the Groups one connection may stream at once
 	// (default 1024); more are refused with RATE_LIMITED.
 	MaxGroups int

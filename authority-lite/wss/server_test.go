@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,7 +303,8 @@ func TestServeBackpressure(t *testing.T) {
 	fb.addGroup("grp-cold", "w1")
 	fb.appendEvents(t, "grp-hot", hot, protocol.EvtWorkProgressed, "wi-1")
 	paused := make(chan string, 1)
-	url, _ := startServer(t, fb, Options{SendBuffer: 8, ReplayBatch: 16}, func(ln net.Listener) net.Listener { return smallBuffers{ln} },
+	var reported sync.Map // Options.OnBackpressure, the operator's metric
+	url, _ := startServer(t, fb, Options{SendBuffer: 8, ReplayBatch: 16, OnBackpressure: func(g string) { reported.Store(g, true) }}, func(ln net.Listener) net.Listener { return smallBuffers{ln} },
 		func(srv *Server) {
 			srv.hooks.paused = func(g string) {
 				select {
@@ -317,6 +319,9 @@ func TestServeBackpressure(t *testing.T) {
 	// Not reading: the hot stream fills the sockets and its lane, then pauses.
 	if g := <-paused; g != "grp-hot" {
 		t.Fatalf("paused %s", g)
+	}
+	if _, ok := reported.Load("grp-hot"); !ok {
+		t.Fatal("the pause was not reported to Options.OnBackpressure")
 	}
 	fb.appendEvents(t, "grp-cold", 3, protocol.EvtMessagePosted, "")
 

@@ -106,6 +106,9 @@ func (c *conn) enqueueEvent(ctx context.Context, g string, gen uint64, ev *Store
 					return false
 				}
 			}
+			if c.opts.OnBackpressure != nil {
+				c.opts.OnBackpressure(g)
+			}
 			if c.hooks.paused != nil {
 				c.hooks.paused(g)
 			}

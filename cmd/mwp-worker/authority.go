@@ -144,10 +144,15 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	id := svc.Identity()
 	fmt.Fprintf(out, "log %s created %s\n", id.LogID, id.CreatedAt.Format(time.RFC3339))
 	limits.Logger = log
+	backpressure := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mwp_authority_backpressure_total",
+		Help: "Times a Group's event stream to a connection paused on a full send queue (a BACKPRESSURE to a slow subscriber), by Group.",
+	}, []string{"group"})
+	limits.OnBackpressure = func(g string) { backpressure.WithLabelValues(g).Inc() }
 	server := wss.NewServer(svc, limits)
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()
-	if err := startOps(ctx, cmd, out, log, append(svc.Collectors(), connectionGauges(server)...), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
+	if err := startOps(ctx, cmd, out, log, append(append(svc.Collectors(), backpressure), connectionGauges(server)...), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
 		return fail("%v", err)
 	}
 	if err := ops.ServeStatus(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, log); err != nil {
