@@ -7,15 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
-	"github.com/missionweave/mwp-worker/queue"
-	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
 // A write to the authority's log that fails (here: the file may not grow,
@@ -30,16 +27,8 @@ func TestAuthorityExitsAfterFailedWrite(t *testing.T) {
 	if err != nil {
 		t.Skip("no prlimit to cap the log's size")
 	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys")
-	hk := writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
-	ck := writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
-	data := filepath.Join(dir, "authority")
-	enroll, card := coordinatorEnrollment(t, dir, ck)
-	serveArgs := []string{"authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--human", "alice=" + filepath.Join(keys, "alice.pub"), "--enroll", enroll}
-	listening := regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`)
-	fingerprint := regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`)
+	f := newAuthorityFixture(t)
+	bin, hk, data, serveArgs := f.bin, f.hk, f.data, f.serveArgs
 	stop := func(p *proc) {
 		t.Helper()
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -50,30 +39,11 @@ func TestAuthorityExitsAfterFailedWrite(t *testing.T) {
 			t.Fatal("authority did not stop")
 		}
 	}
-	connect := func(p *proc, name string) *coordinator {
-		t.Helper()
-		url := p.await(t, listening, 10*time.Second)[1]
-		fp := p.await(t, fingerprint, 5*time.Second)[1]
-		apub, err := protocol.LoadPublicKey(filepath.Join(data, "authority.pub"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		store, err := queue.Open(filepath.Join(dir, name), queue.Options{NoSocket: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
-		cfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
-		if name == "coord-1" {
-			return openCoordinator(t, cfg, card)
-		}
-		return connectCoordinator(t, cfg, 1)
-	}
 
 	// A first start with the coordinator's session, to learn how big the
 	// log is before the writes this test makes fail.
 	first := startProc(t, bin, serveArgs...)
-	co := connect(first, "coord-1")
+	co := f.connect(first)
 	co.stop()
 	stop(first)
 	fi, err := os.Stat(filepath.Join(data, "authority.db"))
@@ -82,7 +52,7 @@ func TestAuthorityExitsAfterFailedWrite(t *testing.T) {
 	}
 
 	capped := startProc(t, prlimit, append([]string{fmt.Sprintf("--fsize=%d", fi.Size())}, append([]string{bin}, serveArgs...)...)...)
-	co = connect(capped, "coord-2")
+	co = f.connect(capped)
 	alice := protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}
 	var acked [][]byte
 	var acks []*protocol.Receipt
@@ -128,7 +98,7 @@ func TestAuthorityExitsAfterFailedWrite(t *testing.T) {
 	// Restarted with room: each acknowledged command is there (its retry
 	// gets the same receipt), the failed one is not (its retry is new).
 	again := startProc(t, bin, serveArgs...)
-	co = connect(again, "coord-3")
+	co = f.connect(again)
 	defer co.stop()
 	for i, raw := range acked {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

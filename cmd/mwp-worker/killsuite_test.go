@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,7 +13,6 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/protocol"
-	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
@@ -129,37 +126,8 @@ func TestAuthorityKillSuite(t *testing.T) {
 	kills := envInt(t, "MWP_KILLS", 3)
 	seed := envInt(t, "MWP_KILL_SEED", 1)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys")
-	hk := writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
-	ck := writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
-	data := filepath.Join(dir, "authority")
-	enroll, card := coordinatorEnrollment(t, dir, ck)
-	serveArgs := []string{"authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--human", "alice=" + filepath.Join(keys, "alice.pub"), "--enroll", enroll}
-	listening := regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`)
-	fingerprint := regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`)
-	round := 0
-	connect := func(p *proc) *coordinator {
-		t.Helper()
-		round++
-		url := p.await(t, listening, 10*time.Second)[1]
-		fp := p.await(t, fingerprint, 5*time.Second)[1]
-		apub, err := protocol.LoadPublicKey(filepath.Join(data, "authority.pub"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		store, err := queue.Open(filepath.Join(dir, fmt.Sprintf("coord-%d", round)), queue.Options{NoSocket: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
-		cfg := client.Config{URL: url, Trust: client.Trust{Pin: fp}, AgentID: "coord", Key: ck, Store: store, AuthorityKeys: protocol.NewKeySet(apub)}
-		if round == 1 {
-			return openCoordinator(t, cfg, card)
-		}
-		return connectCoordinator(t, cfg, 1)
-	}
+	f := newAuthorityFixture(t)
+	bin, hk, ck, data, serveArgs := f.bin, f.hk, f.ck, f.data, f.serveArgs
 	chains := make([]*chain, 4)
 	for i := range chains {
 		chains[i] = &chain{id: i}
@@ -170,7 +138,7 @@ func TestAuthorityKillSuite(t *testing.T) {
 	killed, unanswered := 0, 0
 	for killed < kills {
 		p := startProc(t, bin, serveArgs...)
-		co := connect(p)
+		co := f.connect(p)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for _, c := range chains {
@@ -206,7 +174,7 @@ func TestAuthorityKillSuite(t *testing.T) {
 
 	// Last start: finish what was pending, then check everything.
 	p := startProc(t, bin, serveArgs...)
-	co := connect(p)
+	co := f.connect(p)
 	for _, c := range chains {
 		for c.step != 2 || c.pending != nil {
 			raw := c.pending
