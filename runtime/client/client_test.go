@@ -41,6 +41,17 @@ func TestHelloAndSubscribeFromDurableCursors(t *testing.T) {
 	waitFor(t, r.sig, "both groups caught up", func() bool {
 		return store.Cursor("grp-a") == 12 && store.Cursor("grp-b") == 3
 	})
+	// The ACK of a cursor follows its commit: wait for it to reach the
+	// server before stopping, or a stop right after the commit races it.
+	waitFor(t, r.sig, "the final ACKs at the server", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		top := map[string]uint64{}
+		for _, a := range fs.acks {
+			top[a.GroupID] = max(top[a.GroupID], a.Sequence)
+		}
+		return top["grp-a"] == 12 && top["grp-b"] == 3
+	})
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
