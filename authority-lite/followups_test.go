@@ -1,7 +1,6 @@
 package authoritylite
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,8 +33,12 @@ func newChildKit(t *testing.T, onFailure protocol.ChildFailurePolicy, hold bool)
 func (k *childKit) crash() {
 	k.t.Helper()
 	dir := k.t.TempDir()
-	for _, name := range []string{"authority.db"} {
-		copyFile(k.t, filepath.Join(k.dir, name), filepath.Join(dir, name))
+	raw, err := os.ReadFile(filepath.Join(k.dir, "authority.db"))
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authority.db"), raw, 0o600); err != nil {
+		k.t.Fatal(err)
 	}
 	k.reopen(dir)
 }
@@ -50,25 +53,6 @@ func (k *childKit) reopen(dir string) {
 	k.dir, k.s = dir, openSvc(k.t, dir, k.clk, k.akey)
 	for _, p := range append([]*Principal{k.alice, k.coord}, k.w["w1"], k.w["w2"]) {
 		p.s = k.s
-	}
-}
-
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 

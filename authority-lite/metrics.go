@@ -50,10 +50,7 @@ func (m *metrics) command(typ protocol.CommandType, err error) {
 	if m == nil {
 		return
 	}
-	t := string(typ)
-	if _, ok := protocol.Commands[typ]; !ok {
-		t = "unknown" // bounded labels: only the types the authority knows
-	}
+	t := protocol.MetricLabel(typ)
 	result := "accepted"
 	if err != nil {
 		result = string(protocol.CodeOf(err))

@@ -149,3 +149,13 @@ func CarriesCoordinatorEpoch(t CommandType) bool {
 	}
 	return false
 }
+
+// MetricLabel is t as a metric label: the type itself when it is one of
+// Commands, else "unknown", so a client sending made-up types cannot grow
+// a metric's label set without bound.
+func MetricLabel(t CommandType) string {
+	if _, ok := Commands[t]; ok {
+		return string(t)
+	}
+	return "unknown"
+}

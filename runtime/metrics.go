@@ -40,7 +40,7 @@ func newMetrics() *metrics {
 		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mwp_worker_runs_finished_total",
-			Help: "Runs ended, by outcome (completed, failed, blocked, preempted, cancelled, lease_lost, ...).",
+			Help: "Runs ended, by outcome (completed, failed, blocked, preempted, lease-lost).",
 		}, []string{"outcome"}),
 		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mwp_worker_preemptions_requested_total",
@@ -79,10 +79,7 @@ func (m *metrics) applied(res queue.Result) {
 }
 
 func (m *metrics) sent(typ protocol.CommandType, took time.Duration, err error) {
-	t := string(typ)
-	if _, ok := protocol.Commands[typ]; !ok {
-		t = "unknown"
-	}
+	t := protocol.MetricLabel(typ)
 	result := "accepted"
 	if err != nil {
 		if result = string(protocol.CodeOf(err)); result == "" {

@@ -13,13 +13,7 @@ import (
 // its safe point and submits nothing under the lapsed lease; re-offered to
 // it, the item runs again under a higher epoch and completes.
 func TestAuthorityClockJumpsForwardPastTheLease(t *testing.T) {
-	k := newWKit(t)
-	h := newStepHandler(1)
-	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
-	k.member("w1")
-	tw.w.AddGroup("grp-a")
-	k.offer("wi-1", protocol.UrgencyNormal, "w1")
-	k.waitFor("running", runningAll("wi-1"), tw)
+	k, h, tw := runningOneItem(t)
 	epoch1 := k.item("wi-1").Ownership.OwnershipEpoch
 
 	// Past the 2-minute lease at the renewal, within the 2-minute skew the
@@ -47,13 +41,7 @@ func TestAuthorityClockJumpsForwardPastTheLease(t *testing.T) {
 // worker is refused as stale: the worker never hears that its lease
 // lapsed, and stops the run by its own view of the lease's end.
 func TestAuthorityClockJumpsFarForward(t *testing.T) {
-	k := newWKit(t)
-	h := newStepHandler(1)
-	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
-	k.member("w1")
-	tw.w.AddGroup("grp-a")
-	k.offer("wi-1", protocol.UrgencyNormal, "w1")
-	k.waitFor("running", runningAll("wi-1"), tw)
+	k, _, tw := runningOneItem(t)
 	expires := k.item("wi-1").Lease.ExpiresAt.Time
 
 	k.ac.skew.Store(int64(10 * time.Minute))
@@ -77,13 +65,7 @@ func TestAuthorityClockJumpsFarForward(t *testing.T) {
 // refused, nothing changes state; once the clock is right again the
 // worker's next renewal is accepted and the run goes on under its lease.
 func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
-	k := newWKit(t)
-	h := newStepHandler(1)
-	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
-	k.member("w1")
-	tw.w.AddGroup("grp-a")
-	k.offer("wi-1", protocol.UrgencyNormal, "w1")
-	k.waitFor("running", runningAll("wi-1"), tw)
+	k, h, tw := runningOneItem(t)
 	lease := k.item("wi-1").Lease
 	last := k.auth.Service.LastSequence("grp-a")
 
@@ -110,4 +92,17 @@ func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
 	}
 	h.release("wi-1")
 	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
+
+// runningOneItem is a one-slot worker w1 running wi-1 of grp-a.
+func runningOneItem(t *testing.T) (*wkit, *stepHandler, *testWorker) {
+	t.Helper()
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	return k, h, tw
 }
