@@ -155,6 +155,22 @@ var rules = map[string]rule{
 		imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline", "runtime/client"},
 		never:   []string{mod + "authority-lite/...", mod + "poc"},
 	},
+	// A plan's coordinator: it reaches the authority only through its
+	// Authority interface (in process or over the wire), so it never
+	// depends on either side's implementation.
+	"coordinator": {
+		imports: []string{"protocol", "internal/clock", "group", "plan"},
+		never:   []string{mod + "authority-lite/...", mod + "runtime/...", mod + "poc", mod + "queue"},
+		clock:   true,
+	},
+	// A Group Authority over the wire (wss and its HTTPS routes) for agents
+	// and humans that keep no worker store: coordinators, owners, tools.
+	"remote": {
+		imports: []string{"protocol", "internal/clock"},
+		never:   []string{mod + "authority-lite/...", mod + "runtime", mod + "poc", mod + "queue"},
+		clock:   true,
+		planned: true,
+	},
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
 		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client"}},
 	// The load generator behind `mwp-worker bench`: it runs the embedded
