@@ -30,6 +30,10 @@ type PendingMission struct {
 	SubmittedAt     time.Time
 	Evidence        []protocol.Evidence
 	Artifacts       []protocol.ArtifactManifest
+	// Budgets are the Mission's caps (nil: none) and Used what its
+	// WorkItems were charged, for the reviewer to weigh the cost.
+	Budgets *protocol.Budgets
+	Used    protocol.Usage
 }
 
 // ApprovalSource is what the approval page and the terminal fallback read:

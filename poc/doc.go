@@ -20,9 +20,13 @@
 // an idempotency-keyed effect log (effects.go). Each worker reaches the
 // authority through a relay the driver can cut (driver_proxy.go).
 //
-// The human: the approval page (web*.go) lists Missions awaiting approval
-// with their evidence and artifacts and sends signed mission.approve /
-// mission.request_changes as the MissionOwner; --auto-approve approves
+// The human: the approval page (web*.go) says how many Missions await
+// approval and lays each out for a reviewer (web_review.go): the decision
+// first, then the final diff inline, each stage's text outputs (test report,
+// review notes), the evidence once per stage with the review methods as
+// columns, and the budgets used; after a decision it says what still waits.
+// It sends signed mission.approve / mission.request_changes as the
+// MissionOwner; --auto-approve approves
 // instead (AutoApprove). From another terminal, `mwp-worker poc approve
 // MISSION --data DIR` reads DIR/approval.json (the page's URL and a bearer
 // token, mode 0600), shows the evidence, signs the decision with the run's

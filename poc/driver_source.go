@@ -25,7 +25,10 @@ func (s ServiceSource) Pending(ctx context.Context) ([]PendingMission, error) {
 		if !ok || m.State != protocol.MissionAwaitingApproval {
 			continue
 		}
-		p := PendingMission{MissionID: m.MissionID, GroupID: g, Title: m.Title, Revision: m.Revision}
+		p := PendingMission{MissionID: m.MissionID, GroupID: g, Title: m.Title, Revision: m.Revision, Budgets: m.Budgets}
+		for _, id := range s.Service.WorkItemIDs(g) {
+			p.Used = p.Used.Add(s.Service.Usage(g, id))
+		}
 		if mb, ok := s.Service.Membership(g, s.Human); ok {
 			p.MembershipEpoch = mb.MembershipEpoch
 		}

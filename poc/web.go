@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -136,18 +137,21 @@ func (s *ApprovalServer) Wait() { s.wg.Wait() }
 
 type indexPage struct {
 	CSRF     string
-	Missions []PendingMission
+	Missions []missionReview
 	Human    protocol.Actor
 	Error    string
 }
 
 func (s *ApprovalServer) index(w http.ResponseWriter, r *http.Request) {
 	list, err := s.src.Pending(r.Context())
-	page := indexPage{CSRF: s.csrf, Missions: list, Human: s.approver.Human}
+	page := indexPage{CSRF: s.csrf, Human: s.approver.Human}
 	status := http.StatusOK
 	if err != nil {
 		s.log.Warn("approval page: list pending missions", "err", err)
 		page.Error, status = err.Error(), http.StatusBadGateway
+	}
+	for _, p := range list {
+		page.Missions = append(page.Missions, reviewOf(r.Context(), s.src, p))
 	}
 	s.render(w, status, "index.html.tmpl", page)
 }
@@ -159,18 +163,30 @@ type resultPage struct {
 	Events    []protocol.EventRef
 	Code      protocol.Code
 	Message   string
+	// Waiting are the Missions still awaiting approval after this one.
+	Waiting []PendingMission
+}
+
+// waiting lists the pending Missions other than decided, for the result
+// page; a failure to list leaves it empty (the index will say why).
+func (s *ApprovalServer) waiting(ctx context.Context, decided string) []PendingMission {
+	list, err := s.src.Pending(ctx)
+	if err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(list, func(p PendingMission) bool { return p.MissionID == decided })
 }
 
 func (s *ApprovalServer) decide(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	form, err := parseDecisionForm(r, s.csrf)
 	if err != nil {
-		s.fail(w, "", "", err)
+		s.fail(r.Context(), w, "", "", err)
 		return
 	}
 	p, err := FindPending(r.Context(), s.src, form.MissionID)
 	if err != nil {
-		s.fail(w, form.MissionID, "", err)
+		s.fail(r.Context(), w, form.MissionID, "", err)
 		return
 	}
 	cmd, rec, err := s.approver.Decide(r.Context(), form, p, s.clock.Now())
@@ -179,11 +195,12 @@ func (s *ApprovalServer) decide(w http.ResponseWriter, r *http.Request) {
 		if cmd != nil {
 			typ = cmd.Type
 		}
-		s.fail(w, form.MissionID, typ, err)
+		s.fail(r.Context(), w, form.MissionID, typ, err)
 		return
 	}
 	s.log.Info("mission decision accepted", "mission", p.MissionID, "type", cmd.Type, "actionId", cmd.ActionID, "events", len(rec.Events))
-	s.render(w, http.StatusOK, "result.html.tmpl", resultPage{MissionID: p.MissionID, Type: cmd.Type, ActionID: cmd.ActionID, Events: rec.Events})
+	s.render(w, http.StatusOK, "result.html.tmpl", resultPage{MissionID: p.MissionID, Type: cmd.Type, ActionID: cmd.ActionID, Events: rec.Events,
+		Waiting: s.waiting(r.Context(), p.MissionID)})
 }
 
 // parseDecisionForm reads and checks one decision POST: CSRF token first,
@@ -236,7 +253,7 @@ func alnum(c byte) bool {
 
 // fail shows a refused decision: the protocol code and message, with an
 // HTTP status that tells scripts the same thing.
-func (s *ApprovalServer) fail(w http.ResponseWriter, mission string, typ protocol.CommandType, err error) {
+func (s *ApprovalServer) fail(ctx context.Context, w http.ResponseWriter, mission string, typ protocol.CommandType, err error) {
 	code := protocol.CodeOf(err)
 	msg := err.Error()
 	var pe *protocol.Error
@@ -244,7 +261,7 @@ func (s *ApprovalServer) fail(w http.ResponseWriter, mission string, typ protoco
 		msg = pe.Message
 	}
 	s.log.Warn("mission decision refused", "mission", mission, "type", typ, "code", code, "err", err)
-	s.render(w, statusFor(code), "result.html.tmpl", resultPage{MissionID: mission, Type: typ, Code: code, Message: msg})
+	s.render(w, statusFor(code), "result.html.tmpl", resultPage{MissionID: mission, Type: typ, Code: code, Message: msg, Waiting: s.waiting(ctx, "")})
 }
 
 func statusFor(c protocol.Code) int {

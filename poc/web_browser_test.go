@@ -38,6 +38,17 @@ func TestApprovalPageInBrowser(t *testing.T) {
 	auth, approver := newFakeAuthority(t, clk)
 	auth.addMission("mis-a", "grp-a", 7, scriptEvidence, [2]string{"text/x-diff", "+fix\n"})
 	auth.addMission("mis-b", "grp-b", 4, "integration tests pass")
+	// As many evidence records as a real Mission submits: five stages,
+	// three review steps each.
+	auth.mu.Lock()
+	a := auth.missions["mis-a"]
+	for _, st := range []string{"requirements", "implementation", "testing", "code-review", "integration"} {
+		for _, m := range []string{"coordinator review: integrity", "coordinator review: checks", "coordinator review: semantic"} {
+			a.Evidence = append(a.Evidence, ev("mis-a:"+st, m, protocol.EvidencePass, 0))
+		}
+	}
+	auth.missions["mis-a"] = a
+	auth.mu.Unlock()
 	srv := NewApprovalServer(auth, approver, clk, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -52,7 +63,7 @@ func TestApprovalPageInBrowser(t *testing.T) {
 	// out of the user's profile.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 1000),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelAlloc()
@@ -84,6 +95,18 @@ func TestApprovalPageInBrowser(t *testing.T) {
 
 	step("open the page", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#mission-mis-b")))
 	saveShot(t, bctx, "approvals-before.png")
+	// A reviewer sees the decision without scrolling: at 1280×800 both
+	// buttons of the first Mission are inside the first screen.
+	fold, err := chromedp.Run(bctx, chromedp.Evaluate[[]float64](`[
+		document.querySelector("#approve-mis-a button[type=submit]").getBoundingClientRect().bottom,
+		document.querySelector("#changes-mis-a button[type=submit]").getBoundingClientRect().bottom,
+		window.innerHeight, window.innerWidth]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fold) != 4 || fold[2] < 600 || fold[0] > fold[2] || fold[1] > fold[2] {
+		t.Errorf("decision buttons end at %v px in a %v px high window; want them in the first screen", fold[:2], fold[2:])
+	}
 	// The script in the evidence must be text on the page, not code.
 	hasScript, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelectorAll("script").length > 0`))
 	if err != nil {
