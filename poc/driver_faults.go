@@ -271,7 +271,8 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 		}
 	}
 	f.stallBackAt = now.Add(stall)
-	f.stall = Injection{Fault: FaultLeaseExpiry, Worker: worker1, Group: a.GroupID, WorkItem: id, Epoch: w.Lease.OwnershipEpoch,
+	since := protocol.NewTime(now)
+	f.stall = Injection{Fault: FaultLeaseExpiry, Since: &since, Worker: worker1, Group: a.GroupID, WorkItem: id, Epoch: w.Lease.OwnershipEpoch,
 		Detail: fmt.Sprintf("%s cut off (at most %s, until the item was taken over) while holding %s's lease %s", worker1, stall, id, w.Lease.LeaseID)}
 	fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s, %s) for at most %s\n", FaultLeaseExpiry, worker1, id, w.Lease.LeaseID, pocLease, stall)
 	return nil

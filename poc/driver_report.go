@@ -3,6 +3,7 @@ package poc
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,6 +44,8 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 	rep.Invariants = append(CheckInvariants(st), checkCredentialScope(svc, r.missionGroups()))
 	if len(r.opts.Faults) > 0 {
 		rep.Faults = CheckFaults(r.opts.Faults, st)
+		// A journal that cannot be read is already a fault problem above.
+		rep.Injections, _ = ReadJournal(st.Journal)
 	}
 	runs := map[string][]*Interval{} // worker -> runs
 	var arrivals []Arrival
@@ -55,7 +58,7 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 		}
 		rep.Missions = append(rep.Missions, mr)
 	}
-	rep.Slots = assignSlots(runs, slotsPerWk)
+	rep.Slots = assignSlots(runs, r.workerIDs(), slotsPerWk)
 	// Each stage names the worker and slot of its last run.
 	where := map[string]struct {
 		worker string
@@ -193,11 +196,15 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 // milliseconds before the lease it replaces ends; such a run takes the
 // slot that frees first and the earlier run is cut at its start, never
 // inventing more slots than the worker has.
-func assignSlots(runs map[string][]*Interval, slotsPer int) []SlotUsage {
+//
+// Every slot of every worker gets a row, also one that never ran anything.
+func assignSlots(runs map[string][]*Interval, workers []string, slotsPer int) []SlotUsage {
 	var out []SlotUsage
-	ids := make([]string, 0, len(runs))
+	ids := slices.Clone(workers)
 	for id := range runs {
-		ids = append(ids, id)
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
@@ -224,6 +231,9 @@ func assignSlots(runs map[string][]*Interval, slotsPer int) []SlotUsage {
 				earliest.Intervals[len(earliest.Intervals)-1].To = iv.From
 				earliest.Intervals = append(earliest.Intervals, *iv)
 			}
+		}
+		for len(slots) < slotsPer {
+			slots = append(slots, &SlotUsage{Worker: id, Slot: len(slots)})
 		}
 		for _, s := range slots {
 			out = append(out, *s)

@@ -123,8 +123,11 @@ type Harness interface {
 
 // Injection is one journal record: a fault really caused.
 type Injection struct {
-	Fault    FaultName     `json:"fault"`
-	At       protocol.Time `json:"at"`
+	Fault FaultName     `json:"fault"`
+	At    protocol.Time `json:"at"`
+	// Since is when a fault that lasts began (lease-expiry: the worker
+	// was cut off holding the lease); At is when it was complete.
+	Since    *protocol.Time `json:"since,omitempty"`
 	Worker   string        `json:"worker,omitempty"`
 	Agent    string        `json:"agent,omitempty"`
 	Group    string        `json:"group,omitempty"`

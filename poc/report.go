@@ -18,6 +18,9 @@ type Report struct {
 	Slots      []SlotUsage       `json:"slots"`
 	Groups     []GroupShare      `json:"groups"`
 	Approvals  []ApprovalMoment  `json:"approvals"`
+	// Injections are the fault journal's records: each fault really
+	// caused, when and where (the timeline marks them).
+	Injections []Injection `json:"injections"`
 }
 
 // MissionReport is one Mission's final state and its stage timeline.
@@ -168,6 +171,7 @@ func (r *Report) normalized() *Report {
 	}
 	c.Groups = nonNil(c.Groups)
 	c.Approvals = nonNil(c.Approvals)
+	c.Injections = nonNil(c.Injections)
 	return &c
 }
 

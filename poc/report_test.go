@@ -124,7 +124,7 @@ func TestReportJSONShape(t *testing.T) {
 	}
 	first := func(name string) any { return doc[name].([]any)[0] }
 	for _, c := range []struct{ got, want string }{
-		{keys(doc), "approvals,faults,groups,invariants,missions,ok,problems,slots"},
+		{keys(doc), "approvals,faults,groups,injections,invariants,missions,ok,problems,slots"},
 		{keys(first("missions")), "finalState,group,id,stages"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,name,slot,startedAt,state,workItemId,worker"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "name,state,workItemId"},

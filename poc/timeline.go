@@ -59,18 +59,21 @@ func WriteTimeline(path string, r *Report) error {
 	return nil
 }
 
-// RenderTimeline writes a self-contained SVG of r: one row per worker slot,
-// one bar per run coloured by Group, a red mark where a run was preempted,
-// a cross where it failed, expired or was interrupted, and a dashed line at
-// each human approval decision. The output depends only on r.
+// RenderTimeline writes a self-contained SVG of r: one row per slot of
+// every worker, one bar per run coloured by Group and labelled with its
+// stage, a red mark where a run was preempted, a cross where it failed,
+// expired or was interrupted, the stalled part of a run whose lease was let
+// lapse hatched, a named marker at each injected fault and a dashed line at
+// each human decision. Idle spans are compressed to a labelled break so the
+// width goes to the work. The output depends only on r.
 func RenderTimeline(w io.Writer, r *Report) error {
 	from, to := r.Span()
-	span := to.Sub(from)
-	if span <= 0 {
-		span = time.Second
+	for _, in := range r.Injections {
+		from, to = minNonZero(from, in.At.Time), maxTime(to, in.At.Time)
 	}
-	plotW := tlWidth - tlLabelW - tlRightPad
-	x := func(t time.Time) float64 { return tlLabelW + plotW*float64(t.Sub(from))/float64(span) }
+	if !to.After(from) {
+		to = from.Add(time.Second)
+	}
 	rows := slices.Clone(r.Slots)
 	slices.SortStableFunc(rows, func(a, b SlotUsage) int {
 		if a.Worker != b.Worker {
@@ -78,8 +81,25 @@ func RenderTimeline(w io.Writer, r *Report) error {
 		}
 		return a.Slot - b.Slot
 	})
+	var busy [][2]time.Time
+	for _, s := range rows {
+		for _, iv := range s.Intervals {
+			busy = append(busy, [2]time.Time{iv.From.Time, iv.To.Time})
+		}
+	}
+	var points []time.Time
+	for _, a := range r.Approvals {
+		points = append(points, a.At.Time)
+	}
+	for _, in := range r.Injections {
+		points = append(points, in.At.Time)
+	}
+	ax := newAxis(from, to, busy, points, tlLabelW, tlWidth-tlRightPad)
+	names := stageNames(r)
 	colors := groupColors(r)
-	plotBottom := tlTop + tlRowH*float64(max(len(rows), 1))
+	faultLevels := placeLabels(r.Injections, ax)
+	top := tlTop + 16 + 14*float64(faultLevels)
+	plotBottom := top + tlRowH*float64(max(len(rows), 1))
 	groups := sortedGroupIDs(colors)
 	legendTop := plotBottom + 40 + 14*float64(len(r.Approvals))
 	height := legendTop + 16*float64(len(groups)) + 8
@@ -87,54 +107,36 @@ func RenderTimeline(w io.Writer, r *Report) error {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", tlWidth, height, tlWidth, height)
+	p(`<defs><pattern id="stall" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><rect width="3" height="6" fill="#ffffff" fill-opacity="0.7"/></pattern></defs>` + "\n")
 	p(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	p(`<text x="12" y="22" font-size="15" font-weight="bold">PoC run: slot occupancy</text>` + "\n")
-	p(`<text x="12" y="40" fill="#555">%s to %s (%.1fs); ▼ preempted, ✕ failed / lease expired / interrupted, dashed line: human decision</text>`+"\n",
-		esc(wireTime(from)), esc(wireTime(to)), span.Seconds())
-	// Time axis: gridlines at a round step.
-	step := tickStep(span)
-	for t := time.Duration(0); t <= span; t += step {
-		tx := x(from.Add(t))
-		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`+"\n", tx, tlTop-6, tx, plotBottom)
-		p(`<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">+%s</text>`+"\n", tx, plotBottom+14, fmtOffset(t))
-	}
+	p(`<text x="12" y="40" fill="#555">%s to %s (%.1fs)</text>`+"\n", esc(wireTime(from)), esc(wireTime(to)), to.Sub(from).Seconds())
+	p(`<text x="12" y="56" fill="#555">▼ preempted · ✕ failed, lease expired or interrupted · hatched: stalled · red line: fault · dashed line: human decision · grey: idle, compressed</text>` + "\n")
+	renderAxis(p, ax, from, top, plotBottom)
+	renderFaults(p, r.Injections, ax, top, plotBottom)
 
 	for i, s := range rows {
-		y := tlTop + tlRowH*float64(i)
+		y := top + tlRowH*float64(i)
 		by := y + (tlRowH-tlBarH)/2
 		p(`<text x="12" y="%.1f">%s / slot %d</text>`+"\n", by+12, esc(s.Worker), s.Slot)
 		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ccc"/>`+"\n", tlLabelW, y+tlRowH, tlWidth-tlRightPad, y+tlRowH)
 		for _, iv := range s.Intervals {
-			x0, x1 := x(iv.From.Time), x(iv.To.Time)
-			wdt := max(x1-x0, 1)
-			opacity := "1"
-			if iv.Outcome == OutcomeRunning {
-				opacity = "0.55"
-			}
-			p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" fill="%s" fill-opacity="%s"><title>%s</title></rect>`+"\n",
-				x0, by, wdt, tlBarH, colors[iv.Group], opacity,
-				esc(fmt.Sprintf("%s (%s) %s to %s: %s", iv.Item, iv.Group, wireTime(iv.From.Time), wireTime(iv.To.Time), iv.Outcome)))
-			switch iv.Outcome {
-			case OutcomePreempted:
-				p(`<path d="M%.1f %.1f l-5 -7 h10 z" fill="#d00000"><title>preempted</title></path>`+"\n", x0+wdt, by)
-			case OutcomeFailed, OutcomeExpired, OutcomeInterrupted:
-				p(`<path d="M%.1f %.1f l8 8 m0 -8 l-8 8" stroke="#d00000" stroke-width="2"><title>%s</title></path>`+"\n", x0+wdt-4, by+tlBarH/2-4, esc(string(iv.Outcome)))
-			}
+			renderRun(p, iv, ax, by, colors[iv.Group], names[iv.Group+"/"+iv.Item], stallFrom(r.Injections, iv))
 		}
 	}
 
 	for i, a := range r.Approvals {
-		ax := x(a.At.Time)
+		x := ax.x(a.At.Time)
 		color := "#11703a"
 		if a.Decision != "approved" {
 			color = "#b35c00"
 		}
 		ly := plotBottom + 32 + 14*float64(i)
-		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="5 3"/>`+"\n", ax, tlTop-6, ax, ly-10, color)
+		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="5 3"/>`+"\n", x, top-6, x, ly-10, color)
 		// Labels right of the middle hang to the left so they stay inside.
-		tx, anchor := ax+3, "start"
-		if ax > tlLabelW+plotW/2 {
-			tx, anchor = ax-3, "end"
+		tx, anchor := x+3, "start"
+		if x > (tlLabelW+tlWidth-tlRightPad)/2 {
+			tx, anchor = x-3, "end"
 		}
 		p(`<text x="%.1f" y="%.1f" fill="%s" text-anchor="%s">%s</text>`+"\n", tx, ly, color, anchor, esc(fmt.Sprintf("%s %s", a.Mission, a.Decision)))
 	}
@@ -152,6 +154,153 @@ func RenderTimeline(w io.Writer, r *Report) error {
 	p("</svg>\n")
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// renderAxis draws gridlines and offsets on the proportional spans and a
+// zigzag break labelled with its length on each compressed one.
+func renderAxis(p func(string, ...any), ax axis, from time.Time, top, bottom float64) {
+	step := tickStep(ax.worked())
+	lastLabel := 0.0
+	for _, s := range ax.segs {
+		if s.idle {
+			p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f0f0f0"><title>%s idle</title></rect>`+"\n", s.x0+2, top-6, s.x1-s.x0-4, bottom-top+6, fmtSpan(s.to.Sub(s.from)))
+			p(`<text x="%.1f" y="%.1f" text-anchor="middle" fill="#777" font-size="10">%s idle</text>`+"\n", (s.x0+s.x1)/2, bottom+26, fmtSpan(s.to.Sub(s.from)))
+			lastLabel = s.x1 // the offset after a break would collide with the one before it
+			continue
+		}
+		first := s.from.Sub(from).Truncate(step)
+		if first < s.from.Sub(from) {
+			first += step
+		}
+		for t := first; !from.Add(t).After(s.to); t += step {
+			x := ax.x(from.Add(t))
+			if x-lastLabel < 40 && lastLabel > 0 {
+				continue
+			}
+			lastLabel = x
+			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`+"\n", x, top-6, x, bottom)
+			p(`<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">+%s</text>`+"\n", x, bottom+14, fmtOffset(t))
+		}
+	}
+}
+
+// renderRun draws one run: its bar, its stage name when it fits, the
+// hatched stall and the mark of how it ended.
+func renderRun(p func(string, ...any), iv Interval, ax axis, by float64, color, stage string, stall time.Time) {
+	x0, x1 := ax.x(iv.From.Time), ax.x(iv.To.Time)
+	wdt := max(x1-x0, 1)
+	opacity := "1"
+	if iv.Outcome == OutcomeRunning {
+		opacity = "0.55"
+	}
+	name := stage
+	if name == "" {
+		name = iv.Item
+	}
+	p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" fill="%s" fill-opacity="%s"><title>%s</title></rect>`+"\n",
+		x0, by, wdt, tlBarH, color, opacity,
+		esc(fmt.Sprintf("%s %s (%s) %s to %s: %s", name, iv.Item, iv.Group, wireTime(iv.From.Time), wireTime(iv.To.Time), iv.Outcome)))
+	if !stall.IsZero() {
+		sx := ax.x(stall)
+		p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#stall)"><title>stalled: lease let lapse</title></rect>`+"\n", sx, by, max(x1-sx, 1), tlBarH)
+	}
+	// 6.5 units a character at font-size 10 is a safe overestimate.
+	if label := esc(name); float64(len(name))*6.5+6 <= wdt {
+		p(`<text x="%.1f" y="%.1f" fill="#ffffff" font-size="10">%s</text>`+"\n", x0+3, by+tlBarH-4, label)
+	}
+	switch iv.Outcome {
+	case OutcomePreempted:
+		p(`<path d="M%.1f %.1f l-5 -7 h10 z" fill="#d00000"><title>preempted</title></path>`+"\n", x0+wdt, by)
+	case OutcomeFailed, OutcomeExpired, OutcomeInterrupted:
+		p(`<path d="M%.1f %.1f l8 8 m0 -8 l-8 8" stroke="#d00000" stroke-width="2"><title>%s</title></path>`+"\n", x0+wdt-4, by+tlBarH/2-4, esc(string(iv.Outcome)))
+	}
+}
+
+// renderFaults draws a line across the slots at each injection and its name
+// above them, on the level placeLabels gave it.
+func renderFaults(p func(string, ...any), ins []Injection, ax axis, top, bottom float64) {
+	levels := labelLevels(ins, ax)
+	for i, in := range ins {
+		x := ax.x(in.At.Time)
+		ly := top - 10 - 14*float64(levels[i])
+		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#d00000" stroke-opacity="0.6"/>`+"\n", x, ly+3, x, bottom)
+		what := string(in.Fault)
+		if in.WorkItem != "" {
+			what += " " + in.WorkItem
+		}
+		p(`<text x="%.1f" y="%.1f" fill="#d00000" font-size="10"><title>%s</title>%s</text>`+"\n", x+2, ly, esc(what+" at "+wireTime(in.At.Time)+" "+in.Detail), esc(string(in.Fault)))
+	}
+}
+
+// placeLabels is how many label levels the fault names need.
+func placeLabels(ins []Injection, ax axis) int {
+	n := 0
+	for _, l := range labelLevels(ins, ax) {
+		n = max(n, l+1)
+	}
+	return n
+}
+
+// labelLevels puts each fault name on the lowest level where it does not
+// overlap the names before it.
+func labelLevels(ins []Injection, ax axis) []int {
+	order := make([]int, len(ins))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return ins[a].At.Time.Compare(ins[b].At.Time) })
+	var ends []float64 // per level, where its last name ends
+	out := make([]int, len(ins))
+	for _, i := range order {
+		x := ax.x(ins[i].At.Time)
+		level := slices.IndexFunc(ends, func(e float64) bool { return e < x })
+		if level < 0 {
+			level = len(ends)
+			ends = append(ends, 0)
+		}
+		ends[level] = x + 2 + float64(len(ins[i].Fault))*6.0
+		out[i] = level
+	}
+	return out
+}
+
+// stallFrom is when run iv was stalled by the lease-expiry fault (zero if
+// it was not): from the moment its worker was cut off (Since, else the
+// record's time) until the lease ran out.
+func stallFrom(ins []Injection, iv Interval) time.Time {
+	for _, in := range ins {
+		at := in.At.Time
+		if in.Since != nil {
+			at = in.Since.Time
+		}
+		if in.Fault == FaultLeaseExpiry && in.Group == iv.Group && in.WorkItem == iv.Item &&
+			!at.Before(iv.From.Time) && at.Before(iv.To.Time) {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+// stageNames maps "group/workItemId" to the stage's name.
+func stageNames(r *Report) map[string]string {
+	out := map[string]string{}
+	for _, m := range r.Missions {
+		for _, s := range m.Stages {
+			out[m.Group+"/"+s.WorkItemID] = s.Name
+		}
+	}
+	return out
+}
+
+func minNonZero(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func fmtSpan(d time.Duration) string {
+	return fmt.Sprintf("%.1fs", d.Seconds())
 }
 
 func groupColors(r *Report) map[string]string {

@@ -14,9 +14,22 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
+// faultedReport is sampleReport with two faults injected, an idle slot and
+// a long idle wait for the human before the last decision.
+func faultedReport() *Report {
+	r := sampleReport()
+	r.Slots = append(r.Slots, SlotUsage{Worker: "worker-2", Slot: 0})
+	r.Injections = []Injection{
+		{Fault: FaultLeaseExpiry, At: at(10), Worker: "worker-1", Group: "grp-a", WorkItem: "wi-a3"},
+		{Fault: FaultDuplicateDelivery, At: at(10.2), Worker: "worker-1", Group: "grp-b"},
+	}
+	r.Approvals = append(r.Approvals, ApprovalMoment{Mission: "mis-b", Group: "grp-b", At: at(60), Decision: "approved"})
+	return r
+}
+
 func TestTimelineGolden(t *testing.T) {
 	var buf bytes.Buffer
-	if err := RenderTimeline(&buf, sampleReport()); err != nil {
+	if err := RenderTimeline(&buf, faultedReport()); err != nil {
 		t.Fatal(err)
 	}
 	golden := filepath.Join("testdata", "timeline.golden.svg")
@@ -35,7 +48,7 @@ func TestTimelineGolden(t *testing.T) {
 	// Rendering twice gives the same bytes (no map order leaks).
 	for range 5 {
 		var again bytes.Buffer
-		_ = RenderTimeline(&again, sampleReport())
+		_ = RenderTimeline(&again, faultedReport())
 		if !bytes.Equal(again.Bytes(), want) {
 			t.Fatal("rendering is not deterministic")
 		}
@@ -100,6 +113,51 @@ func TestTimelineEmptyAndWrite(t *testing.T) {
 	}
 	if err := WriteTimeline(filepath.Join(dir, "missing", "t.svg"), sampleReport()); err == nil {
 		t.Error("write into a missing directory succeeded")
+	}
+}
+
+// TestTimelineMarksFaultsStallsAndIdle: every fault is named where it
+// happened, the stalled run is hatched from the injection on, every slot has
+// a row, bars carry their stage, and the idle wait is a labelled break that
+// leaves the work most of the width.
+func TestTimelineMarksFaultsStallsAndIdle(t *testing.T) {
+	var buf bytes.Buffer
+	if err := RenderTimeline(&buf, faultedReport()); err != nil {
+		t.Fatal(err)
+	}
+	svg := buf.String()
+	wellFormed(t, svg)
+	for s, n := range map[string]int{
+		`>lease-expiry</text>`:                 1,
+		`>duplicate-delivery</text>`:           1,
+		`fill="url(#stall)"`:                   1,
+		`worker-2 / slot 0`:                    1,
+		`font-size="10">implementation</text>`: 3,
+		` idle</text>`:                         1,
+	} {
+		if got := strings.Count(svg, s); got != n {
+			t.Errorf("%q appears %d times, want %d", s, got, n)
+		}
+	}
+	if !strings.Contains(svg, ">47.3s idle</text>") {
+		t.Error("the wait for the human is not drawn as a 47.3 s break (the 48 s less the margins of 1 percent of the span kept around each moment)")
+	}
+	// The 12 s of work get all but the break's width, not 12/60 of it.
+	ax := newAxis(at(0).Time, at(60).Time, [][2]time.Time{{at(0).Time, at(12).Time}}, nil, 0, 1000)
+	if x := ax.x(at(12).Time); x < 1000-tlBreakW-1 {
+		t.Errorf("the end of the work is drawn at %.1f of 1000", x)
+	}
+}
+
+func TestAxisKeepsShortGaps(t *testing.T) {
+	ax := newAxis(at(0).Time, at(10).Time, [][2]time.Time{{at(0).Time, at(4).Time}, {at(4.5).Time, at(10).Time}}, nil, 0, 1000)
+	for _, s := range ax.segs {
+		if s.idle {
+			t.Fatalf("a 0.5 s gap of a 10 s run was compressed: %+v", ax.segs)
+		}
+	}
+	if x := ax.x(at(5).Time); x != 500 {
+		t.Errorf("x(5s) = %v, want 500 on a proportional axis", x)
 	}
 }
 

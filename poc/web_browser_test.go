@@ -186,3 +186,45 @@ func saveShot(t *testing.T, bctx context.Context, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestTimelineInBrowser renders a timeline with faults, decisions and an
+// idle break in headless Chromium and checks that no two labels overlap.
+func TestTimelineInBrowser(t *testing.T) {
+	bin := findChromium()
+	if bin == "" {
+		t.Skip("no chromium, chromium-browser or google-chrome on PATH")
+	}
+	path := filepath.Join(t.TempDir(), "timeline.svg")
+	if err := WriteTimeline(path, faultedReport()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 400),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+path), chromedp.WaitVisible(chromedp.CSS("svg"))); err != nil {
+		t.Fatal(err)
+	}
+	saveShot(t, bctx, "timeline.png")
+	overlaps, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+		const boxes = [...document.querySelectorAll("text")].map(e => [e.textContent, e.getBBox()]);
+		const out = [];
+		for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+			const [a, p] = boxes[i], [b, q] = boxes[j];
+			if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) out.push(a + " / " + b);
+		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(overlaps) > 0 {
+		t.Errorf("overlapping labels: %q", overlaps)
+	}
+}
