@@ -128,14 +128,14 @@ type Injection struct {
 	// Since is when a fault that lasts began (lease-expiry: the worker
 	// was cut off holding the lease); At is when it was complete.
 	Since    *protocol.Time `json:"since,omitempty"`
-	Worker   string        `json:"worker,omitempty"`
-	Agent    string        `json:"agent,omitempty"`
-	Group    string        `json:"group,omitempty"`
-	WorkItem string        `json:"workItem,omitempty"`
-	Sequence uint64        `json:"sequence,omitempty"`
-	Epoch    uint64        `json:"epoch,omitempty"`
-	Code     protocol.Code `json:"code,omitempty"`
-	Detail   string        `json:"detail,omitempty"`
+	Worker   string         `json:"worker,omitempty"`
+	Agent    string         `json:"agent,omitempty"`
+	Group    string         `json:"group,omitempty"`
+	WorkItem string         `json:"workItem,omitempty"`
+	Sequence uint64         `json:"sequence,omitempty"`
+	Epoch    uint64         `json:"epoch,omitempty"`
+	Code     protocol.Code  `json:"code,omitempty"`
+	Detail   string         `json:"detail,omitempty"`
 }
 
 // JournalFile is the fault journal's name in the data dir.
