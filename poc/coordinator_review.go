@@ -173,6 +173,9 @@ func stageRules(in reviewInput, data map[string][]byte) []string {
 		if r.Patch != patch {
 			p = append(p, "the test report is for "+r.Patch+", not the input patch "+patch)
 		}
+	case StageLoad:
+		_, patch, _ := in.inputBytes(OutPatch)
+		p = append(p, checkLoad(data[MediaJSON], in.item.id, patch)...)
 	case StageIntegration:
 		var r Receipt
 		if err := json.Unmarshal(data[MediaJSON], &r); err != nil {

@@ -35,7 +35,7 @@ func AssignCoordinator(ctx context.Context, owner *authoritylite.Principal, spec
 
 // WorkerCapabilities are the capabilities of a worker running Handlers.
 func WorkerCapabilities() []protocol.Capability {
-	return []protocol.Capability{capability(CapRequirements), capability(CapImplement), capability(CapTest), capability(CapReview), capability(CapIntegrate)}
+	return []protocol.Capability{capability(CapRequirements), capability(CapImplement), capability(CapTest), capability(CapReview), capability(CapIntegrate), capability(CapLoad)}
 }
 
 // AgentCard is the card of a PoC agent (workers pass WorkerCapabilities,

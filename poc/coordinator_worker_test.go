@@ -38,6 +38,10 @@ type testWorker struct {
 	stalled map[string]bool             // work items whose results it holds back (lease-expiry)
 	held    chan slots.Outcome          // the held-back outcomes
 	errs    []error
+	// waiting are won items not started yet (every slot was busy), in the
+	// order they were won; drain starts them as slots free.
+	waiting [][2]string
+	drainMu sync.Mutex
 }
 
 func newTestWorker(t testing.TB, svc *authoritylite.Service, id string, caps []protocol.Capability, nslots int, hc HandlerConfig) *testWorker {
@@ -129,11 +133,32 @@ func (w *testWorker) handle(ctx context.Context, ev *protocol.Event) {
 		if p.Ownership == nil || p.Ownership.OwnerAgentID != w.id || p.RenewedAcceptance {
 			return
 		}
-		cur, ok := w.svc.WorkItem(ev.GroupID, p.WorkItemID)
-		if !ok || cur.State != protocol.WorkQueued || cur.Ownership == nil || cur.Ownership.OwnershipEpoch != p.Ownership.OwnershipEpoch {
+		w.mu.Lock()
+		w.waiting = append(w.waiting, [2]string{ev.GroupID, p.WorkItemID})
+		w.mu.Unlock()
+		w.drain(ctx)
+	}
+}
+
+// drain starts won items, oldest first, while a slot is free; an item that
+// is no longer queued under this worker's ownership is dropped.
+func (w *testWorker) drain(ctx context.Context) {
+	w.drainMu.Lock()
+	defer w.drainMu.Unlock()
+	for w.pool.Free() > 0 {
+		w.mu.Lock()
+		if len(w.waiting) == 0 {
+			w.mu.Unlock()
 			return
 		}
-		w.start(ctx, ev.GroupID, cur)
+		next := w.waiting[0]
+		w.waiting = w.waiting[1:]
+		w.mu.Unlock()
+		cur, ok := w.svc.WorkItem(next[0], next[1])
+		if !ok || cur.State != protocol.WorkQueued || cur.Ownership == nil || cur.Ownership.OwnerAgentID != w.id {
+			continue
+		}
+		w.start(ctx, next[0], cur)
 	}
 }
 
@@ -234,6 +259,8 @@ func (w *testWorker) Finish(o slots.Outcome) {
 	if err != nil {
 		w.fail(err)
 	}
+	// The slot is free once Finish returns: start the next won item then.
+	go w.drain(ctx)
 }
 
 func (w *testWorker) errors() []error {

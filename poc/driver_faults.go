@@ -22,7 +22,7 @@ import (
 // renewals going out. There, in turn: group-disconnect, worker-restart
 // (the held runs checkpoint at the shutdown, resume and are held again),
 // priority-arrival; then the holds are released. lease-expiry once Mission
-// A's review is held before its first checkpoint on worker-1 (after
+// A's integration is held before its first checkpoint on worker-1 (after
 // priority-arrival has settled and Mission B's work is done);
 // change-request on Mission A's first submission for approval.
 type faultPlan struct {
@@ -71,7 +71,7 @@ func newFaultPlan(r *run, names []FaultName) *faultPlan {
 		}
 	}
 	if f.want[FaultLeaseExpiry] {
-		f.leaseItem = stageOf(a, StageReview)
+		f.leaseItem = stageOf(a, StageIntegration)
 		f.leaseHold = r.holds.Arm(worker1, a.GroupID, f.leaseItem, HoldAtStart)
 	}
 	return f
@@ -208,7 +208,7 @@ func (f *faultPlan) step() error {
 			h.Release()
 		}
 	}
-	// lease-expiry: once Mission A's review is held on worker-1 before its
+	// lease-expiry: once Mission A's integration is held on worker-1 before its
 	// first checkpoint (after the priority arrival, which needs worker-1
 	// connected, after the disconnect and the restart, whose own cut or
 	// new connection would end the stall early, and once Mission B's work
@@ -234,7 +234,7 @@ func (f *faultPlan) missionWorkDone(spec MissionSpec) bool {
 	return ok && m.State != protocol.MissionActive
 }
 
-// leaseExpiry stalls worker-1 on Mission A's review, held before its first
+// leaseExpiry stalls worker-1 on Mission A's integration (its last stage), held before its first
 // checkpoint (a checkpoint would let the owner keep a bounded ownership
 // hold after the lease): its link is cut for longer than the lease, the
 // coordinator re-offers with a higher epoch to worker-2, and worker-1's

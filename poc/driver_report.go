@@ -82,6 +82,8 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 		}
 	}
 	rep.Groups = ComputeGroups(rep.Slots, arrivals, weights, end)
+	origin, _ := rep.Span()
+	rep.Contention = ComputeContention(rep.Slots, arrivals, weights, origin, end)
 	if err := WriteTimeline(r.path("timeline.svg"), rep); err != nil {
 		return nil, err
 	}

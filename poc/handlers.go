@@ -32,6 +32,7 @@ const (
 	EvReviewFindings     = "review-findings"
 	EvIntegrationReceipt = "integration-receipt"
 	EvIdempotencyKey     = "idempotency-key"
+	EvLoadChain          = "load-chain"
 )
 
 // ArtifactSource returns stored artifact bytes by content hash
@@ -58,7 +59,7 @@ type HandlerConfig struct {
 	Holds *Holds
 }
 
-// Handlers returns the five mission handlers sharing cfg.
+// Handlers returns the mission handlers sharing cfg.
 func Handlers(cfg HandlerConfig) []slots.Handler {
 	c := &cfg
 	if c.Clock == nil {
@@ -69,6 +70,7 @@ func Handlers(cfg HandlerConfig) []slots.Handler {
 	}
 	return []slots.Handler{
 		&RequirementsHandler{c}, &ImplementationHandler{c}, &TestingHandler{c}, &ReviewHandler{c}, &IntegrationHandler{c},
+		&LoadHandler{c},
 	}
 }
 

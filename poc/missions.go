@@ -2,6 +2,7 @@ package poc
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -15,6 +16,7 @@ const (
 	CapTest         = "dev.test"
 	CapReview       = "dev.review"
 	CapIntegrate    = "dev.integrate"
+	CapLoad         = "dev.load"
 
 	HandlerVersion = "1.0.0"
 	capRange       = "1.x"
@@ -33,7 +35,10 @@ const (
 	StageTesting        StageKind = "testing"
 	StageReview         StageKind = "review"
 	StageIntegration    StageKind = "integration"
-	StageApproval       StageKind = "approval"
+	// StageLoad is a load stage (handlers_load.go): parallel branches that
+	// keep both Groups backlogged so weighted sharing shows.
+	StageLoad     StageKind = "load"
+	StageApproval StageKind = "approval"
 )
 
 // Output names: the coordinator passes a verified stage's outputs to the
@@ -47,6 +52,7 @@ const (
 	OutReceipt        = "integration-receipt"
 	OutChangeRequest  = "change-request"
 	OutBasePatch      = "base-patch"
+	OutLoadReport     = "load-report"
 )
 
 // Media types of the outputs.
@@ -144,9 +150,16 @@ func MissionA(base time.Time) MissionSpec {
 		stage(base, m, "implementation", StageImplementation, p+"impl", []string{p + "req"}),
 		stage(base, m, "testing", StageTesting, p+"test", []string{p + "impl"}),
 		stage(base, m, "code review", StageReview, p+"review", []string{p + "impl", p + "test"}),
-		stage(base, m, "integration", StageIntegration, p+"integ", []string{p + "impl", p + "review"}),
-		{Name: "human approval", Kind: StageApproval},
 	}
+	loads := loadStages(base, m, p, LoadStagesA)
+	// Integration comes last, after the load branches as well: the change
+	// goes in once everything about it is verified.
+	integDeps := []string{p + "impl", p + "review"}
+	for _, l := range loads {
+		integDeps = append(integDeps, l.WorkItemID)
+	}
+	m.Stages = append(m.Stages, loads...)
+	m.Stages = append(m.Stages, stage(base, m, "integration", StageIntegration, p+"integ", integDeps), Stage{Name: "human approval", Kind: StageApproval})
 	return m
 }
 
@@ -171,9 +184,28 @@ func MissionB(base time.Time) MissionSpec {
 		stage(base, m, "implementation", StageImplementation, p+"impl", nil),
 		stage(base, m, "testing", StageTesting, p+"test", []string{p + "impl"}),
 		stage(base, m, "code review", StageReview, p+"review", []string{p + "impl", p + "test"}),
-		{Name: "human approval", Kind: StageApproval},
 	}
+	m.Stages = append(append(m.Stages, loadStages(base, m, p, LoadStagesB)...), Stage{Name: "human approval", Kind: StageApproval})
 	return m
+}
+
+// Load stages per Mission, in proportion to the Groups' weights (4:2), so
+// both backlogs drain at about the same time under weighted fair sharing
+// and the window in which both wait is as long as the work.
+const (
+	LoadStagesA = 8
+	LoadStagesB = 4
+)
+
+// loadStages are a Mission's n parallel load branches, each after the
+// tests of its patch.
+func loadStages(base time.Time, m MissionSpec, p string, n int) []Stage {
+	var out []Stage
+	for i := range n {
+		n := strconv.Itoa(i + 1)
+		out = append(out, stage(base, m, "load "+n, StageLoad, p+"load-"+n, []string{p + "impl", p + "test"}))
+	}
+	return out
 }
 
 // stageTemplate is what differs between stage kinds.
@@ -243,6 +275,15 @@ func templateFor(k StageKind, f Feature) stageTemplate {
 			},
 			tools: []string{IntegrationTool}, ops: []string{"read", IntegrationOperation}, risk: protocol.RiskMedium, sideEffect: 1,
 		}
+	case StageLoad:
+		return stageTemplate{
+			goal: "Recompute the SHA-256 load chain of the " + fn + " patch in checkpointed steps", capability: CapLoad,
+			outputs: []protocol.OutputSpec{{Name: OutLoadReport, MediaType: MediaJSON}},
+			criteria: []protocol.AcceptanceCriterion{
+				ac("ac-load-chain", "The load report's chain recomputes from the input patch", EvLoadChain),
+			},
+			tools: []string{"sha256"}, ops: []string{"read"}, risk: protocol.RiskLow,
+		}
 	}
 	panic(fmt.Sprintf("poc: no template for stage kind %q", k))
 }
@@ -309,10 +350,17 @@ func ReworkStages(m MissionSpec, round int, changeRequest, basePatch string) []S
 	suffix := fmt.Sprintf("-r%d", round)
 	var out []Stage
 	renamed := map[string]string{}
+	load := map[string]bool{}
 	started := false
 	for _, s := range m.WorkStages() {
 		if s.Kind == StageImplementation {
 			started = true
+		}
+		if s.Kind == StageLoad {
+			// Load stages are not redone (they show scheduling, not the
+			// change), and nothing of the rework waits for them.
+			load[s.WorkItemID] = true
+			continue
 		}
 		if !started {
 			continue
@@ -321,12 +369,17 @@ func ReworkStages(m MissionSpec, round int, changeRequest, basePatch string) []S
 		c := s.Contract
 		c.ContractID += suffix
 		c.Goal += " (rework " + suffix[1:] + ")"
-		c.Dependencies = append(protocol.List[protocol.Dependency]{}, c.Dependencies...)
-		for i, d := range c.Dependencies {
-			if n, ok := renamed[d.WorkItemID]; ok {
-				c.Dependencies[i].WorkItemID = n
+		deps := protocol.List[protocol.Dependency]{}
+		for _, d := range c.Dependencies {
+			if load[d.WorkItemID] {
+				continue
 			}
+			if n, ok := renamed[d.WorkItemID]; ok {
+				d.WorkItemID = n
+			}
+			deps = append(deps, d)
 		}
+		c.Dependencies = deps
 		c.Inputs = append(append(protocol.List[protocol.InputRef]{}, c.Inputs...),
 			protocol.InputRef{Artifact: changeRequest, Name: OutChangeRequest}, protocol.InputRef{Artifact: basePatch, Name: OutBasePatch})
 		out = append(out, Stage{Name: s.Name + " " + suffix[1:], Kind: s.Kind, WorkItemID: renamed[s.WorkItemID], Contract: c})

@@ -21,6 +21,9 @@ type Report struct {
 	// Injections are the fault journal's records: each fault really
 	// caused, when and where (the timeline marks them).
 	Injections []Injection `json:"injections"`
+	// Contention is the window in which every Group had work waiting, with
+	// each Group's share of slot-time in it (nil: there was none).
+	Contention *Contention `json:"contention,omitempty"`
 }
 
 // MissionReport is one Mission's final state and its stage timeline.
@@ -135,6 +138,9 @@ func (r *Report) Problems() []string {
 			out = append(out, "invariant "+inv.Name+" did not hold: "+inv.Detail)
 		}
 	}
+	if r.Contention == nil && len(r.Groups) > 1 {
+		out = append(out, "contention not shown: no span in which every Group had work waiting")
+	}
 	return out
 }
 
@@ -172,6 +178,11 @@ func (r *Report) normalized() *Report {
 	c.Groups = nonNil(c.Groups)
 	c.Approvals = nonNil(c.Approvals)
 	c.Injections = nonNil(c.Injections)
+	if c.Contention != nil {
+		cc := *c.Contention
+		cc.Groups = nonNil(cc.Groups)
+		c.Contention = &cc
+	}
 	return &c
 }
 

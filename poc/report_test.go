@@ -39,7 +39,7 @@ func sampleReport() *Report {
 	}
 	arrivals := []Arrival{
 		{Item: "wi-a1", Group: "grp-a", At: t0}, {Item: "wi-b0", Group: "grp-b", At: t0},
-		{Item: "wi-b1", Group: "grp-b", At: t0.Add(time.Second)}, {Item: "wi-a2", Group: "grp-a", At: t0.Add(5 * time.Second)},
+		{Item: "wi-b1", Group: "grp-b", At: t0.Add(time.Second)}, {Item: "wi-a2", Group: "grp-a", At: t0.Add(3 * time.Second)},
 		{Item: "wi-a3", Group: "grp-a", At: t0.Add(8 * time.Second)},
 	}
 	return &Report{
@@ -60,6 +60,7 @@ func sampleReport() *Report {
 		Invariants: []InvariantResult{{Name: "no duplicate side effects", Held: true, Detail: "toolkey ledger: 0 repeats"}},
 		Slots:      slots,
 		Groups:     ComputeGroups(slots, arrivals, map[string]int64{"grp-a": 2, "grp-b": 1}, t0.Add(12*time.Second)),
+		Contention: ComputeContention(slots, arrivals, map[string]int64{"grp-a": 2, "grp-b": 1}, t0, t0.Add(12*time.Second)),
 		Approvals: []ApprovalMoment{
 			{Mission: "mis-a", Group: "grp-a", At: at(10.5), Decision: "changes_requested"},
 			{Mission: "mis-a", Group: "grp-a", At: at(11.5), Decision: "approved"},
@@ -70,11 +71,11 @@ func sampleReport() *Report {
 func TestComputeGroupsByHand(t *testing.T) {
 	got := sampleReport().Groups
 	// grp-a: runs 4+4+3 = 11 s; grp-b: 2+3+2 = 7 s; 18 s in all.
-	// grp-a waits: a1 0, a2 6-5 = 1 s, a3 9-8 = 1 s, a3 expired at 12 and
+	// grp-a waits: a1 0, a2 6-3 = 3 s, a3 9-8 = 1 s, a3 expired at 12 and
 	// still queued at end (12): 0. grp-b waits: b0 0, b1 4-1 = 3 s,
 	// b1 preempted at 6 and restarted at 7: 1 s.
 	want := []GroupShare{
-		{ID: "grp-a", Weight: 2, SlotMs: 11000, Share: 11.0 / 18, WeightShare: 2.0 / 3, Runs: 3, Waits: 4, WaitP50Ms: 0, WaitMaxMs: 1000, Preemptions: 0},
+		{ID: "grp-a", Weight: 2, SlotMs: 11000, Share: 11.0 / 18, WeightShare: 2.0 / 3, Runs: 3, Waits: 4, WaitP50Ms: 0, WaitMaxMs: 3000, Preemptions: 0},
 		{ID: "grp-b", Weight: 1, SlotMs: 7000, Share: 7.0 / 18, WeightShare: 1.0 / 3, Runs: 3, Waits: 3, WaitP50Ms: 1000, WaitMaxMs: 3000, Preemptions: 1},
 	}
 	if !slices.Equal(got, want) {
@@ -124,7 +125,9 @@ func TestReportJSONShape(t *testing.T) {
 	}
 	first := func(name string) any { return doc[name].([]any)[0] }
 	for _, c := range []struct{ got, want string }{
-		{keys(doc), "approvals,faults,groups,injections,invariants,missions,ok,problems,slots"},
+		{keys(doc), "approvals,contention,faults,groups,injections,invariants,missions,ok,problems,slots"},
+		{keys(doc["contention"]), "fromMs,groups,toMs,withinTolerance"},
+		{keys(doc["contention"].(map[string]any)["groups"].([]any)[0]), "groupId,runs,slotMs,slotShare,weightShare"},
 		{keys(first("missions")), "finalState,group,id,stages"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,name,slot,startedAt,state,workItemId,worker"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "name,state,workItemId"},

@@ -91,6 +91,20 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	flush()
 
+	if c := r.Contention; c != nil {
+		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "SLOT TIME", "RUNS")
+		for _, g := range c.Groups {
+			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmtMs(g.SlotMs), fmt.Sprint(g.Runs))
+		}
+		flush()
+		verdict := "within"
+		if !c.Within {
+			verdict = "NOT within"
+		}
+		ew.printf("every Group had work waiting from %s to %s (%s): slot shares %s %.0f points of the weight shares\n",
+			off(from.Add(time.Duration(c.FromMs)*time.Millisecond)), off(from.Add(time.Duration(c.ToMs)*time.Millisecond)), fmtMs(c.ToMs-c.FromMs), verdict, 100*ContentionTolerance)
+	}
+
 	section("APPROVALS", "MISSION", "GROUP", "AT", "DECISION")
 	for _, a := range r.Approvals {
 		row(a.Mission, a.Group, off(a.At.Time), a.Decision)

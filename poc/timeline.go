@@ -102,6 +102,9 @@ func RenderTimeline(w io.Writer, r *Report) error {
 	plotBottom := top + tlRowH*float64(max(len(rows), 1))
 	groups := sortedGroupIDs(colors)
 	legendTop := plotBottom + 40 + 14*float64(len(r.Approvals))
+	if r.Contention != nil {
+		legendTop += 14
+	}
 	height := legendTop + 16*float64(len(groups)) + 8
 
 	var b bytes.Buffer
@@ -111,7 +114,17 @@ func RenderTimeline(w io.Writer, r *Report) error {
 	p(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	p(`<text x="12" y="22" font-size="15" font-weight="bold">PoC run: slot occupancy</text>` + "\n")
 	p(`<text x="12" y="40" fill="#555">%s to %s (%.1fs)</text>`+"\n", esc(wireTime(from)), esc(wireTime(to)), to.Sub(from).Seconds())
-	p(`<text x="12" y="56" fill="#555">▼ preempted · ✕ failed, lease expired or interrupted · hatched: stalled · red line: fault · dashed line: human decision · grey: idle, compressed</text>` + "\n")
+	p(`<text x="12" y="56" fill="#555">▼ preempted · ✕ failed, lease expired or interrupted · hatched: stalled · red line: fault · dashed line: human decision · grey: idle, compressed · yellow: contention window</text>` + "\n")
+	if c := r.Contention; c != nil {
+		origin, _ := r.Span()
+		x0, x1 := ax.x(origin.Add(time.Duration(c.FromMs)*time.Millisecond)), ax.x(origin.Add(time.Duration(c.ToMs)*time.Millisecond))
+		label := "contention:"
+		for _, g := range c.Groups {
+			label += fmt.Sprintf(" %s %.0f%% (weight %.0f%%)", g.GroupID, 100*g.SlotShare, 100*g.WeightShare)
+		}
+		p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#fff3b0" fill-opacity="0.6"><title>%s</title></rect>`+"\n", x0, top-6, max(x1-x0, 1), plotBottom-top+6, esc(label))
+		p(`<text x="%.1f" y="%.1f" fill="#7a5d00" font-size="10">%s</text>`+"\n", x0, plotBottom+38+14*float64(len(r.Approvals)), esc(label))
+	}
 	renderAxis(p, ax, from, top, plotBottom)
 	renderFaults(p, r.Injections, ax, top, plotBottom)
 

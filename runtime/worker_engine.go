@@ -138,6 +138,9 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	cfg := w.cfg
 	scfg := cfg.Scheduler
 	scfg.Slots = int(cfg.Card.MaxConcurrency)
+	if scfg.DefaultEstimate <= 0 {
+		scfg.DefaultEstimate = cfg.Estimate
+	}
 	sched, err := scheduler.New(scfg)
 	if err != nil {
 		return nil, err

@@ -109,7 +109,10 @@ func (e *engine) schedItem(k itemKey, en queue.Entry, hold bool) scheduler.Item 
 	}
 	it := scheduler.Item{
 		ID: k.sched(), Group: k.group, Urgency: u, Impact: imp, Deadline: en.Deadline.Time,
-		Estimate: e.cfg.Estimate, Preemptible: true,
+		// No estimate of its own: the scheduler charges the Group's observed
+		// mean run length (cfg.Estimate until one finished), so a fixed
+		// guess cannot swamp weighted sharing while runs are short.
+		Preemptible: true,
 		Gates: scheduler.Gates{
 			DependenciesPending: !en.DependenciesSatisfied(),
 			ApprovalRequired:    en.ApprovalRequired,

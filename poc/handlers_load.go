@@ -1,0 +1,129 @@
+package poc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/slots"
+)
+
+// Load stages exist to make the scheduler's weighted sharing visible
+// (spec 22): each Mission has several of them in parallel after its tests,
+// so both Groups keep a backlog on the shared worker at the same time. A
+// load stage does a fixed, checkable amount of work in LoadSteps steps of at
+// least LoadStepTime each — rounds of SHA-256 chained from the patch under
+// review — with structured progress and a checkpoint after every step, so
+// it can be preempted and resumed anywhere. The reviewer recomputes the
+// chain.
+const (
+	LoadSteps     = 4
+	LoadRounds    = 20000
+	LoadStepTime  = 100 * time.Millisecond
+	loadStepLabel = "load step "
+)
+
+// LoadReport is a load stage's output: the chain's head after Steps steps
+// of Rounds rounds each, starting from the WorkItem id and the digest of the
+// input patch (so each load stage's output is its own artifact).
+type LoadReport struct {
+	WorkItemID string `json:"workItemId"`
+	Patch      string `json:"patch"`
+	Steps      int    `json:"steps"`
+	Rounds     int    `json:"rounds"`
+	Chain      string `json:"chain"`
+}
+
+// LoadHandler runs load stages.
+type LoadHandler struct{ cfg *HandlerConfig }
+
+func (h *LoadHandler) Capability() protocol.Capability { return capability(CapLoad) }
+
+func loadSeed(workItemID, patch string) string { return workItemID + " " + patch }
+
+// chainStep is one step of the load chain from head.
+func chainStep(head string, rounds int) string {
+	sum := sha256.Sum256([]byte(head))
+	for range rounds - 1 {
+		sum = sha256.Sum256(sum[:])
+	}
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// LoadChain is the chain's head after steps steps from the WorkItem id and
+// the patch digest.
+func LoadChain(workItemID, patch string, steps, rounds int) string {
+	head := loadSeed(workItemID, patch)
+	for range steps {
+		head = chainStep(head, rounds)
+	}
+	return head
+}
+
+// Run implements slots.Handler.
+func (h *LoadHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
+	steps := []step{{name: "read patch", setup: true, fn: func(_ context.Context, j *job) error {
+		_, d, err := j.input(OutPatch)
+		if err != nil {
+			return err
+		}
+		if j.st.Vals["chain"] == "" {
+			j.st.Vals["chain"] = loadSeed(j.w.Slot().WorkItemID, d)
+		}
+		j.scr["patch"] = d
+		return nil
+	}}}
+	for i := range LoadSteps {
+		steps = append(steps, step{name: loadStepLabel + strconv.Itoa(i+1), fn: func(ctx context.Context, j *job) error {
+			t := time.NewTimer(LoadStepTime)
+			defer t.Stop()
+			j.st.Vals["chain"] = chainStep(j.st.Vals["chain"], LoadRounds)
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+	}
+	steps = append(steps, step{name: "write load report", fn: func(ctx context.Context, j *job) error {
+		rep := LoadReport{WorkItemID: j.w.Slot().WorkItemID, Patch: j.scr["patch"].(string), Steps: LoadSteps, Rounds: LoadRounds, Chain: j.st.Vals["chain"]}
+		raw, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		d, err := j.publish(ctx, OutLoadReport, MediaJSON, raw)
+		if err != nil {
+			return err
+		}
+		j.record(EvLoadChain, true, "SHA-256 chain from the patch", fmt.Sprintf("%d steps of %d rounds", LoadSteps, LoadRounds), d)
+		return nil
+	}})
+	return h.cfg.runSteps(ctx, w, steps)
+}
+
+// checkLoad is the reviewer's deterministic check of a load report.
+func checkLoad(raw []byte, workItemID, patch string) []string {
+	var r LoadReport
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return []string{"load report: " + err.Error()}
+	}
+	if r.WorkItemID != workItemID {
+		return []string{"the load report is for " + r.WorkItemID + ", not " + workItemID}
+	}
+	if r.Patch != patch {
+		return []string{"the load report is for " + r.Patch + ", not the input patch " + patch}
+	}
+	if r.Steps != LoadSteps || r.Rounds != LoadRounds {
+		return []string{fmt.Sprintf("the load report did %d×%d rounds, the stage asks %d×%d", r.Steps, r.Rounds, LoadSteps, LoadRounds)}
+	}
+	if want := LoadChain(workItemID, patch, r.Steps, r.Rounds); r.Chain != want {
+		return []string{"the load chain does not recompute: " + r.Chain + " is not " + want}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package poc
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestComputeContention(t *testing.T) {
+	w := map[string]int64{"grp-a": 4, "grp-b": 2}
+	end := t0.Add(10 * time.Second)
+	// Both Groups backlogged from 1 s to 7 s; a gets two slots of three.
+	busy := []SlotUsage{
+		{Worker: "w", Slot: 0, Intervals: []Interval{iv("a1", "grp-a", 1, 4, OutcomeSubmitted), iv("a3", "grp-a", 4, 7, OutcomeSubmitted), iv("a4", "grp-a", 7, 9, OutcomeSubmitted)}},
+		{Worker: "w", Slot: 1, Intervals: []Interval{iv("a2", "grp-a", 1, 4, OutcomeSubmitted), iv("a5", "grp-a", 4, 7, OutcomeSubmitted), iv("b2", "grp-b", 7, 9, OutcomeSubmitted)}},
+		{Worker: "w", Slot: 2, Intervals: []Interval{iv("b1", "grp-b", 1, 7, OutcomeSubmitted)}},
+	}
+	var arrivals []Arrival
+	for _, it := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		arrivals = append(arrivals, Arrival{Item: it, Group: "grp-a", At: t0})
+	}
+	arrivals = append(arrivals, Arrival{Item: "b1", Group: "grp-b", At: t0}, Arrival{Item: "b2", Group: "grp-b", At: t0})
+	c := ComputeContention(busy, arrivals, w, t0, end)
+	if c == nil || c.FromMs != 0 || c.ToMs != 7000 || len(c.Groups) != 2 {
+		t.Fatalf("contention %+v", c)
+	}
+	a, b := c.Groups[0], c.Groups[1]
+	if a.GroupID != "grp-a" || a.SlotMs != 12000 || b.SlotMs != 6000 || math.Abs(a.WeightShare-2.0/3) > 1e-9 {
+		t.Errorf("shares %+v %+v", a, b)
+	}
+	if !c.Within {
+		t.Errorf("a %.3f of slot-time against %.3f of the weights is within %.2f", a.SlotShare, a.WeightShare, ContentionTolerance)
+	}
+
+	// Equal service against 4:2 weights is not within the tolerance.
+	even := []SlotUsage{{Worker: "w", Slot: 0, Intervals: []Interval{iv("a1", "grp-a", 0, 5, OutcomeSubmitted), iv("a2", "grp-a", 5, 6, OutcomeSubmitted)}},
+		{Worker: "w", Slot: 1, Intervals: []Interval{iv("b1", "grp-b", 0, 5, OutcomeSubmitted), iv("b2", "grp-b", 5, 6, OutcomeSubmitted)}}}
+	ev := []Arrival{{Item: "a1", Group: "grp-a", At: t0}, {Item: "a2", Group: "grp-a", At: t0}, {Item: "b1", Group: "grp-b", At: t0}, {Item: "b2", Group: "grp-b", At: t0}}
+	if c := ComputeContention(even, ev, w, t0, end); c == nil || c.Within {
+		t.Errorf("even service judged within: %+v", c)
+	}
+
+	// Never both waiting: no window. Both waiting while nothing ran (a
+	// worker restarting): no window either.
+	apart := []Arrival{{Item: "a1", Group: "grp-a", At: t0}, {Item: "b1", Group: "grp-b", At: at(3).Time}}
+	runs := []SlotUsage{{Worker: "w", Slot: 0, Intervals: []Interval{iv("a1", "grp-a", 0, 3, OutcomeSubmitted), iv("b1", "grp-b", 3, 5, OutcomeSubmitted)}}}
+	if c := ComputeContention(runs, apart, w, t0, end); c != nil {
+		t.Errorf("no common wait, got %+v", c)
+	}
+	idle := []SlotUsage{{Worker: "w", Slot: 0, Intervals: []Interval{iv("a1", "grp-a", 5, 6, OutcomeSubmitted), iv("b1", "grp-b", 6, 7, OutcomeSubmitted)}}}
+	both := []Arrival{{Item: "a1", Group: "grp-a", At: t0}, {Item: "b1", Group: "grp-b", At: t0}}
+	if c := ComputeContention(idle, both, w, t0, end); c != nil {
+		t.Errorf("waiting with no slot running is not contention, got %+v", c)
+	}
+	if c := ComputeContention(busy, arrivals, map[string]int64{"grp-a": 4}, t0, end); c != nil {
+		t.Errorf("one Group cannot contend, got %+v", c)
+	}
+}
