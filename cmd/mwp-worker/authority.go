@@ -53,7 +53,7 @@ func authorityCommand() *cli.Command {
 				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second, Sources: cli.EnvVars("MWP_HANDSHAKE_TIMEOUT")},
 			}, opsFlags()...),
 			Action: serveAuthority,
-		}, authorityInspectCommand(), authorityCheckCommand()},
+		}, authorityInspectCommand(), authorityCheckCommand(), authorityEnrollCommand()},
 	}
 }
 
@@ -155,7 +155,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if err := startOps(ctx, cmd, out, log, append(append(svc.Collectors(), backpressure), connectionGauges(server)...), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
 		return fail("%v", err)
 	}
-	if err := ops.ServeStatus(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, log); err != nil {
+	if err := ops.ServeSocket(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, enrollOps(svc), log); err != nil {
 		return fail("%v", err)
 	}
 	if err := server.Serve(ctx, ln); err != nil {

@@ -65,6 +65,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
 			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler `CAP=PATH [ARG...]`, CAP as ID or ID@VERSION; arguments split as a shell would, without one (repeatable; MWP_HANDLER_EXEC: one per line)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
+			&cli.DurationFlag{Name: "enrollment-valid", Usage: "how long the --enrollment document stays acceptable to the authority (at most 24h)", Value: protocol.DefaultEnrollmentValidity, Sources: cli.EnvVars("MWP_ENROLLMENT_VALID")},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
 		}, append(tuningFlags(), opsFlags()...)...),
@@ -110,7 +111,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	}
 	tuning.apply(&cfg)
 	if path := cmd.String("enrollment"); path != "" {
-		return writeEnrollment(out, path, cfg)
+		return writeEnrollment(out, path, cfg, cmd.Duration("enrollment-valid"))
 	}
 
 	// The first signal drains; a second one exits at once.
@@ -252,12 +253,18 @@ func handlersFrom(specs []string, demo demoHandler, log *slog.Logger) ([]slots.H
 	return hs, nil
 }
 
-// writeEnrollment writes the agent's signed agent_card_register.
-func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error {
+// writeEnrollment writes the agent's signed agent_card_register, valid
+// for valid (the enrollment extension, docs/wire.md).
+func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig, valid time.Duration) error {
+	now := time.Now()
+	ext, err := protocol.EnrollmentExtension(now, valid)
+	if err != nil {
+		return fmt.Errorf("--enrollment-valid: %v", err)
+	}
 	card := cfg.Card
 	card.AgentID = cfg.AgentID
 	card.Keys = protocol.List[protocol.PublicKey]{cfg.Key.Public().Encode()}
-	card.IssuedAt = protocol.NewTime(time.Now())
+	card.IssuedAt = protocol.NewTime(now)
 	card.OrganizationID, card.DisplayName = "org-1", cfg.AgentID
 	card.Roles = protocol.List[protocol.Role]{protocol.RoleWorker}
 	for _, h := range cfg.Handlers {
@@ -268,14 +275,14 @@ func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error
 		return err
 	}
 	_, raw, err := protocol.BuildCommand(protocol.Actor{Kind: protocol.ActorAgent, ID: cfg.AgentID}, cfg.Key,
-		protocol.CmdAgentCardRegister, protocol.Envelope{}, &protocol.RegisterAgentCardPayload{AgentCard: signed}, time.Now())
+		protocol.CmdAgentCardRegister, protocol.Envelope{Extensions: ext}, &protocol.RegisterAgentCardPayload{AgentCard: signed}, now)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "enrollment of %s written to %s\n", cfg.AgentID, path)
+	_, err = fmt.Fprintf(out, "enrollment of %s written to %s, valid until %s\n", cfg.AgentID, path, protocol.NewTime(now.Add(valid)))
 	return err
 }
 
