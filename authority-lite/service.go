@@ -110,6 +110,7 @@ type Service struct {
 	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
 	// after the owing commit would.
 	holdFollowUps bool
+	memberNotice  memberNotice
 }
 
 // groupState is one Group's single writer: its decision state, members and

@@ -43,8 +43,10 @@ func runCommand() *cli.Command {
 			"--authority-key (the authority's authority.pub; without it events are not verified).\n\n" +
 			"The agent id is the <id> of the key's id agent:<id>#<name> (mwp-worker keygen --key-id).\n" +
 			"A remote authority must know the agent before its first HELLO: write the enrollment with\n" +
-			"--enrollment FILE and start the authority with `authority serve --enroll FILE` (within the\n" +
-			"authority's clock skew); later starts re-register the card over the wire.\n\n" +
+			"--enrollment FILE (valid for --enrollment-valid) and register it with the running authority\n" +
+			"(`authority enroll FILE`) or at its start (`authority serve --enroll FILE`); later starts re-register the\n" +
+			"card over the wire. The worker subscribes every Group the authority says it is a member of, at HELLO and\n" +
+			"whenever that changes (docs/wire.md), so --group is only needed for Groups to follow before that.\n\n" +
 			"Handlers: --handler-exec 'CAP=PATH [ARG...]' runs PATH with its arguments (JSON lines,\n" +
 			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG) for capability CAP,\n" +
 			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
@@ -61,7 +63,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "authority-fingerprint", Usage: "pin the authority's certificate: sha256:<64 hex>", Sources: cli.EnvVars("MWP_AUTHORITY_FINGERPRINT")},
 			&cli.StringFlag{Name: "authority-ca", Usage: "PEM file of certificates to trust instead of the system roots", Sources: cli.EnvVars("MWP_AUTHORITY_CA")},
 			&cli.StringFlag{Name: "authority-key", Usage: "the authority's public key FILE (authority.pub) to verify events", Sources: cli.EnvVars("MWP_AUTHORITY_KEY")},
-			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe (repeatable, or comma-separated; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
+			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe at start (optional: the authority tells the worker its Groups, also those it joins later; repeatable, or comma-separated; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
 			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
 			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler `CAP=PATH [ARG...]`, CAP as ID or ID@VERSION; arguments split as a shell would, without one (repeatable; MWP_HANDLER_EXEC: one per line)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
