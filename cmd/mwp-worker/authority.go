@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -57,22 +54,10 @@ func authorityCommand() *cli.Command {
 	}
 }
 
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
 func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	// The log (the authority's background work included) and the
 	// refusals below share stderr.
-	stderr := &syncWriter{w: cmd.Root().ErrWriter}
+	stderr := &syncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
 		return exitError{1}
@@ -162,35 +147,6 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 		return fail("%v", err)
 	}
 	return failedWrite(stderr, "authority serve", svc)
-}
-
-// exitFailedWrite is the exit status after a failed write to the
-// authority's log (EX_TEMPFAIL): restarting reloads what is durable.
-const exitFailedWrite = 75
-
-// stopWhenFailed ends ctx when a write to the authority's log fails: from
-// then on it can only refuse, so the process exits and its supervisor
-// restarts it (docs/operations.md).
-func stopWhenFailed(ctx context.Context, svc *authoritylite.Service, log *slog.Logger) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-svc.Failed():
-			log.Error("a write to the authority's log failed; exiting so a restart reloads what is durable", "err", svc.Err())
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-// failedWrite is the exit after a failed write, or nil.
-func failedWrite(stderr io.Writer, what string, svc *authoritylite.Service) error {
-	if err := svc.Err(); err != nil {
-		fmt.Fprintf(stderr, "%s: a write to the authority's log failed: %v; restart to reload what is durable\n", what, err)
-		return exitError{exitFailedWrite}
-	}
-	return nil
 }
 
 const connectionsHelp = "Connections the binding holds, by state: admitted (handshaking or in session; at most --max-conns) or refusing (accepted only to be answered 503 over a cap)."

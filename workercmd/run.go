@@ -1,15 +1,13 @@
-package main
+package workercmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +16,6 @@ import (
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
-	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -26,10 +23,16 @@ import (
 	"github.com/missionweave/mwp-worker/slots"
 )
 
-// demoCapability is what the built-in demo handler provides.
-var demoCapability = protocol.Capability{ID: "demo.steps", Version: "1.0.0"}
+// Options are what a Go program embedding handlers adds to run.
+type Options struct {
+	// Handlers run beside those of --handler-exec, each for its
+	// Capability(); with none of either, the built-in demo handler.
+	Handlers []slots.Handler
+}
 
-func runCommand() *cli.Command {
+// Command is `mwp-worker run`: its flags, environment variables, signals
+// and logging, with opts' handlers.
+func Command(opts Options) *cli.Command {
 	return &cli.Command{
 		Name: "run",
 		// A handler's command line may hold commas: lists are split here
@@ -70,20 +73,20 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "enrollment-valid", Usage: "how long the --enrollment document stays acceptable to the authority (at most 24h)", Value: protocol.DefaultEnrollmentValidity, Sources: cli.EnvVars("MWP_ENROLLMENT_VALID")},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
-		}, append(tuningFlags(), opsFlags()...)...),
-		Action: runWorker,
+		}, append(tuningFlags(), OpsFlags()...)...),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return runWorker(ctx, cmd, opts) },
 	}
 }
 
-func runWorker(ctx context.Context, cmd *cli.Command) error {
+func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	// The embedded authority's background check logs from its own
 	// goroutine while this one writes its lines: one lock for stderr.
-	out, stderr := cmd.Root().Writer, &syncWriter{w: cmd.Root().ErrWriter}
+	out, stderr := cmd.Root().Writer, &SyncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "run: "+format+"\n", args...)
-		return exitError{1}
+		return ExitError{1}
 	}
-	log, err := newLogger(cmd, stderr)
+	log, err := NewLogger(cmd, stderr)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -95,7 +98,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	if !ok {
 		return fail("--key: key id %q is not an agent key (agent:<id>#<name>)", key.KeyID)
 	}
-	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), demoHandler{agentID: agentID, step: cmd.Duration("demo-step")}, log)
+	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), opts.Handlers, demoHandler{agentID: agentID, step: cmd.Duration("demo-step")}, log)
 	if err != nil {
 		return fail("--handler-exec: %v", err)
 	}
@@ -157,7 +160,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		}
 		defer emb.Close()
 		var stopOnFailure context.CancelFunc
-		ctx, stopOnFailure = stopWhenFailed(ctx, emb.Service, log)
+		ctx, stopOnFailure = StopWhenFailed(ctx, emb.Service, log)
 		defer stopOnFailure()
 		embedded = emb.Service
 		cfg.UseInProcess(emb)
@@ -173,7 +176,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		cols = append(cols, embedded.Collectors()...)
 		checks = ops.Checks{Live: allOf(w.Live, embedded.Err), Ready: allOf(w.Ready, embedded.Err)}
 	}
-	if err := startOps(ctx, cmd, out, log, cols, checks); err != nil {
+	if err := StartOps(ctx, cmd, out, log, cols, checks); err != nil {
 		return fail("%v", err)
 	}
 	go func() {
@@ -190,7 +193,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	st := w.Status()
 	fmt.Fprintf(out, "stopped: %d outcomes, %d commands buffered offline\n", len(st.Outcomes), st.Buffered)
 	if embedded != nil {
-		if ferr := failedWrite(stderr, "run: embedded authority", embedded); ferr != nil {
+		if ferr := FailedWrite(stderr, "run: embedded authority", embedded); ferr != nil {
 			return ferr
 		}
 	}
@@ -215,44 +218,6 @@ func agentOfKey(keyID string) (string, bool) {
 		return "", false
 	}
 	return id, true
-}
-
-// handlersFrom builds the external handlers, or the demo handler.
-func handlersFrom(specs []string, demo demoHandler, log *slog.Logger) ([]slots.Handler, error) {
-	if len(specs) == 0 {
-		return []slots.Handler{demo}, nil
-	}
-	var hs []slots.Handler
-	for _, s := range specs {
-		capSpec, command, ok := strings.Cut(s, "=")
-		if !ok || capSpec == "" || command == "" {
-			return nil, fmt.Errorf("%q: want CAP=PATH [ARG...]", s)
-		}
-		argv, err := splitCommand(command)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
-		}
-		if len(argv) == 0 {
-			return nil, fmt.Errorf("%q: want CAP=PATH [ARG...]", s)
-		}
-		path := argv[0]
-		id, version, hasVersion := strings.Cut(capSpec, "@")
-		if !hasVersion {
-			version = "1.0.0"
-		}
-		if !slots.VersionSatisfies(version, version) {
-			return nil, fmt.Errorf("%q: version %q is not MAJOR.MINOR.PATCH", s, version)
-		}
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := os.Stat(abs); err != nil {
-			return nil, err
-		}
-		hs = append(hs, slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Logger: log})
-	}
-	return hs, nil
 }
 
 // writeEnrollment writes the agent's signed agent_card_register, valid
@@ -288,57 +253,6 @@ func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig, valid
 	return err
 }
 
-// demoHandler is the built-in handler (see the run command's description).
-type demoHandler struct {
-	agentID string
-	step    time.Duration
-}
-
-func (demoHandler) Capability() protocol.Capability { return demoCapability }
-
-func (h demoHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
-	const steps = 3
-	n := 0
-	if st, ok := w.Resume(); ok {
-		n, _ = strconv.Atoi(string(st))
-	} else if _, err := w.Checkpoint(ctx, []byte("0"), checkpoint.Meta{Phase: "started"}); err != nil {
-		// A first safe point, so a preemption before step 1 can yield.
-		return slots.Result{}, err
-	}
-	c := w.Contract()
-	for n < steps {
-		select {
-		case <-w.PreemptRequested():
-			return slots.Result{}, slots.ErrPreempted
-		case <-ctx.Done():
-			return slots.Result{}, ctx.Err()
-		case <-time.After(h.step):
-		}
-		n++
-		phase := fmt.Sprintf("step %d of %d", n, steps)
-		err := w.Progress(ctx, protocol.Progress{Phase: phase, MilestonesCompleted: protocol.List[string]{phase},
-			NextCheckpoint: fmt.Sprintf("step %d", n+1), Blockers: protocol.List[string]{}, EvidenceRefs: protocol.List[string]{},
-			RevisedEstimate: protocol.RevisedEstimate{CompletionAt: protocol.NewTime(time.Now().Add(time.Duration(steps-n) * h.step)), Confidence: 0.9}})
-		if err != nil {
-			return slots.Result{}, err
-		}
-		if _, err := w.Checkpoint(ctx, []byte(strconv.Itoa(n)), checkpoint.Meta{Phase: phase}); err != nil {
-			return slots.Result{}, err
-		}
-	}
-	d, err := w.PublishArtifact(ctx, "text/plain", []byte("demo result for "+w.Slot().WorkItemID+": "+c.Goal+"\n"))
-	if err != nil {
-		return slots.Result{}, err
-	}
-	var ev []protocol.Evidence
-	for _, a := range c.AcceptanceCriteria {
-		ev = append(ev, protocol.Evidence{Subject: w.Slot().WorkItemID, Criteria: protocol.List[string]{a.ID}, Method: "demo-handler",
-			Result: protocol.EvidencePass, Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: h.agentID}, Timestamp: protocol.NewTime(time.Now()),
-			Artifacts: protocol.List[string]{d}})
-	}
-	return slots.Result{Artifacts: []string{d}, Evidence: ev}, nil
-}
-
 // allOf is a check that passes when every one of checks does.
 func allOf(checks ...func() error) func() error {
 	return func() error {
@@ -349,70 +263,4 @@ func allOf(checks ...func() error) func() error {
 		}
 		return nil
 	}
-}
-
-// splitCommand splits a handler's command line into words, as a shell
-// would without running one: blanks separate words; 'single quotes' keep
-// everything; "double quotes" keep everything but \" and \\; a backslash
-// outside quotes keeps the next character.
-func splitCommand(s string) ([]string, error) {
-	var words []string
-	var w strings.Builder
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n':
-			if inWord {
-				words, inWord = append(words, w.String()), false
-				w.Reset()
-			}
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, fmt.Errorf("unterminated ' at byte %d", i)
-			}
-			w.WriteString(s[i+1 : i+1+j])
-			i, inWord = i+1+j, true
-		case c == '"':
-			i++
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\') {
-					i++
-				}
-				w.WriteByte(s[i])
-			}
-			if i == len(s) {
-				return nil, errors.New(`unterminated "`)
-			}
-			inWord = true
-		case c == '\\':
-			if i+1 == len(s) {
-				return nil, errors.New("a trailing backslash escapes nothing")
-			}
-			i++
-			w.WriteByte(s[i])
-			inWord = true
-		default:
-			w.WriteByte(c)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, w.String())
-	}
-	return words, nil
-}
-
-// splitList splits every value at any of seps and drops empty parts.
-func splitList(values []string, seps string) []string {
-	var out []string
-	for _, v := range values {
-		for _, part := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(seps, r) }) {
-			if part = strings.TrimSpace(part); part != "" {
-				out = append(out, part)
-			}
-		}
-	}
-	return out
 }
