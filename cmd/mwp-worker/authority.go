@@ -35,7 +35,8 @@ func authorityCommand() *cli.Command {
 				"workers with --authority-fingerprint), the authority's public key and the log's id. Humans and Organization policy services are registered with\n" +
 				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
 				"register their own Agent Cards over the wire once known: a HELLO needs a registered key, so an\n" +
-				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`).",
+				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`), or with\n" +
+				"`mwp-worker authority enroll FILE` while it runs.",
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "the authority's data directory", Required: true, Sources: cli.EnvVars("MWP_AUTHORITY_DATA")},
 				&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:7443", Sources: cli.EnvVars("MWP_AUTHORITY_LISTEN")},
