@@ -116,7 +116,10 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	}
 	tuning.apply(&cfg)
 	if path := cmd.String("enrollment"); path != "" {
-		return writeEnrollment(out, path, cfg, cmd.Duration("enrollment-valid"))
+		if err := writeEnrollment(out, path, cfg, cmd.Duration("enrollment-valid")); err != nil {
+			return fail("%v", err)
+		}
+		return nil
 	}
 
 	// The first signal drains; a second one exits at once.
@@ -226,7 +229,7 @@ func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig, valid
 	now := time.Now()
 	ext, err := protocol.EnrollmentExtension(now, valid)
 	if err != nil {
-		return fmt.Errorf("--enrollment-valid: %v", err)
+		return fmt.Errorf("--enrollment-valid %s: %v", valid, err)
 	}
 	card := cfg.Card
 	card.AgentID = cfg.AgentID
