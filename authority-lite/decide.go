@@ -320,6 +320,9 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		if len(events) > 0 {
 			gs.notify()
 		}
+		if changesMembership(events) {
+			s.memberNotice.notify()
+		}
 		return nil
 	}
 	return receipt, wait, nil

@@ -28,7 +28,10 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		return nil, err
 	}
 	if existing := s.group(cmd.GroupID); existing != nil {
-		return nil, protocol.InvalidTransition("group %s already exists", cmd.GroupID).At("/groupId")
+		// Spec 15.1: mission.create carries the id of the Group it creates;
+		// a Group holds its one Mission for good.
+		return nil, protocol.WithDetails(protocol.InvalidTransition("group %s already exists and holds its Mission: a Group holds exactly one Mission, created with it (spec 15.1); create the Mission in a new Group", cmd.GroupID).At("/groupId"),
+			"reason", "group_exists")
 	}
 	// After the receipt check: a retry of an accepted create costs nothing.
 	if err := s.creates.allow(cmd.Actor, c.now); err != nil {

@@ -194,8 +194,8 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 		}
 		return nil, err
 	}
-	if c.cmd.Actor.Kind != protocol.ActorAgent {
-		return nil, protocol.Forbidden("%s is an agent's own command", c.cmd.Type)
+	if c.cmd.Actor.Kind != protocol.ActorAgent && !o.registersForOrg(c) {
+		return nil, protocol.Forbidden("%s is an agent's own command (an agent card may also be registered by a registered policy service)", c.cmd.Type)
 	}
 	switch p := c.payload.(type) {
 	case *protocol.RegisterAgentCardPayload:
@@ -206,9 +206,17 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 	return nil, protocol.InvalidCommand("%s is not an Organization command", c.cmd.Type)
 }
 
+// registersForOrg reports whether c is the Organization's registration of
+// an agent card: agent_card_register signed by a registered policy service
+// (`mwp-worker authority enroll`), the way in under closed registration.
+func (o *org) registersForOrg(c *call) bool {
+	return c.cmd.Type == protocol.CmdAgentCardRegister && c.cmd.Actor.Kind == protocol.ActorService && o.isPolicyService(c.cmd.Actor.ID)
+}
+
 func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol.Receipt, error) {
 	card := p.AgentCard
-	if card.AgentID != c.cmd.Actor.ID {
+	byOrg := o.registersForOrg(c)
+	if !byOrg && card.AgentID != c.cmd.Actor.ID {
 		return nil, protocol.Forbidden("agent %s cannot register the card of %s", c.cmd.Actor.ID, card.AgentID).At("/payload/agentCard/agentId")
 	}
 	if card.MaxConcurrency == 0 {
@@ -231,7 +239,7 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 		return nil, err
 	}
 	prev := o.agent(card.AgentID)
-	if _, ok := cardKeys[c.cmd.Signature.KeyID]; !ok && prev == nil {
+	if _, ok := cardKeys[c.cmd.Signature.KeyID]; !ok && prev == nil && !byOrg {
 		return nil, protocol.Errorf(protocol.CodeAuthInvalidSignature, "the command must be signed by a key of the card it registers").At("/signature/keyId")
 	}
 	rec := &agentRecord{Card: card, CardHash: protocol.Digest(raw)}

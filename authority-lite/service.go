@@ -110,6 +110,7 @@ type Service struct {
 	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
 	// after the owing commit would.
 	holdFollowUps bool
+	memberNotice  memberNotice
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -635,21 +636,35 @@ func decodePayload(cmd *protocol.Command) (any, error) {
 // verified with the keys of the card it carries (open registration); the
 // card's own signature is checked again when the command is decided.
 func (s *Service) selfRegistrationKeys(raw []byte) protocol.KeyResolver {
-	if s.cfg.ClosedRegistration || !bytes.Contains(raw, []byte(protocol.CmdAgentCardRegister)) {
+	if s.cfg.ClosedRegistration {
 		return nil
+	}
+	keys, id := s.cardKeys(raw)
+	if keys == nil || s.org.agent(id) != nil {
+		return nil
+	}
+	return keys
+}
+
+// cardKeys returns the keys of the agent card an agent's own
+// agent_card_register carries, and the agent's id; nil for any other
+// document.
+func (s *Service) cardKeys(raw []byte) (protocol.KeySet, string) {
+	if !bytes.Contains(raw, []byte(protocol.CmdAgentCardRegister)) {
+		return nil, ""
 	}
 	v, err := protocol.Parse(raw, s.inbound.Decode)
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	doc, _ := v.(map[string]any)
 	if doc["type"] != string(protocol.CmdAgentCardRegister) {
-		return nil
+		return nil, ""
 	}
 	actor, _ := doc["actor"].(map[string]any)
 	id, _ := actor["id"].(string)
-	if s.org.agent(id) != nil {
-		return nil
+	if actor["kind"] != string(protocol.ActorAgent) {
+		return nil, ""
 	}
 	payload, _ := doc["payload"].(map[string]any)
 	card, _ := payload["agentCard"].(map[string]any)
@@ -658,11 +673,11 @@ func (s *Service) selfRegistrationKeys(raw []byte) protocol.KeyResolver {
 	for _, item := range list {
 		raw, err := protocol.Canonical(item)
 		if err != nil {
-			return nil
+			return nil, ""
 		}
 		var pk protocol.PublicKey
 		if json.Unmarshal(raw, &pk) != nil {
-			return nil
+			return nil, ""
 		}
 		vk, err := protocol.DecodePublicKey(pk)
 		if err != nil || !protocol.KeyBelongsTo(vk.KeyID, protocol.ActorAgent, id) {
@@ -670,7 +685,7 @@ func (s *Service) selfRegistrationKeys(raw []byte) protocol.KeyResolver {
 		}
 		keys[vk.KeyID] = vk.Key
 	}
-	return keys
+	return keys, id
 }
 
 // maybeCompact applies the online retention after an append.

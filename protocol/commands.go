@@ -61,6 +61,7 @@ const (
 	SenderApprover            Sender = "approver"                      // a human or policy service granting execution
 	SenderMember              Sender = "member"                        // any active member (messages, proposals, artifacts, usage)
 	SenderAgent               Sender = "agent"                         // an agent for itself (Organization bootstrap)
+	SenderAgentOrPolicy       Sender = "agent or policy"               // an agent for itself, or a policy service registering it for the Organization
 )
 
 // CommandRule is one row of Commands.
@@ -133,7 +134,7 @@ var Commands = map[CommandType]CommandRule{
 	CmdPolicyGrantCooperationOverride: {Payload: payload[GrantCooperationOverridePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregatePolicy},
 	CmdGroupArchive:                   {Payload: payload[ArchiveGroupPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderPolicy, Aggregate: AggregateGroup, MissionFrom: []MissionState{MissionApproved, MissionCancelled, MissionTerminated}},
 
-	CmdAgentCardRegister: {Payload: payload[RegisterAgentCardPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
+	CmdAgentCardRegister: {Payload: payload[RegisterAgentCardPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgentOrPolicy},
 	CmdSessionOpen:       {Payload: payload[OpenSessionPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgent},
 }
 

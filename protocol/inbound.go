@@ -52,7 +52,7 @@ func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, e
 	if skew == 0 {
 		skew = DefaultMaxSkew
 	}
-	if err := VerifyFresh(doc, in.Keys, now, skew); err != nil {
+	if err := verifyFreshCommand(doc, in.Keys, now, skew); err != nil {
 		return nil, err
 	}
 	if err := CheckCommandSigner(doc); err != nil {

@@ -155,7 +155,8 @@ func (t EventType) OrganizationScoped() bool {
 // FrameType names a WebSocket frame (spec 17, docs/wire.md).
 type FrameType string
 
-// The eight frame types.
+// The eight frame types of spec 17, and GROUPS, ours (docs/wire.md): the
+// authority's notice of the Groups an agent is a member of.
 const (
 	FrameHello        FrameType = "HELLO"
 	FrameSubscribe    FrameType = "SUBSCRIBE"
@@ -165,6 +166,7 @@ const (
 	FramePing         FrameType = "PING"
 	FrameError        FrameType = "ERROR"
 	FrameBackpressure FrameType = "BACKPRESSURE"
+	FrameGroups       FrameType = "GROUPS"
 )
 
 // OfflineExtensionURI is the critical binding extension of spec 11.5.

@@ -4,7 +4,7 @@ import "fmt"
 
 // KnownExtension reports the extension URIs this implementation interprets.
 func KnownExtension(uri string) bool {
-	return uri == OfflineExtensionURI
+	return uri == OfflineExtensionURI || uri == EnrollmentExtensionURI
 }
 
 // CheckExtensions applies spec 17.4/18 to the top-level `extensions` member of

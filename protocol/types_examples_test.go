@@ -251,9 +251,9 @@ func typesObjectExamples() []typesExample {
 		{name: "HelloClient", value: Hello{
 			Type: FrameHello, FrameID: "f-1", ProtocolVersions: []string{Version}, AgentID: "worker-1", SessionEpoch: 3,
 			Proof: &HelloProof{AgentID: "worker-1", SessionEpoch: 3, Nonce: "n0nce-abcdefghijkl", IssuedAt: typesAt(0), Signature: typesSig("agent:worker-1#k1", 0)},
-		}, zeroOKAt: []string{"ProtocolVersion", "ServerTime"}},
+		}, zeroOKAt: []string{"ProtocolVersion", "ServerTime", "Groups"}},
 		{name: "HelloServer", value: Hello{
-			Type: FrameHello, FrameID: "f-2", SessionEpoch: 3, ProtocolVersion: Version, ServerTime: typesAtPtr(time.Second),
+			Type: FrameHello, FrameID: "f-2", SessionEpoch: 3, ProtocolVersion: Version, ServerTime: typesAtPtr(time.Second), Groups: []string{"grp-a"},
 		}, zeroOKAt: []string{"ProtocolVersions", "AgentID", "Proof"}},
 		{name: "Subscribe", value: Subscribe{Type: FrameSubscribe, FrameID: "f-3", Groups: List[GroupPosition]{{
 			GroupID: "grp-a", AfterSequence: 41,
@@ -275,6 +275,7 @@ func typesObjectExamples() []typesExample {
 			InReplyTo: "f-4", ActionID: "act-01J", Details: map[string]any{"current": "8"},
 		}}, zeroOKAt: []string{"Error.Retryable"}},
 		{name: "Backpressure", value: Backpressure{Type: FrameBackpressure, FrameID: "f-10", GroupID: "grp-a", RetryAfterMs: 250}},
+		{name: "GroupsFrame", value: GroupsFrame{Type: FrameGroups, FrameID: "f-11", Groups: []string{"grp-a", "grp-b"}}},
 		{name: "WorkContract", value: typesContract()},
 		{name: "OwnershipGrant", value: OwnershipGrant{WorkItemID: "wi-7", OwnerAgentID: "worker-1", OwnershipEpoch: 2, StartDeadline: typesAt(time.Hour)}},
 		{name: "ExecutionLease", value: typesLease()},

@@ -13,6 +13,9 @@ type Hello struct {
 	Proof            *HelloProof `json:"proof,omitempty"`           // client
 	ProtocolVersion  string      `json:"protocolVersion,omitempty"` // server
 	ServerTime       *Time       `json:"serverTime,omitempty"`      // server
+	// Groups (server, ours: docs/wire.md) are the Groups the agent is an
+	// active member of; absent from an authority that does not tell.
+	Groups []string `json:"groups,omitzero"`
 }
 
 // HelloProof is the signed document that authenticates a HELLO: fresh within
@@ -105,11 +108,20 @@ type Backpressure struct {
 	RetryAfterMs uint64    `json:"retryAfterMs"`
 }
 
-// Known reports whether t is one of the eight frame types.
+// GroupsFrame (server only, ours: docs/wire.md) lists every Group the
+// agent is an active member of, sent whenever that list changes while the
+// agent is connected, so it can SUBSCRIBE a Group it has just joined.
+type GroupsFrame struct {
+	Type    FrameType `json:"type"`
+	FrameID string    `json:"frameId"`
+	Groups  []string  `json:"groups"`
+}
+
+// Known reports whether t is one of the eight frame types or GROUPS.
 func (t FrameType) Known() bool {
 	switch t {
 	case FrameHello, FrameSubscribe, FrameCommand, FrameEvent, FrameAck,
-		FramePing, FrameError, FrameBackpressure:
+		FramePing, FrameError, FrameBackpressure, FrameGroups:
 		return true
 	}
 	return false
@@ -134,6 +146,8 @@ func newFrame(t FrameType) any {
 		return &ErrorFrame{}
 	case FrameBackpressure:
 		return &Backpressure{}
+	case FrameGroups:
+		return &GroupsFrame{}
 	}
 	return nil
 }

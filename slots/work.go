@@ -26,6 +26,12 @@ type Work struct {
 // Slot names this execution.
 func (w *Work) Slot() Slot { return w.r.slot }
 
+// Agent is the actor the worker runs as: the producer a handler names in
+// its Evidence.
+func (w *Work) Agent() protocol.Actor {
+	return protocol.Actor{Kind: protocol.ActorAgent, ID: w.r.pool.cfg.AgentID}
+}
+
 // Attempt is the 1-based attempt number, counting earlier runs.
 func (w *Work) Attempt() uint64 { return w.attempt }
 

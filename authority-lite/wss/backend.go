@@ -47,6 +47,17 @@ type Backend interface {
 	Acked(peer, groupID string, sequence uint64)
 }
 
+// MemberGroups is what a Backend may add so the server tells each agent
+// its Groups (ours, docs/wire.md; spec 17 has no frame for it): the HELLO
+// answer lists them and a GROUPS frame follows every change.
+type MemberGroups interface {
+	// MemberGroups lists, sorted, the Groups the agent is an active member of.
+	MemberGroups(agentID string) []string
+	// MembershipChanged returns a channel closed at the next membership
+	// change in any Group.
+	MembershipChanged() <-chan struct{}
+}
+
 // StoredEvent is one event as kept in the log.
 type StoredEvent struct {
 	Sequence uint64

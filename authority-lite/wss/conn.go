@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,6 +146,9 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 				c.slot.hello()
 			}
 			c.wg.Go(func() { c.watchSession(ctx, writerDone) })
+			if mg, ok := c.b.(MemberGroups); ok {
+				c.wg.Go(func() { c.watchGroups(ctx, mg) })
+			}
 		}
 		for _, f := range out.send {
 			if c.sess.replaced() {
@@ -199,6 +203,36 @@ func (c *conn) watchSession(ctx context.Context, writerDone <-chan struct{}) {
 		return
 	}
 	c.closeWith(websocket.StatusPolicyViolation, "session replaced")
+}
+
+// watchGroups sends a GROUPS frame each time the agent's Groups differ
+// from those it was last told (ours, docs/wire.md), until the connection
+// or its session ends. Started after HELLO, like watchSession.
+func (c *conn) watchGroups(ctx context.Context, mg MemberGroups) {
+	last, changed := c.sess.groups, c.sess.groupsChanged
+	for {
+		select {
+		case <-changed:
+		case <-c.sess.ended:
+			return
+		case <-ctx.Done():
+			return
+		}
+		changed = mg.MembershipChanged()
+		now := mg.MemberGroups(c.sess.peer)
+		if slices.Equal(now, last) {
+			continue
+		}
+		last = now
+		f, err := encodeGroups(c.ids.next(), now)
+		if err != nil {
+			c.log.Error("wss: groups notice", "peer", c.sess.peer, "err", err)
+			continue
+		}
+		if !c.out.pushControl(ctx, f) {
+			return
+		}
+	}
 }
 
 // startStream starts or restarts one Group's stream from sub.after.

@@ -24,8 +24,8 @@
 //     of the TCP accept.
 //   - Binary messages, malformed or non-I-JSON text, duplicate members,
 //     unknown frame types, frames that fail websocket-frame.schema.json and
-//     server-only frames (EVENT, BACKPRESSURE, a server HELLO, a receipt
-//     ACK) get PROTOCOL_VIOLATION, with inReplyTo when the frameId was a
+//     server-only frames (EVENT, BACKPRESSURE, GROUPS, a server HELLO, a
+//     receipt ACK) get PROTOCOL_VIOLATION, with inReplyTo when the frameId was a
 //     valid id, and the connection stays up. A message over
 //     Options.MaxFrameBytes gets PROTOCOL_VIOLATION and then close 1009,
 //     because the rest of it is never read.
@@ -59,6 +59,11 @@
 // AUTH_STALE_SESSION without inReplyTo and close 1008. The peer's own
 // commands must carry the HELLO's sessionEpoch; another one is
 // AUTH_STALE_SESSION before the Backend sees it.
+//
+// A Backend that also implements MemberGroups tells the agent its Groups
+// (ours, docs/wire.md): the HELLO answer lists them, and a GROUPS frame
+// follows every change of that list while the session lasts, so an agent
+// learns a Group it joined and can SUBSCRIBE it.
 //
 // # Streaming
 //

@@ -109,12 +109,16 @@ func encodeError(id string, e *protocol.Error) []byte {
 	return b
 }
 
-func encodeHelloReply(id string, epoch uint64, now time.Time) ([]byte, error) {
+func encodeHelloReply(id string, epoch uint64, now time.Time, groups []string) ([]byte, error) {
 	t := protocol.NewTime(now)
 	return protocol.Marshal(protocol.Hello{
 		Type: protocol.FrameHello, FrameID: id, ProtocolVersion: ProtocolVersion,
-		SessionEpoch: epoch, ServerTime: &t,
+		SessionEpoch: epoch, ServerTime: &t, Groups: groups,
 	})
+}
+
+func encodeGroups(id string, groups []string) ([]byte, error) {
+	return protocol.Marshal(protocol.GroupsFrame{Type: protocol.FrameGroups, FrameID: id, Groups: groups})
 }
 
 func encodeAck(id, inReplyTo string, r *protocol.Receipt) ([]byte, error) {

@@ -32,6 +32,11 @@ type session struct {
 	// Backend.SessionReplaced at HELLO): from then on every frame is
 	// refused with AUTH_STALE_SESSION while the connection closes.
 	ended <-chan struct{}
+	// groups are the agent's Groups told in the HELLO answer, and
+	// groupsChanged the channel to watch for the next change (nil when the
+	// Backend does not list Groups).
+	groups        []string
+	groupsChanged <-chan struct{}
 
 	limits sessionLimits
 }
@@ -142,7 +147,7 @@ func (s *session) handle(ctx context.Context, m inbound) (out output) {
 		}
 		e := f.(*protocol.ErrorFrame).Error
 		s.log.Debug("wss: client sent ERROR", "peer", s.peer, "code", e.Code, "message", e.Message)
-	default: // EVENT, BACKPRESSURE
+	default: // EVENT, BACKPRESSURE, GROUPS
 		s.fail(&out, violation("%s frames are sent by the server only", t).At("/type"), frameID, "")
 	}
 	return out
@@ -216,11 +221,18 @@ func (s *session) hello(ctx context.Context, out *output, raw []byte, parsed any
 		s.backendError(out, "hello", err, frameID, "")
 		return
 	}
-	reply, err := encodeHelloReply(s.ids.next(), epoch, s.b.Now())
+	var groups []string
+	var changed <-chan struct{}
+	if mg, ok := s.b.(MemberGroups); ok {
+		changed = mg.MembershipChanged() // before the list: no change is missed
+		groups = mg.MemberGroups(h.AgentID)
+	}
+	reply, err := encodeHelloReply(s.ids.next(), epoch, s.b.Now(), groups)
 	if err != nil {
 		s.backendError(out, "hello reply", err, frameID, "")
 		return
 	}
+	s.groups, s.groupsChanged = groups, changed
 	s.open, s.peer, s.epoch = true, h.AgentID, epoch
 	s.ended = s.b.SessionReplaced(h.AgentID, epoch)
 	out.opened = true

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -38,7 +35,8 @@ func authorityCommand() *cli.Command {
 				"workers with --authority-fingerprint), the authority's public key and the log's id. Humans and Organization policy services are registered with\n" +
 				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
 				"register their own Agent Cards over the wire once known: a HELLO needs a registered key, so an\n" +
-				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`).",
+				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`), or with\n" +
+				"`mwp-worker authority enroll FILE` while it runs.",
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "the authority's data directory", Required: true, Sources: cli.EnvVars("MWP_AUTHORITY_DATA")},
 				&cli.StringFlag{Name: "listen", Usage: "address to listen on", Value: "127.0.0.1:7443", Sources: cli.EnvVars("MWP_AUTHORITY_LISTEN")},
@@ -53,26 +51,14 @@ func authorityCommand() *cli.Command {
 				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second, Sources: cli.EnvVars("MWP_HANDSHAKE_TIMEOUT")},
 			}, opsFlags()...),
 			Action: serveAuthority,
-		}, authorityInspectCommand(), authorityCheckCommand()},
+		}, authorityInspectCommand(), authorityCheckCommand(), authorityEnrollCommand()},
 	}
-}
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	// The log (the authority's background work included) and the
 	// refusals below share stderr.
-	stderr := &syncWriter{w: cmd.Root().ErrWriter}
+	stderr := &syncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
 		return exitError{1}
@@ -155,42 +141,13 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if err := startOps(ctx, cmd, out, log, append(append(svc.Collectors(), backpressure), connectionGauges(server)...), ops.Checks{Live: svc.Err, Ready: svc.Err}); err != nil {
 		return fail("%v", err)
 	}
-	if err := ops.ServeStatus(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, log); err != nil {
+	if err := ops.ServeSocket(ctx, filepath.Join(dir, authoritySocket), func() any { return svc.Status() }, enrollOps(svc), log); err != nil {
 		return fail("%v", err)
 	}
 	if err := server.Serve(ctx, ln); err != nil {
 		return fail("%v", err)
 	}
 	return failedWrite(stderr, "authority serve", svc)
-}
-
-// exitFailedWrite is the exit status after a failed write to the
-// authority's log (EX_TEMPFAIL): restarting reloads what is durable.
-const exitFailedWrite = 75
-
-// stopWhenFailed ends ctx when a write to the authority's log fails: from
-// then on it can only refuse, so the process exits and its supervisor
-// restarts it (docs/operations.md).
-func stopWhenFailed(ctx context.Context, svc *authoritylite.Service, log *slog.Logger) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-svc.Failed():
-			log.Error("a write to the authority's log failed; exiting so a restart reloads what is durable", "err", svc.Err())
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-// failedWrite is the exit after a failed write, or nil.
-func failedWrite(stderr io.Writer, what string, svc *authoritylite.Service) error {
-	if err := svc.Err(); err != nil {
-		fmt.Fprintf(stderr, "%s: a write to the authority's log failed: %v; restart to reload what is durable\n", what, err)
-		return exitError{exitFailedWrite}
-	}
-	return nil
 }
 
 const connectionsHelp = "Connections the binding holds, by state: admitted (handshaking or in session; at most --max-conns) or refusing (accepted only to be answered 503 over a cap)."

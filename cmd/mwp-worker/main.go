@@ -12,9 +12,13 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/missionweave/mwp-worker/workercmd"
 )
 
-// exitError carries a process exit code without printing anything more.
+// exitError carries a process exit code without printing anything more
+// (workercmd.ExitError is the same for the run command and the helpers
+// it shares; run below reads both).
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
@@ -22,7 +26,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // exitUsage is the exit status of a command line that cannot run: an
 // unknown flag or command, a bad flag value, a missing required flag or
 // argument.
-const exitUsage = 2
+const exitUsage = workercmd.ExitUsage
 
 func newApp() *cli.Command {
 	app := &cli.Command{
@@ -76,6 +80,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	var we workercmd.ExitError
+	if errors.As(err, &we) {
+		return we.Code
 	}
 	var ue usageError
 	if errors.As(err, &ue) {

@@ -179,7 +179,17 @@ var rules = map[string]rule{
 		imports: []string{"protocol", "group", "queue", "slots", "runtime", "authority-lite", "authority-lite/embed"},
 		never:   []string{mod + "poc"},
 	},
-	"cmd/mwp-worker": {imports: []string{"..."}},
+	// The run command for Go programs embedding handlers (workercmd.Main);
+	// cmd/mwp-worker's run is its Command. It imports what run needs, and
+	// never the PoC.
+	"workercmd": {
+		imports: []string{"protocol", "checkpoint", "slots", "offline", "runtime", "runtime/client", "internal/ops",
+			"authority-lite", "authority-lite/embed"},
+		never: []string{mod + "poc"},
+	},
+	// The embedding example of workercmd: a handler and Main, nothing else.
+	"examples/go-handler": {imports: []string{"protocol", "slots", "workercmd"}},
+	"cmd/mwp-worker":      {imports: []string{"..."}},
 }
 
 const mod = "github.com/missionweave/mwp-worker/"
@@ -385,8 +395,8 @@ func TestRulesPointDown(t *testing.T) {
 			inRuntime := func(p string) bool { return match("runtime/...", p) }
 			switch {
 			case strings.HasPrefix(name, "cmd/"):
-			case inRuntime(imp) && name != "poc" && name != "internal/bench" && !inRuntime(name):
-				t.Errorf("%s may import %s: nothing imports runtime/ but cmd/, poc and internal/bench", name, imp)
+			case inRuntime(imp) && name != "poc" && name != "internal/bench" && name != "workercmd" && !inRuntime(name):
+				t.Errorf("%s may import %s: nothing imports runtime/ but cmd/, poc, internal/bench and workercmd", name, imp)
 			case imp == "poc":
 				t.Errorf("%s may import poc: only cmd/ may", name)
 			case inRuntime(name) && match("authority-lite/...", imp):

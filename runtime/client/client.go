@@ -140,6 +140,26 @@ func (c *Client) AddGroup(groupID string) {
 	}
 }
 
+// joined takes the Groups the authority says the agent is a member of
+// (the HELLO answer, a GROUPS frame: docs/wire.md) and subscribes those it
+// does not follow yet, so a worker learns a Group it was added to without
+// a restart. A Group no longer listed keeps its stream (spec 17.2 checks
+// membership at SUBSCRIBE only).
+func (c *Client) joined(groups []string) {
+	for _, g := range groups {
+		c.mu.Lock()
+		known := c.groups[g] && !c.rejected[g]
+		c.mu.Unlock()
+		if known {
+			continue
+		}
+		if !slices.Contains(c.cfg.Store.GroupIDs(), g) {
+			c.log.Info("member of a new Group: subscribing", "group", g)
+		}
+		c.AddGroup(g)
+	}
+}
+
 // Redeliver asks the authority to send a Group's events after `after`
 // again, although the store already holds them: a SUBSCRIBE from an older
 // position (the server restarts the Group's stream). The store drops what

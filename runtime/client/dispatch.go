@@ -33,6 +33,8 @@ func (s *session) dispatch(f inbound) error {
 		// (spec 17.3).
 		s.q.pause(f.bp.GroupID, s.now().Add(pauseFor(float64(f.bp.RetryAfterMs))))
 		return nil
+	case f.grps != nil:
+		s.c.joined(f.grps.Groups)
 	case f.hello != nil:
 		s.c.log.Warn("ignoring a second HELLO from the authority")
 	}

@@ -13,6 +13,10 @@
 // new one. No attention filter is sent: a filter thins live delivery (spec
 // 17.2), and a durable cursor may only pass contiguous sequences (spec 16),
 // so a filtering worker would stall at its first filtered-out event.
+// Besides the Groups it is given (Config.Groups, AddGroup) and those its
+// store knows, it subscribes every Group the authority says the agent is
+// a member of: the HELLO answer's groups and each GROUPS frame (ours,
+// docs/wire.md), so it follows a Group it joins without a restart.
 //
 // Inbound frames are decoded and their signatures checked by a pool of
 // goroutines (decode.go), because verification is most of an event's cost;

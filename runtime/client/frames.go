@@ -22,6 +22,7 @@ type inbound struct {
 	ping  *protocol.Ping
 	errf  *protocol.ErrorFrame
 	bp    *protocol.Backpressure
+	grps  *protocol.GroupsFrame
 	event queue.Incoming
 }
 
@@ -64,6 +65,8 @@ func decodeInbound(raw []byte, opts protocol.DecodeOptions, keys protocol.KeyRes
 		return inbound{typ: protocol.FrameError, errf: f}, nil
 	case *protocol.Backpressure:
 		return inbound{typ: protocol.FrameBackpressure, bp: f}, nil
+	case *protocol.GroupsFrame:
+		return inbound{typ: protocol.FrameGroups, grps: f}, nil
 	}
 	return inbound{}, protocol.Errorf(protocol.CodeProtocolViolation, "the authority does not send %T frames", f)
 }

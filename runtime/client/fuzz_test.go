@@ -29,6 +29,10 @@ func TestDecodeInbound(t *testing.T) {
 		{"ping", `{"type":"PING","frameId":"s1","nonce":"nnnnnnnnnnnnnnnnnnnn"}`, protocol.FramePing, ""},
 		{"error", `{"type":"ERROR","frameId":"s1","error":{"code":"GROUP_NOT_FOUND","message":"m","retryable":false}}`, protocol.FrameError, ""},
 		{"backpressure", `{"type":"BACKPRESSURE","frameId":"s1","groupId":"g","retryAfterMs":5}`, protocol.FrameBackpressure, ""},
+		{"hello reply with the agent's groups", `{"type":"HELLO","frameId":"s1","protocolVersion":"0.1","sessionEpoch":2,"serverTime":"2026-11-30T08:00:00Z","groups":["grp-a"]}`, protocol.FrameHello, ""},
+		{"groups", `{"type":"GROUPS","frameId":"s1","groups":["grp-a","grp-b"]}`, protocol.FrameGroups, ""},
+		{"groups, not a list", `{"type":"GROUPS","frameId":"s1","groups":"grp-a"}`, "", protocol.CodeProtocolViolation},
+		{"groups, unknown member", `{"type":"GROUPS","frameId":"s1","groups":[],"x":1}`, "", protocol.CodeProtocolViolation},
 		{"subscribe from the server", `{"type":"SUBSCRIBE","frameId":"s1","groups":[]}`, "", protocol.CodeProtocolViolation},
 		{"duplicate member", `{"type":"PING","type":"PING","frameId":"s1","nonce":"n"}`, "", protocol.CodeProtocolViolation},
 		{"unknown frame", `{"type":"NOPE","frameId":"s1"}`, "", protocol.CodeProtocolViolation},
@@ -101,6 +105,7 @@ func FuzzInboundFrame(f *testing.F) {
 		`{"type":"PING","frameId":"s6","nonce":"nnnnnnnnnnnnnnnnnnnn","reply":true}`,
 		`{"type":"BACKPRESSURE","frameId":"s7","groupId":"grp-a","retryAfterMs":18446744073709551615}`,
 		`{"type":"HELLO","frameId":"s8","protocolVersion":"0.1","sessionEpoch":2,"serverTime":"2026-11-30T08:00:00Z"}`,
+		`{"type":"GROUPS","frameId":"s9","groups":["grp-a","grp-new"]}`,
 		`[]`, `{"type":"EVENT"}`, "\xef\xbb\xbf{}",
 	} {
 		f.Add([]byte(s))

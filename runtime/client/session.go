@@ -215,6 +215,7 @@ func (s *session) hello() error {
 			if h.ProtocolVersion != protocol.Version {
 				return protocol.Errorf(protocol.CodeUnsupportedVersion, "the authority chose protocolVersion %q; this worker speaks %q", h.ProtocolVersion, protocol.Version)
 			}
+			c.joined(h.Groups)
 			s.ping = newPinger(c.cfg.PingInterval, c.cfg.PingTimeout, s.now())
 			c.setState(StateChange{State: StateConnected, SessionEpoch: h.SessionEpoch, ServerTime: h.ServerTime.Time})
 			return nil

@@ -1,4 +1,4 @@
-package main
+package workercmd
 
 import (
 	"log/slog"
@@ -32,7 +32,7 @@ func TestSplitCommand(t *testing.T) {
 }
 
 func TestHandlersFromArgs(t *testing.T) {
-	hs, err := handlersFrom([]string{`lint@2.1.0=/bin/sh -c 'echo a,b'`}, demoHandler{}, slog.New(slog.DiscardHandler))
+	hs, err := handlersFrom([]string{`lint@2.1.0=/bin/sh -c 'echo a,b'`}, nil, demoHandler{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

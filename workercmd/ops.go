@@ -1,4 +1,4 @@
-package main
+package workercmd
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/missionweave/mwp-worker/internal/ops"
 )
 
-// opsFlags are the operator's flags of every long-running command: logs
+// OpsFlags are the operator's flags of every long-running command: logs
 // and the metrics/health endpoints.
-func opsFlags() []cli.Flag {
+func OpsFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", Sources: cli.EnvVars("MWP_LOG_LEVEL")},
 		&cli.StringFlag{Name: "log-format", Usage: "text (logfmt) or json (one object per line)", Value: "text", Sources: cli.EnvVars("MWP_LOG_FORMAT")},
@@ -23,8 +23,8 @@ func opsFlags() []cli.Flag {
 	}
 }
 
-// newLogger is the process's logger on w, as --log-level and --log-format say.
-func newLogger(cmd *cli.Command, w io.Writer) (*slog.Logger, error) {
+// NewLogger is the process's logger on w, as --log-level and --log-format say.
+func NewLogger(cmd *cli.Command, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", cmd.String("log-level"))
@@ -40,9 +40,9 @@ func newLogger(cmd *cli.Command, w io.Writer) (*slog.Logger, error) {
 	}
 }
 
-// startOps serves the operator endpoints when --metrics-listen is set,
+// StartOps serves the operator endpoints when --metrics-listen is set,
 // until ctx ends; it prints `metrics listening on http://ADDR/metrics`.
-func startOps(ctx context.Context, cmd *cli.Command, out io.Writer, log *slog.Logger, cols []prometheus.Collector, checks ops.Checks) error {
+func StartOps(ctx context.Context, cmd *cli.Command, out io.Writer, log *slog.Logger, cols []prometheus.Collector, checks ops.Checks) error {
 	addr := cmd.String("metrics-listen")
 	if addr == "" {
 		return nil

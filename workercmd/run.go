@@ -1,4 +1,4 @@
-package main
+package workercmd
 
 import (
 	"context"
@@ -29,7 +29,16 @@ import (
 // demoCapability is what the built-in demo handler provides.
 var demoCapability = protocol.Capability{ID: "demo.steps", Version: "1.0.0"}
 
-func runCommand() *cli.Command {
+// Options are what a Go program embedding handlers adds to run.
+type Options struct {
+	// Handlers run beside those of --handler-exec, each for its
+	// Capability(); with none of either, the built-in demo handler.
+	Handlers []slots.Handler
+}
+
+// Command is `mwp-worker run`: its flags, environment variables, signals
+// and logging, with opts' handlers.
+func Command(opts Options) *cli.Command {
 	return &cli.Command{
 		Name: "run",
 		// A handler's command line may hold commas: lists are split here
@@ -43,8 +52,10 @@ func runCommand() *cli.Command {
 			"--authority-key (the authority's authority.pub; without it events are not verified).\n\n" +
 			"The agent id is the <id> of the key's id agent:<id>#<name> (mwp-worker keygen --key-id).\n" +
 			"A remote authority must know the agent before its first HELLO: write the enrollment with\n" +
-			"--enrollment FILE and start the authority with `authority serve --enroll FILE` (within the\n" +
-			"authority's clock skew); later starts re-register the card over the wire.\n\n" +
+			"--enrollment FILE (valid for --enrollment-valid) and register it with the running authority\n" +
+			"(`authority enroll FILE`) or at its start (`authority serve --enroll FILE`); later starts re-register the\n" +
+			"card over the wire. The worker subscribes every Group the authority says it is a member of, at HELLO and\n" +
+			"whenever that changes (docs/wire.md), so --group is only needed for Groups to follow before that.\n\n" +
 			"Handlers: --handler-exec 'CAP=PATH [ARG...]' runs PATH with its arguments (JSON lines,\n" +
 			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG) for capability CAP,\n" +
 			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
@@ -61,26 +72,27 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "authority-fingerprint", Usage: "pin the authority's certificate: sha256:<64 hex>", Sources: cli.EnvVars("MWP_AUTHORITY_FINGERPRINT")},
 			&cli.StringFlag{Name: "authority-ca", Usage: "PEM file of certificates to trust instead of the system roots", Sources: cli.EnvVars("MWP_AUTHORITY_CA")},
 			&cli.StringFlag{Name: "authority-key", Usage: "the authority's public key FILE (authority.pub) to verify events", Sources: cli.EnvVars("MWP_AUTHORITY_KEY")},
-			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe (repeatable, or comma-separated; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
+			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe at start (optional: the authority tells the worker its Groups, also those it joins later; repeatable, or comma-separated; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
 			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
 			&cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler `CAP=PATH [ARG...]`, CAP as ID or ID@VERSION; arguments split as a shell would, without one (repeatable; MWP_HANDLER_EXEC: one per line)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")},
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
+			&cli.DurationFlag{Name: "enrollment-valid", Usage: "how long the --enrollment document stays acceptable to the authority (at most 24h)", Value: protocol.DefaultEnrollmentValidity, Sources: cli.EnvVars("MWP_ENROLLMENT_VALID")},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
 			&cli.BoolFlag{Name: "insecure-loopback", Usage: "allow ws:// to a loopback authority (tests only)"},
-		}, append(tuningFlags(), opsFlags()...)...),
-		Action: runWorker,
+		}, append(tuningFlags(), OpsFlags()...)...),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return runWorker(ctx, cmd, opts) },
 	}
 }
 
-func runWorker(ctx context.Context, cmd *cli.Command) error {
+func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	// The embedded authority's background check logs from its own
 	// goroutine while this one writes its lines: one lock for stderr.
-	out, stderr := cmd.Root().Writer, &syncWriter{w: cmd.Root().ErrWriter}
+	out, stderr := cmd.Root().Writer, &SyncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, "run: "+format+"\n", args...)
-		return exitError{1}
+		return ExitError{1}
 	}
-	log, err := newLogger(cmd, stderr)
+	log, err := NewLogger(cmd, stderr)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -92,7 +104,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	if !ok {
 		return fail("--key: key id %q is not an agent key (agent:<id>#<name>)", key.KeyID)
 	}
-	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), demoHandler{agentID: agentID, step: cmd.Duration("demo-step")}, log)
+	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), opts.Handlers, demoHandler{agentID: agentID, step: cmd.Duration("demo-step")}, log)
 	if err != nil {
 		return fail("--handler-exec: %v", err)
 	}
@@ -110,7 +122,10 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	}
 	tuning.apply(&cfg)
 	if path := cmd.String("enrollment"); path != "" {
-		return writeEnrollment(out, path, cfg)
+		if err := writeEnrollment(out, path, cfg, cmd.Duration("enrollment-valid")); err != nil {
+			return fail("%v", err)
+		}
+		return nil
 	}
 
 	// The first signal drains; a second one exits at once.
@@ -154,7 +169,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		}
 		defer emb.Close()
 		var stopOnFailure context.CancelFunc
-		ctx, stopOnFailure = stopWhenFailed(ctx, emb.Service, log)
+		ctx, stopOnFailure = StopWhenFailed(ctx, emb.Service, log)
 		defer stopOnFailure()
 		embedded = emb.Service
 		cfg.UseInProcess(emb)
@@ -170,7 +185,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		cols = append(cols, embedded.Collectors()...)
 		checks = ops.Checks{Live: allOf(w.Live, embedded.Err), Ready: allOf(w.Ready, embedded.Err)}
 	}
-	if err := startOps(ctx, cmd, out, log, cols, checks); err != nil {
+	if err := StartOps(ctx, cmd, out, log, cols, checks); err != nil {
 		return fail("%v", err)
 	}
 	go func() {
@@ -187,7 +202,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 	st := w.Status()
 	fmt.Fprintf(out, "stopped: %d outcomes, %d commands buffered offline\n", len(st.Outcomes), st.Buffered)
 	if embedded != nil {
-		if ferr := failedWrite(stderr, "run: embedded authority", embedded); ferr != nil {
+		if ferr := FailedWrite(stderr, "run: embedded authority", embedded); ferr != nil {
 			return ferr
 		}
 	}
@@ -214,12 +229,13 @@ func agentOfKey(keyID string) (string, bool) {
 	return id, true
 }
 
-// handlersFrom builds the external handlers, or the demo handler.
-func handlersFrom(specs []string, demo demoHandler, log *slog.Logger) ([]slots.Handler, error) {
-	if len(specs) == 0 {
+// handlersFrom builds the external handlers after the embedder's own, or,
+// with neither, the demo handler.
+func handlersFrom(specs []string, own []slots.Handler, demo demoHandler, log *slog.Logger) ([]slots.Handler, error) {
+	if len(specs) == 0 && len(own) == 0 {
 		return []slots.Handler{demo}, nil
 	}
-	var hs []slots.Handler
+	hs := append([]slots.Handler(nil), own...)
 	for _, s := range specs {
 		capSpec, command, ok := strings.Cut(s, "=")
 		if !ok || capSpec == "" || command == "" {
@@ -252,12 +268,18 @@ func handlersFrom(specs []string, demo demoHandler, log *slog.Logger) ([]slots.H
 	return hs, nil
 }
 
-// writeEnrollment writes the agent's signed agent_card_register.
-func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error {
+// writeEnrollment writes the agent's signed agent_card_register, valid
+// for valid (the enrollment extension, docs/wire.md).
+func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig, valid time.Duration) error {
+	now := time.Now()
+	ext, err := protocol.EnrollmentExtension(now, valid)
+	if err != nil {
+		return fmt.Errorf("--enrollment-valid %s: %v", valid, err)
+	}
 	card := cfg.Card
 	card.AgentID = cfg.AgentID
 	card.Keys = protocol.List[protocol.PublicKey]{cfg.Key.Public().Encode()}
-	card.IssuedAt = protocol.NewTime(time.Now())
+	card.IssuedAt = protocol.NewTime(now)
 	card.OrganizationID, card.DisplayName = "org-1", cfg.AgentID
 	card.Roles = protocol.List[protocol.Role]{protocol.RoleWorker}
 	for _, h := range cfg.Handlers {
@@ -268,14 +290,14 @@ func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig) error
 		return err
 	}
 	_, raw, err := protocol.BuildCommand(protocol.Actor{Kind: protocol.ActorAgent, ID: cfg.AgentID}, cfg.Key,
-		protocol.CmdAgentCardRegister, protocol.Envelope{}, &protocol.RegisterAgentCardPayload{AgentCard: signed}, time.Now())
+		protocol.CmdAgentCardRegister, protocol.Envelope{Extensions: ext}, &protocol.RegisterAgentCardPayload{AgentCard: signed}, now)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "enrollment of %s written to %s\n", cfg.AgentID, path)
+	_, err = fmt.Fprintf(out, "enrollment of %s written to %s, valid until %s\n", cfg.AgentID, path, protocol.NewTime(now.Add(valid)))
 	return err
 }
 
