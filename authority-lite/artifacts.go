@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/missionweave/mwp-worker/group"
@@ -116,6 +117,12 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 	if w == nil {
 		return protocol.InvalidCommand("work item %s not found", m.WorkItemID).At("/payload/manifest/workItemId")
 	}
+	if err := s.checkProducer(m.Producer); err != nil {
+		return err
+	}
+	if err := checkSources(gs, w, m.SourceArtifacts); err != nil {
+		return err
+	}
 	coordinator := gs.g.Mission != nil && gs.g.Mission.Coordinator != nil && gs.g.Mission.Coordinator.AgentID == c.cmd.Actor.ID
 	if pl.OwnershipEpoch != nil || pl.LeaseID != "" || !coordinator {
 		if pl.OwnershipEpoch == nil || pl.LeaseID == "" {
@@ -131,6 +138,35 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 	gs.artifacts[m.ContentHash] = rev
 	p.artifacts = true
 	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: &group.ArtifactPublished{Manifest: m}})
+	return nil
+}
+
+// checkProducer holds a manifest's producer to the registered Agent Card
+// (spec 13.1): the card hash and agent version it names are the card's.
+func (s *Service) checkProducer(p protocol.ArtifactProducer) error {
+	a := s.org.agent(p.AgentID)
+	if a == nil {
+		return protocol.Forbidden("producer %s has no registered Agent Card", p.AgentID).At("/payload/manifest/producer/agentId")
+	}
+	if p.AgentCardHash != a.CardHash {
+		return protocol.InvalidCommand("producer agentCardHash %s is not the registered card's %s", p.AgentCardHash, a.CardHash).At("/payload/manifest/producer/agentCardHash")
+	}
+	if p.AgentVersion != a.Card.AgentVersion {
+		return protocol.InvalidCommand("producer agentVersion %q is not the registered card's %q", p.AgentVersion, a.Card.AgentVersion).At("/payload/manifest/producer/agentVersion")
+	}
+	return nil
+}
+
+// checkSources refuses provenance the Group cannot account for: every
+// source artifact was published in this Group or is an input of the item's
+// contract.
+func checkSources(gs *groupState, w *group.WorkItem, sources []string) error {
+	for i, src := range sources {
+		if gs.artifacts[src] > 0 || slices.ContainsFunc(w.Contract.Inputs, func(in protocol.InputRef) bool { return in.Artifact == src }) {
+			continue
+		}
+		return protocol.InvalidCommand("source artifact %s is neither published in this Group nor an input of %s", src, w.WorkItemID).At(fmt.Sprintf("/payload/manifest/sourceArtifacts/%d", i))
+	}
 	return nil
 }
 
