@@ -35,6 +35,9 @@ type Worker struct {
 	m       *metrics
 	store   *queue.Store // while Run is active, for the metrics' gauges
 	offAt   time.Time    // when the worker went offline; zero while online
+	// sendVia, set by tests before Run, wraps the command sender: faults
+	// between the worker and its authority.
+	sendVia func(sendFunc) sendFunc
 }
 
 // NewWorker checks cfg; Run starts the worker.

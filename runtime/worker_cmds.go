@@ -1,30 +1,48 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
-// itemCmd is one command of an item, built (signed) when it is sent so it
-// carries the current epochs and a fresh issuedAt.
+// itemCmd is one command of an item, built (signed) when it is first sent
+// so it carries the current epochs and a fresh issuedAt.
 type itemCmd struct {
 	typ     protocol.CommandType
 	payload any
+	// raw is the signed command once built: a retryable answer resends
+	// these bytes (same actionId, spec 19); nil builds it again (a new
+	// actionId, issuedAt and signature).
+	raw     []byte
+	tries   int       // retryable answers so far
+	retryAt time.Time // a retry waits until then
 }
 
 // msgSent is the authority's answer to one command.
 type msgSent struct {
 	key     itemKey
+	cmd     *itemCmd
 	typ     protocol.CommandType
 	payload any
 	mepoch  uint64 // the membership epoch it was signed with
 	receipt *protocol.Receipt
 	err     error
 }
+
+// commandFreshness is how long after its issuedAt a command may still be
+// sent (client.Config.Freshness): half the authority's freshness window
+// (protocol.DefaultMaxSkew), leaving the rest for clock offset and transit.
+const commandFreshness = protocol.DefaultMaxSkew / 2
+
+// sendFunc sends one signed command and waits for its answer
+// (client.Client.Send).
+type sendFunc func(ctx context.Context, signed []byte) (*protocol.Receipt, error)
 
 // queueCmd appends a command to the item's chain and sends it when it
 // reaches the head.
@@ -46,20 +64,27 @@ func (e *engine) pump(it *item) {
 			return
 		}
 		c := it.cmds[0]
-		raw, err := e.build(it, c.typ, c.payload, e.cfg.Clock.Now())
-		if err != nil {
-			e.log.Error("build command", "type", c.typ, "item", it.key.sched(), "err", err)
-			it.cmds = it.cmds[1:]
-			continue
+		now := e.cfg.Clock.Now()
+		if now.Before(c.retryAt) {
+			return // step pumps it again when the back-off has passed
+		}
+		if c.raw == nil {
+			raw, err := e.build(it, c.typ, c.payload, now)
+			if err != nil {
+				e.log.Error("build command", "type", c.typ, "item", it.key.sched(), "err", err)
+				it.cmds = it.cmds[1:]
+				continue
+			}
+			c.raw = raw
 		}
 		it.sending = true
 		e.inflight++
-		k := it.key
+		k, raw := it.key, c.raw
 		go func() {
 			start := time.Now()
-			r, err := e.client.Send(e.sendCtx, raw)
+			r, err := e.send(e.sendCtx, raw)
 			e.w.m.sent(c.typ, time.Since(start), err)
-			e.mb.post(msgSent{key: k, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
+			e.mb.post(msgSent{key: k, cmd: c, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
 		}()
 	}
 }
@@ -111,17 +136,19 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		return
 	}
 	it.sending = false
-	if len(it.cmds) > 0 {
+	if e.again(it, m, now) {
+		return
+	}
+	if len(it.cmds) > 0 && it.cmds[0] == m.cmd {
 		it.cmds = it.cmds[1:]
 	}
 	code := protocol.CodeOf(m.err)
-	if code == protocol.CodeMembershipStale {
-		// Signed with an epoch the Group has moved past: the same command
-		// goes again, rebuilt (new actionId), once the view has the new one.
-		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
-		it.cmds = append([]*itemCmd{{typ: m.typ, payload: m.payload}}, it.cmds...)
-		it.staleMembership = m.mepoch
-		e.pump(it)
+	if m.err != nil && code == "" {
+		// No answer (the worker is stopping, or its connection is gone
+		// for good): nothing was refused, and the command stays in the
+		// outbox for the next run.
+		e.log.Info("command unanswered", "type", m.typ, "item", m.key.sched(), "err", m.err)
+		e.next(it)
 		return
 	}
 	if m.err != nil {
@@ -208,11 +235,59 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 			e.log.Warn("artifact.publish refused", "item", m.key.sched(), "err", m.err)
 		}
 	}
+	e.next(it)
+}
+
+// next sends the item's next command, or forgets a finished item whose
+// commands are all answered.
+func (e *engine) next(it *item) {
 	e.pump(it)
 	if it.phase == phFinishing && len(it.cmds) == 0 && !it.sending {
 		e.forget(it)
 		if !e.draining {
 			e.sync(it.key) // the authority may have queued it for us again
+		}
+	}
+}
+
+// again keeps a command at the head of its item's chain when the answer
+// calls for sending it again, and reports whether it did. INTERNAL_ERROR
+// (the authority failed without accepting the transition) and a lost
+// answer are retryable (spec 19): the same signed bytes go again after a
+// back-off, so a command the authority did apply is answered with its
+// first receipt. A command whose freshness window passed before it could
+// be sent (client.ErrStale), or signed with a membership epoch the Group
+// has moved past, is built again: a new actionId, issuedAt and signature
+// for the same intent.
+func (e *engine) again(it *item, m msgSent, now time.Time) bool {
+	if len(it.cmds) == 0 || it.cmds[0] != m.cmd || m.err == nil {
+		return false
+	}
+	c, code := m.cmd, protocol.CodeOf(m.err)
+	switch {
+	case code == protocol.CodeMembershipStale:
+		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
+		c.raw, it.staleMembership = nil, m.mepoch
+	case errors.Is(m.err, client.ErrStale):
+		e.log.Info("command not sent within its freshness window; building it again", "type", m.typ, "item", m.key.sched())
+		c.raw = nil
+	case code == protocol.CodeInternalError || (code == "" && e.sendCtx.Err() == nil && !errors.Is(m.err, client.ErrNotRunning)):
+		wait := retryBackoff(e.cfg.Tick, c.tries)
+		c.tries++
+		c.retryAt = now.Add(wait)
+		e.log.Warn("command not applied; sending it again", "type", m.typ, "item", m.key.sched(), "err", m.err, "tries", c.tries, "retryIn", wait)
+	default:
+		return false
+	}
+	e.pump(it)
+	return true
+}
+
+// retryDue pumps the items whose command back-off has passed.
+func (e *engine) retryDue(now time.Time) {
+	for _, it := range e.items {
+		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() && !now.Before(it.cmds[0].retryAt) {
+			e.pump(it)
 		}
 	}
 }

@@ -30,6 +30,7 @@ type engine struct {
 	cps    *checkpoint.Store
 	buf    *offline.Buffer
 	client *client.Client
+	send   sendFunc // client.Send, or a test's fault in front of it
 	pool   *slots.Pool
 	sched  *scheduler.Scheduler
 	mon    *offline.Monitor
@@ -174,6 +175,9 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	ccfg.URL, ccfg.Trust, ccfg.AllowInsecureLoopback = cfg.URL, cfg.Trust, cfg.AllowInsecureLoopback
 	ccfg.AgentID, ccfg.Key, ccfg.SessionEpoch, ccfg.Store = cfg.AgentID, cfg.Key, sess.epoch, store
 	ccfg.AuthorityKeys, ccfg.Clock, ccfg.Logger = cfg.AuthorityKeys, cfg.Clock, cfg.Logger
+	if ccfg.Freshness == 0 {
+		ccfg.Freshness = commandFreshness
+	}
 	w.mu.Lock()
 	ccfg.Groups = append(append([]string(nil), cfg.Groups...), w.added...)
 	w.mu.Unlock()
@@ -182,6 +186,10 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	if e.client, err = client.New(ccfg); err != nil {
 		e.pool.Shutdown(context.Background())
 		return nil, err
+	}
+	e.send = e.client.Send
+	if w.sendVia != nil {
+		e.send = w.sendVia(e.send)
 	}
 	return e, nil
 }
@@ -348,6 +356,9 @@ func (e *engine) nextWake(now time.Time) time.Duration {
 				d = w
 			}
 		}
+		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() {
+			d = min(d, it.cmds[0].retryAt.Sub(now))
+		}
 	}
 	return max(d, time.Millisecond)
 }
@@ -362,6 +373,7 @@ func (e *engine) step(now time.Time) {
 		}
 	}
 	e.renewals(now)
+	e.retryDue(now)
 	e.leaseEnds(now)
 	e.offlinePauses(now)
 	// Supervision also runs on the pool's own ticker; here it sees every

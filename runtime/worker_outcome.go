@@ -191,7 +191,7 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 		// come after the worker starts.
 		n := e.rejections[sc.GroupID]
 		e.rejections[sc.GroupID] = n + 1
-		wait := rejectedBackoff(e.cfg.Tick, n)
+		wait := retryBackoff(e.cfg.Tick, n)
 		e.rejected[sc.GroupID] = now.Add(wait)
 		switch {
 		case n == 0:
@@ -292,10 +292,12 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	}
 }
 
-// rejectedBackoff is the wait before subscribing again to a Group refused
-// n times in a row: two ticks, doubling, at most a minute (a membership
-// usually comes soon after the worker starts, or not for a long time).
-func rejectedBackoff(tick time.Duration, n int) time.Duration {
+// retryBackoff is the wait before trying again after n failures in a row
+// (a Group refused by SUBSCRIBE, a command not applied): two ticks,
+// doubling, at most a minute (a membership usually comes soon after the
+// worker starts, or not for a long time; a failing authority is not
+// hammered).
+func retryBackoff(tick time.Duration, n int) time.Duration {
 	d := 2 * tick
 	for i := 0; i < n && d < time.Minute; i++ {
 		d *= 2
