@@ -24,7 +24,10 @@ type sendFault struct {
 	// sees it and err is its answer.
 	forward bool
 	err     error
-	sent    [][]byte
+	// hold, when set, keeps the faulted command until it is closed, then
+	// sends it as it was (a command that waited out an outage).
+	hold chan struct{}
+	sent [][]byte
 }
 
 func (f *sendFault) wrap(next sendFunc) sendFunc {
@@ -43,6 +46,14 @@ func (f *sendFault) wrap(next sendFunc) sendFunc {
 		}
 		f.mu.Unlock()
 		if !hit {
+			return next(ctx, raw)
+		}
+		if f.hold != nil {
+			select {
+			case <-f.hold:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			return next(ctx, raw)
 		}
 		if f.forward {
@@ -115,5 +126,59 @@ func TestWorkerRetriesAcceptOffer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A command that waited out an offline period past its freshness window
+// is never sent stale (spec 19): the client refuses to send it and the
+// worker builds the same submission again with a new actionId, issuedAt
+// and signature, which the authority accepts.
+func TestWorkerRebuildsStaleCommand(t *testing.T) {
+	k := newWKitLease(t, time.Hour)
+	h := newStepHandler(1)
+	f := &sendFault{typ: protocol.CmdWorkSubmit, left: 1, hold: make(chan struct{})}
+	tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	h.release("wi-1")
+	k.until("submission built", func() bool { return len(f.attempts()) == 1 }, tw)
+
+	k.px.cut()
+	k.waitFor("offline", func(s WorkerStatus) bool { return s.Offline != "online" }, tw)
+	k.fc.Advance(5 * time.Minute) // past the freshness window
+	k.px.restore()
+	close(f.hold) // the old bytes reach the client now
+	k.until("submitted", func() bool {
+		if k.state("wi-1") == protocol.WorkSubmitted {
+			return true
+		}
+		k.fc.Advance(100 * time.Millisecond) // reconnect back-off
+		return false
+	}, tw)
+
+	sent := f.attempts()
+	if len(sent) != 2 {
+		t.Fatalf("%d submissions built, want 2", len(sent))
+	}
+	var first, second protocol.Command
+	if err := json.Unmarshal(sent[0], &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sent[1], &second); err != nil {
+		t.Fatal(err)
+	}
+	if first.ActionID == second.ActionID || !second.IssuedAt.Time.After(first.IssuedAt.Time.Add(commandFreshness)) {
+		t.Fatalf("rebuilt submission %s issued %s, first %s issued %s: want a new actionId issued after the outage",
+			second.ActionID, second.IssuedAt, first.ActionID, first.IssuedAt)
+	}
+	for _, ev := range k.events() {
+		if ev.CausationID == first.ActionID {
+			t.Fatalf("the stale submission reached the authority: %s", ev.Type)
+		}
+		if ev.Type == protocol.EvtWorkSubmitted && ev.CausationID != second.ActionID {
+			t.Fatalf("work.submitted caused by %s, want the rebuilt %s", ev.CausationID, second.ActionID)
+		}
 	}
 }
