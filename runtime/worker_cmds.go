@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
-	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
@@ -143,7 +142,7 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		it.cmds = it.cmds[1:]
 	}
 	code := protocol.CodeOf(m.err)
-	if m.err != nil && code == "" {
+	if m.err != nil && !answered(m.err) {
 		// No answer (the worker is stopping, or its connection is gone
 		// for good): nothing was refused, and the command stays in the
 		// outbox for the next run.
@@ -225,11 +224,15 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 			it.phase, it.hold = phQueued, false
 			e.sync(m.key)
 		}
-	case protocol.CmdWorkSubmit, protocol.CmdWorkBlock, protocol.CmdWorkFail:
+	case protocol.CmdWorkSubmit:
 		e.log_.sent(m.key, string(m.typ), m.err)
-		if m.typ == protocol.CmdWorkSubmit && m.err == nil {
+		if m.err == nil {
 			e.track(it, true)
+			break
 		}
+		e.submitRefused(it, m, now)
+	case protocol.CmdWorkBlock, protocol.CmdWorkFail:
+		e.log_.sent(m.key, string(m.typ), m.err)
 	case protocol.CmdArtifactPublish:
 		if m.err != nil {
 			e.log.Warn("artifact.publish refused", "item", m.key.sched(), "err", m.err)
@@ -246,48 +249,6 @@ func (e *engine) next(it *item) {
 		e.forget(it)
 		if !e.draining {
 			e.sync(it.key) // the authority may have queued it for us again
-		}
-	}
-}
-
-// again keeps a command at the head of its item's chain when the answer
-// calls for sending it again, and reports whether it did. INTERNAL_ERROR
-// (the authority failed without accepting the transition) and a lost
-// answer are retryable (spec 19): the same signed bytes go again after a
-// back-off, so a command the authority did apply is answered with its
-// first receipt. A command whose freshness window passed before it could
-// be sent (client.ErrStale), or signed with a membership epoch the Group
-// has moved past, is built again: a new actionId, issuedAt and signature
-// for the same intent.
-func (e *engine) again(it *item, m msgSent, now time.Time) bool {
-	if len(it.cmds) == 0 || it.cmds[0] != m.cmd || m.err == nil {
-		return false
-	}
-	c, code := m.cmd, protocol.CodeOf(m.err)
-	switch {
-	case code == protocol.CodeMembershipStale:
-		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
-		c.raw, it.staleMembership = nil, m.mepoch
-	case errors.Is(m.err, client.ErrStale):
-		e.log.Info("command not sent within its freshness window; building it again", "type", m.typ, "item", m.key.sched())
-		c.raw = nil
-	case code == protocol.CodeInternalError || (code == "" && e.sendCtx.Err() == nil && !errors.Is(m.err, client.ErrNotRunning)):
-		wait := retryBackoff(e.cfg.Tick, c.tries)
-		c.tries++
-		c.retryAt = now.Add(wait)
-		e.log.Warn("command not applied; sending it again", "type", m.typ, "item", m.key.sched(), "err", m.err, "tries", c.tries, "retryIn", wait)
-	default:
-		return false
-	}
-	e.pump(it)
-	return true
-}
-
-// retryDue pumps the items whose command back-off has passed.
-func (e *engine) retryDue(now time.Time) {
-	for _, it := range e.items {
-		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() && !now.Before(it.cmds[0].retryAt) {
-			e.pump(it)
 		}
 	}
 }

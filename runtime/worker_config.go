@@ -280,12 +280,15 @@ type PreemptionLog struct {
 
 // OutcomeLog records how a run ended and what was sent for it.
 type OutcomeLog struct {
-	GroupID    string    `json:"groupId"`
-	WorkItemID string    `json:"workItemId"`
-	LeaseID    string    `json:"leaseId"`
-	Kind       string    `json:"kind"`
-	Sent       string    `json:"sent,omitempty"` // the command type
-	Err        string    `json:"error,omitempty"`
+	GroupID    string `json:"groupId"`
+	WorkItemID string `json:"workItemId"`
+	LeaseID    string `json:"leaseId"`
+	Kind       string `json:"kind"`
+	Sent       string `json:"sent,omitempty"` // the command type
+	Err        string `json:"error,omitempty"`
+	// Decision is what the worker did about a refused submission:
+	// failed (work.fail sent with the refusal), lease lost, moved on.
+	Decision   string    `json:"decision,omitempty"`
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	At         time.Time `json:"at"`
 }
