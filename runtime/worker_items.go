@@ -86,6 +86,10 @@ type item struct {
 	// snapshot does not carry the accepted revision).
 	reaccepting, reaccepted uint64
 	forceRenew              bool
+
+	// cost is the expected cost admission accepted the item with: what it
+	// holds of the worker's budget limits until it is forgotten.
+	cost protocol.Usage
 }
 
 // renewDue is when the lease should be renewed next.

@@ -213,19 +213,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		return
 	}
 	e.ensureGroup(k.group)
-	m, _ := e.store.Mission(k.group)
-	committed := 0
-	for _, x := range e.items {
-		if x.phase != phFinishing {
-			committed++
-		}
-	}
-	in := AdmissionInput{
-		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
-		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
-		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
-		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability,
-	}
+	in := e.admissionInput(k, en, contract, now)
 	it := &item{key: k, phase: phAccepting, offerID: en.Offer.OfferID, missionID: en.MissionID, hold: true}
 	// The disclosure comes from the scheduler: enqueue as if accepted,
 	// disclose, then hold it until the ownership is granted.
@@ -253,7 +241,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		return
 	}
 	delete(e.refused, k) // judged again and taken
-	it.hold = true
+	it.hold, it.cost = true, usageOf(dec.Basis.ExpectedCost)
 	e.enqueue(it, en, now)
 	e.items[k] = it
 	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
@@ -300,19 +288,8 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	if offerID == "" {
 		offerID = it.offerID
 	}
-	committed := 0
-	for _, x := range e.items {
-		if x.phase != phFinishing {
-			committed++
-		}
-	}
-	m, _ := e.store.Mission(k.group)
-	in := AdmissionInput{
-		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
-		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
-		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
-		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability, Renewal: true,
-	}
+	in := e.admissionInput(k, en, contract, now)
+	in.Renewal = true
 	e.enqueue(it, en, now) // not held while disclosing
 	var disclosure scheduler.Disclosure
 	if d, err := e.sched.Disclose(k.sched(), now); err == nil {
@@ -326,7 +303,7 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	it.forceRenew = false
 	if dec.Accepted() {
 		e.log.Info("contract revised; acceptance renewed", "item", k.sched(), "contractRevision", rev)
-		it.hold, it.reaccepting = true, rev
+		it.hold, it.reaccepting, it.cost = true, rev, usageOf(dec.Basis.ExpectedCost)
 		e.enqueue(it, en, now)
 		p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
 			ScheduleDisclosure: wireDisclosure(disclosure, now)}
@@ -344,6 +321,35 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id,
 		Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", rev, rej.Reason, rej.Detail),
 		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch)})
+}
+
+// admissionInput is what admission control judges an offer of item k
+// (or its revised contract) on, before the scheduler's disclosure: the
+// worker's card and commitments, the item's expected cost in every budget
+// dimension and what the other accepted items already hold.
+func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.WorkContract, now time.Time) AdmissionInput {
+	m, _ := e.store.Mission(k.group)
+	committed := 0
+	var held protocol.Usage
+	for _, x := range e.items {
+		if x.phase != phFinishing {
+			committed++
+		}
+		if x.key != k && x.phase != phFinishing {
+			held = held.Add(x.cost)
+		}
+	}
+	var want protocol.Usage
+	for _, c := range contract.RequiredCapabilities {
+		want = want.Add(usageOf(e.cfg.Costs[c.ID]))
+	}
+	return AdmissionInput{
+		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
+		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
+		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
+		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability,
+		Expected: want, Held: held, Limits: e.cfg.Limits,
+	}
 }
 
 func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {
@@ -385,12 +391,12 @@ func (e *engine) reconsider(r refusal) bool {
 	return false
 }
 
-// rejudgeCapacity judges the offers refused for capacity again, in a
-// stable order.
+// rejudgeCapacity judges the offers refused for capacity or a budget
+// limit again, in a stable order: a commitment that ended freed both.
 func (e *engine) rejudgeCapacity() {
 	var keys []itemKey
 	for k, r := range e.refused {
-		if r.reason == protocol.RejectCapacity {
+		if r.reason == protocol.RejectCapacity || r.reason == protocol.RejectBudget {
 			keys = append(keys, k)
 		}
 	}
