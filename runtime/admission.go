@@ -31,6 +31,9 @@ type AdmissionInput struct {
 	EarliestStart time.Time
 	Estimate      time.Duration
 	Confidence    float64
+	// Completion is the scheduler's estimated completion (its latest
+	// start plus Estimate); zero: EarliestStart plus Estimate.
+	Completion time.Time
 	// Expected is the item's expected cost in every budget dimension (the
 	// worker's estimates for the capabilities it requires); its wall-clock
 	// seconds are Estimate's. Held is what the accepted, unfinished items
@@ -145,7 +148,11 @@ func Admit(in AdmissionInput) AdmissionDecision {
 	// Deadline: the estimated completion must not be after it.
 	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitDeadline)
 	if dl := in.Contract.Deadline.Time; !dl.IsZero() {
-		if done := in.EarliestStart.Add(in.Estimate); done.After(dl) {
+		done := in.Completion
+		if done.IsZero() {
+			done = in.EarliestStart.Add(in.Estimate)
+		}
+		if done.After(dl) {
 			return refuse(protocol.RejectDeadline, "estimated completion %s is after the deadline %s",
 				done.UTC().Format(time.RFC3339), dl.UTC().Format(time.RFC3339))
 		}

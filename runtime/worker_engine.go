@@ -51,8 +51,10 @@ type engine struct {
 	members          map[string]uint64    // membership epoch per Group
 	groups           map[string]scheduler.GroupConfig
 	reliability      map[string]protocol.ReliabilityRecord
-	held             []heldOutcome // outcomes waiting for the authority
-	notes            *notices      // refusal notices and schedule updates
+	runs             map[string]runStats // completed runs per capability id
+	starts           runStats            // picks to leases
+	held             []heldOutcome       // outcomes waiting for the authority
+	notes            *notices            // refusal notices and schedule updates
 
 	inflight int // command sends outstanding
 	draining bool
@@ -149,8 +151,10 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
 		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
-		reliability: map[string]protocol.ReliabilityRecord{}, log_: statusLogs{m: w.m},
+		reliability: map[string]protocol.ReliabilityRecord{}, runs: map[string]runStats{}, log_: statusLogs{m: w.m},
 	}
+	// A start takes at least a loop tick until one is observed.
+	sched.SetStartLatency(cfg.Tick)
 	e.shared.members = cloneMap(members)
 	if e.notes, err = newNotices(store.DB(), cfg, cfg.Clock.Now()); err != nil {
 		return nil, err

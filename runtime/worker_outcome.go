@@ -41,6 +41,9 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 	if o.Kind != slots.Preempted {
 		e.track(it, false)
 	}
+	if o.Kind == slots.Completed {
+		e.observeRun(it, now)
+	}
 	switch o.Kind {
 	case slots.Preempted:
 		// The slot is handed over only once the checkpoint is emitted

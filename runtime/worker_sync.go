@@ -223,8 +223,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		e.enqueue(it, en, now)
 		if d, err := e.sched.Disclose(k.sched(), now); err == nil {
 			disclosure = d
-			in.EarliestStart, in.Estimate = d.EstimatedStartWindow.From, d.EstimatedCompletion.Sub(d.EstimatedStartWindow.From)
-			in.Confidence = d.Confidence
+			in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
 		}
 	}
 	dec := Admit(in)
@@ -294,8 +293,7 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	var disclosure scheduler.Disclosure
 	if d, err := e.sched.Disclose(k.sched(), now); err == nil {
 		disclosure = d
-		in.EarliestStart, in.Estimate = d.EstimatedStartWindow.From, d.EstimatedCompletion.Sub(d.EstimatedStartWindow.From)
-		in.Confidence = d.Confidence
+		in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
 	}
 	dec := Admit(in)
 	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev, Renewal: true,
@@ -343,11 +341,12 @@ func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.Wor
 	for _, c := range contract.RequiredCapabilities {
 		want = want.Add(usageOf(e.cfg.Costs[c.ID]))
 	}
+	est, _ := e.estimateOf(en)
 	return AdmissionInput{
 		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
 		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
 		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
-		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability,
+		EarliestStart: now, Estimate: est, Confidence: 0.5, Reliability: e.reliability,
 		Expected: want, Held: held, Limits: e.cfg.Limits,
 	}
 }
