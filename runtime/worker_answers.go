@@ -28,6 +28,9 @@ func (e *engine) again(it *item, m msgSent, now time.Time) bool {
 	c, code := m.cmd, protocol.CodeOf(m.err)
 	lost := !answered(m.err) && e.sendCtx.Err() == nil && !errors.Is(m.err, client.ErrNotRunning)
 	switch {
+	case code == protocol.CodeRevisionConflict && revisioned(m.typ):
+		e.conflicted(it, m, now)
+		return true
 	case code == protocol.CodeMembershipStale:
 		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
 		c.raw, it.staleMembership = nil, m.mepoch

@@ -59,7 +59,7 @@ func (e *engine) pump(it *item) {
 		// none known yet, or the one the authority just called stale, and
 		// it waits for the view (onApplied pumps again).
 		mepoch := e.members[it.key.group]
-		if mepoch == 0 || mepoch == it.staleMembership {
+		if mepoch == 0 || mepoch == it.staleMembership || it.conflict != nil || e.awaitingOwn(it) {
 			return
 		}
 		c := it.cmds[0]
@@ -93,6 +93,7 @@ func (e *engine) build(it *item, typ protocol.CommandType, payload any, now time
 	env := protocol.Envelope{
 		GroupID: it.key.group, SessionEpoch: protocol.Uint64(e.sess.epoch),
 		MembershipEpoch: protocol.Uint64(e.members[it.key.group]), CorrelationID: it.missionID,
+		ExpectedRevision: e.expectedRevision(it, typ),
 	}
 	_, raw, err := protocol.BuildCommand(e.w.actor(), e.cfg.Key, typ, env, payload, now)
 	return raw, err
@@ -138,6 +139,12 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 	if e.again(it, m, now) {
 		return
 	}
+	e.settle(it, m, now)
+}
+
+// settle takes an answered command off its item's chain and does what the
+// answer calls for.
+func (e *engine) settle(it *item, m msgSent, now time.Time) {
 	if len(it.cmds) > 0 && it.cmds[0] == m.cmd {
 		it.cmds = it.cmds[1:]
 	}
@@ -149,6 +156,9 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		e.log.Info("command unanswered", "type", m.typ, "item", m.key.sched(), "err", m.err)
 		e.next(it)
 		return
+	}
+	if m.err == nil {
+		it.sentApplied(m.receipt)
 	}
 	if m.err != nil {
 		e.log.Info("command refused", "type", m.typ, "item", m.key.sched(), "err", m.err)

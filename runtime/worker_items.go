@@ -91,6 +91,13 @@ type item struct {
 	// holds of the worker's budget limits until it is forgotten.
 	cost protocol.Usage
 
+	// awaitSeq is the last event the item's previous command caused: a
+	// revisioned command waits until the projection has it. conflict is a
+	// command refused with REVISION_CONFLICT, held until the projection
+	// has the current revision (worker_revision.go).
+	awaitSeq uint64
+	conflict *msgSent
+
 	// pickedAt and startedAt are when the scheduler picked the item and
 	// when its run began (observed durations, worker_observe.go).
 	pickedAt, startedAt time.Time

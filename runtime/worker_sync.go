@@ -41,6 +41,11 @@ func (e *engine) onApplied(res queue.Result) {
 			}
 		}
 	}
+	for _, it := range e.items { // commands that waited for their own events
+		if it.awaitSeq > 0 && len(it.cmds) > 0 && !it.sending {
+			e.pump(it)
+		}
+	}
 	seen := map[itemKey]bool{}
 	for _, c := range res.Changed {
 		k := itemKey{c.GroupID, c.WorkItemID}
@@ -81,6 +86,12 @@ func (e *engine) sync(k itemKey) {
 	now := e.cfg.Clock.Now()
 	en, ok := e.store.Item(k.group, k.id)
 	it := e.items[k]
+	if it != nil && it.conflict != nil {
+		e.redecide(it, now)
+		if it = e.items[k]; it == nil {
+			return // settled and forgotten; sync ran then
+		}
+	}
 	me := e.cfg.AgentID
 	mine := ok && en.Owner == me
 	if it != nil && it.phase == phRunning {

@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// startsOf decodes the work.start commands the worker built for item id.
+func startsOf(t *testing.T, f *sendFault, id string) []protocol.Command {
+	t.Helper()
+	var out []protocol.Command
+	for _, raw := range f.attempts() {
+		var c protocol.Command
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		var p protocol.StartWorkPayload
+		if err := json.Unmarshal(c.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.WorkItemID == id {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Optimistic concurrency against authority-lite (spec 15.3): the worker's
+// work.start names the revision its projection has. Changed meanwhile by
+// someone else while the worker heard nothing, the authority answers
+// REVISION_CONFLICT; the worker reads the item again and decides again:
+// still its to start (an execution approval was recorded), it starts on
+// the current revision; cancelled, it sends nothing more.
+func TestWorkerRevisionConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(k *wkit)
+		starts int // work.start commands built for wi-2
+	}{
+		{"still applies: started on the new revision", func(k *wkit) {
+			k.ok(k.alice, protocol.CmdApprovalGrantExecution, &protocol.GrantExecutionPayload{ApprovalID: "apr-1", WorkItemID: "wi-2",
+				ContractRevision: k.item("wi-2").Contract.Revision})
+		}, 2},
+		{"no longer applies: cancelled", func(k *wkit) {
+			k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-2", Reason: "no longer needed"})
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newWKit(t)
+			h := newStepHandler(1)
+			f := &sendFault{typ: protocol.CmdWorkStart} // records, never faults
+			tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+			k.member("w1")
+			tw.w.AddGroup("grp-a")
+			k.offer("wi-1", protocol.UrgencyNormal, "w1")
+			k.waitFor("wi-1 running", runningAll("wi-1"), tw)
+			k.offer("wi-2", protocol.UrgencyNormal, "w1")
+			k.until("wi-2 queued", func() bool { return k.state("wi-2") == protocol.WorkQueued }, tw)
+			k.caughtUp(tw)
+			seen := k.item("wi-2").Revision
+
+			k.px.freeze()
+			tc.change(k)
+			h.release("wi-1") // the slot frees; wi-2's start goes out on the old revision
+			k.until("wi-2 start sent", func() bool { return len(startsOf(t, f, "wi-2")) == 1 }, tw)
+			k.px.thaw()
+			if tc.starts == 2 {
+				k.waitFor("wi-2 running", runningAll("wi-2"), tw)
+			} else {
+				k.waitFor("wi-2 forgotten", func(s WorkerStatus) bool { return s.Queued == 0 && len(s.Running) == 0 }, tw)
+				k.caughtUp(tw)
+			}
+			starts := startsOf(t, f, "wi-2")
+			if len(starts) != tc.starts {
+				t.Fatalf("%d starts of wi-2 built, want %d", len(starts), tc.starts)
+			}
+			if starts[0].ExpectedRevision == nil || *starts[0].ExpectedRevision != seen {
+				t.Fatalf("first start expects revision %v, want the projection's %d", starts[0].ExpectedRevision, seen)
+			}
+			conflicts := 0
+			for _, ev := range k.events() {
+				if ev.CausationID == starts[0].ActionID {
+					t.Fatalf("the conflicting start was applied: %s", ev.Type)
+				}
+				if ev.Type == protocol.EvtWorkStarted && ev.Aggregate.ID == "wi-2" {
+					conflicts++
+					if ev.CausationID != starts[len(starts)-1].ActionID {
+						t.Fatalf("wi-2 started by %s, want the rebuilt start", ev.CausationID)
+					}
+				}
+			}
+			if tc.starts == 2 {
+				if conflicts != 1 || *starts[1].ExpectedRevision <= seen {
+					t.Fatalf("%d work.started for wi-2; rebuilt start expects %d (first %d)", conflicts, *starts[1].ExpectedRevision, seen)
+				}
+			} else if conflicts != 0 || k.state("wi-2") != protocol.WorkCancelled {
+				t.Fatalf("cancelled wi-2 started (%d) or is %s", conflicts, k.state("wi-2"))
+			}
+		})
+	}
+}
