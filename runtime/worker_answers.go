@@ -88,7 +88,9 @@ func (e *engine) submitRefused(it *item, m msgSent, now time.Time) {
 	switch code {
 	case protocol.CodeWorkStaleOwnership, protocol.CodeWorkLeaseExpired, protocol.CodeAuthForbidden:
 		decision = SubmitLeaseLost
-	case protocol.CodeInvalidStateTransition:
+	case protocol.CodeInvalidStateTransition, protocol.CodeRevisionConflict:
+		// A conflict is settled here only once the projection shows the
+		// submission no longer applies (worker_revision.go).
 		decision = SubmitMovedOn
 	}
 	e.log.Warn("submission refused", "item", it.key.sched(), "code", code, "err", m.err, "decision", decision)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
 )
 
 // startsOf decodes the work.start commands the worker built for item id.
@@ -99,5 +100,49 @@ func TestWorkerRevisionConflict(t *testing.T) {
 				t.Fatalf("cancelled wi-2 started (%d) or is %s", conflicts, k.state("wi-2"))
 			}
 		})
+	}
+}
+
+// After a conflict the command goes again only when the projection still
+// calls for it: the state allows it and the offer, ownership and lease it
+// names are the current ones.
+func TestStillApplies(t *testing.T) {
+	e := &engine{cfg: WorkerConfig{AgentID: "w1"}}
+	offered := queue.Entry{State: protocol.WorkOffered, ContractRevision: 1, Offer: &queue.Offer{OfferID: "off-1", Candidates: []string{"w1"}}}
+	queued := queue.Entry{State: protocol.WorkQueued, ContractRevision: 1, Owner: "w1", OwnershipEpoch: 2}
+	active := queued
+	active.State, active.Lease = protocol.WorkActive, &queue.Lease{LeaseID: "l-1"}
+	with := func(en queue.Entry, edit func(*queue.Entry)) queue.Entry { edit(&en); return en }
+	accept := &protocol.AcceptOfferPayload{OfferID: "off-1", ContractRevision: 1}
+	start := &protocol.StartWorkPayload{OwnershipEpoch: 2}
+	submit := &protocol.SubmitWorkPayload{OwnershipEpoch: 2, LeaseID: "l-1"}
+	renew := &protocol.RenewLeasePayload{OwnershipEpoch: 2, LeaseID: "l-1"}
+	release := &protocol.FailWorkPayload{OwnershipEpoch: protocol.Uint64(2)}
+	for _, tc := range []struct {
+		name    string
+		typ     protocol.CommandType
+		payload any
+		en      queue.Entry
+		want    bool
+	}{
+		{"accept: offer stands", protocol.CmdWorkAcceptOffer, accept, offered, true},
+		{"accept: contract revised", protocol.CmdWorkAcceptOffer, accept, with(offered, func(e *queue.Entry) { e.ContractRevision = 2 }), false},
+		{"accept: another offer", protocol.CmdWorkAcceptOffer, accept, with(offered, func(e *queue.Entry) { e.Offer = &queue.Offer{OfferID: "off-2", Candidates: []string{"w1"}} }), false},
+		{"accept: renewal of an owned item", protocol.CmdWorkAcceptOffer, accept, queued, true},
+		{"start: still owned", protocol.CmdWorkStart, start, queued, true},
+		{"start: newer ownership", protocol.CmdWorkStart, start, with(queued, func(e *queue.Entry) { e.OwnershipEpoch = 3 }), false},
+		{"start: another owner", protocol.CmdWorkStart, start, with(queued, func(e *queue.Entry) { e.Owner = "w2" }), false},
+		{"start: cancelled", protocol.CmdWorkStart, start, with(queued, func(e *queue.Entry) { e.State = protocol.WorkCancelled }), false},
+		{"submit: lease current", protocol.CmdWorkSubmit, submit, active, true},
+		{"submit: another lease", protocol.CmdWorkSubmit, submit, with(active, func(e *queue.Entry) { e.Lease = &queue.Lease{LeaseID: "l-2"} }), false},
+		{"submit: blocked", protocol.CmdWorkSubmit, submit, with(active, func(e *queue.Entry) { e.State = protocol.WorkBlocked }), false},
+		{"renew: lease current", protocol.CmdLeaseRenew, renew, active, true},
+		{"renew: lease gone", protocol.CmdLeaseRenew, renew, with(active, func(e *queue.Entry) { e.Lease = nil }), false},
+		{"release of a queued item", protocol.CmdWorkFail, release, queued, true},
+		{"release: another owner", protocol.CmdWorkFail, release, with(queued, func(e *queue.Entry) { e.Owner = "w2" }), false},
+	} {
+		if got := e.stillApplies(&itemCmd{typ: tc.typ, payload: tc.payload}, tc.en); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
