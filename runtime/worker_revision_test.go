@@ -146,3 +146,30 @@ func TestStillApplies(t *testing.T) {
 		}
 	}
 }
+
+// A revisioned command waits until the events of the item's own previous
+// command are in the projection (so it never conflicts with itself); a
+// command that carries no revision does not wait.
+func TestAwaitingOwnEvents(t *testing.T) {
+	store, err := queue.Open(t.TempDir(), queue.Options{NoSocket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	e := &engine{store: store}
+	it := &item{key: itemKey{"grp-a", "wi-1"}}
+	it.sentApplied(&protocol.Receipt{Events: protocol.List[protocol.EventRef]{
+		{GroupID: "grp-a", Sequence: protocol.Uint64(4)}, {GroupID: "grp-a", Sequence: protocol.Uint64(5)}}})
+	if it.awaitSeq != 5 {
+		t.Fatalf("awaiting %d, want 5", it.awaitSeq)
+	}
+	for _, tc := range []struct {
+		typ  protocol.CommandType
+		want bool
+	}{{protocol.CmdWorkSubmit, true}, {protocol.CmdLeaseRenew, true}, {protocol.CmdArtifactPublish, false}} {
+		it.cmds = []*itemCmd{{typ: tc.typ}}
+		if got := e.awaitingOwn(it); got != tc.want {
+			t.Errorf("%s with the projection at %d: waits %v, want %v", tc.typ, store.Cursor("grp-a"), got, tc.want)
+		}
+	}
+}
