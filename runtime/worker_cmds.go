@@ -18,9 +18,10 @@ type itemCmd struct {
 	// raw is the signed command once built: a retryable answer resends
 	// these bytes (same actionId, spec 19); nil builds it again (a new
 	// actionId, issuedAt and signature).
-	raw     []byte
-	tries   int       // retryable answers so far
-	retryAt time.Time // a retry waits until then
+	raw      []byte
+	expected *uint64   // the expectedRevision raw carries
+	tries    int       // retryable answers so far
+	retryAt  time.Time // a retry waits until then
 }
 
 // msgSent is the authority's answer to one command.
@@ -68,7 +69,8 @@ func (e *engine) pump(it *item) {
 			return // step pumps it again when the back-off has passed
 		}
 		if c.raw == nil {
-			raw, err := e.build(it, c.typ, c.payload, now)
+			c.expected = e.expectedRevision(it, c.typ)
+			raw, err := e.build(it, c.typ, c.payload, c.expected, now)
 			if err != nil {
 				e.log.Error("build command", "type", c.typ, "item", it.key.sched(), "err", err)
 				it.cmds = it.cmds[1:]
@@ -88,12 +90,13 @@ func (e *engine) pump(it *item) {
 	}
 }
 
-// build signs an agent command about it with this session's epochs.
-func (e *engine) build(it *item, typ protocol.CommandType, payload any, now time.Time) ([]byte, error) {
+// build signs an agent command about it with this session's epochs and
+// the revision it expects (nil: none).
+func (e *engine) build(it *item, typ protocol.CommandType, payload any, expected *uint64, now time.Time) ([]byte, error) {
 	env := protocol.Envelope{
 		GroupID: it.key.group, SessionEpoch: protocol.Uint64(e.sess.epoch),
 		MembershipEpoch: protocol.Uint64(e.members[it.key.group]), CorrelationID: it.missionID,
-		ExpectedRevision: e.expectedRevision(it, typ),
+		ExpectedRevision: expected,
 	}
 	_, raw, err := protocol.BuildCommand(e.w.actor(), e.cfg.Key, typ, env, payload, now)
 	return raw, err

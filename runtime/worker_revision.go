@@ -75,15 +75,21 @@ func (e *engine) redecide(it *item, now time.Time) {
 	}
 	en, ok := e.store.Item(it.key.group, it.key.id)
 	var pe *protocol.Error
-	var current uint64
+	current, known := uint64(0), false
 	if errors.As(m.err, &pe) {
-		current, _ = detailUint(pe.Details, "currentRevision")
+		current, known = detailUint(pe.Details, "currentRevision")
 	}
-	if ok && en.Revision < current {
+	applies := ok && e.stillApplies(m.cmd, en)
+	switch {
+	case ok && known && en.Revision < current:
 		return // not there yet: sync calls again when the item changes
+	case applies && !known && m.cmd.expected != nil && en.Revision <= *m.cmd.expected:
+		// No revision named: the projection must at least have moved
+		// past the one the command expected, or it would conflict again.
+		return
 	}
 	it.conflict = nil
-	if ok && e.stillApplies(m.cmd, en) {
+	if applies {
 		e.log.Info("command still applies; sending it on the current revision", "type", m.typ, "item", m.key.sched(), "revision", en.Revision)
 		m.cmd.raw = nil
 		e.pump(it)
