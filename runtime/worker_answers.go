@@ -20,7 +20,8 @@ import (
 // first receipt. A command whose freshness window passed before it could
 // be sent (client.ErrStale), or signed with a membership epoch the Group
 // has moved past, is built again: a new actionId, issuedAt and signature
-// for the same intent.
+// for the same intent. A REVISION_CONFLICT is held until the projection
+// has caught up (worker_revision.go).
 func (e *engine) again(it *item, m msgSent, now time.Time) bool {
 	if len(it.cmds) == 0 || it.cmds[0] != m.cmd || m.err == nil {
 		return false

@@ -182,3 +182,30 @@ func TestWorkerRebuildsStaleCommand(t *testing.T) {
 		}
 	}
 }
+
+// A submission answered INTERNAL_ERROR is not a refused submission: it
+// goes again, the same bytes, and the item is submitted, never failed.
+func TestWorkerRetriesSubmit(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	f := &sendFault{typ: protocol.CmdWorkSubmit, left: 1, err: protocol.Errorf(protocol.CodeInternalError, "injected: the authority failed")}
+	tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	h.release("wi-1")
+	k.until("submitted", func() bool {
+		if k.state("wi-1") == protocol.WorkSubmitted {
+			return true
+		}
+		k.fc.Advance(time.Second) // past the back-off
+		return false
+	}, tw)
+	if sent := f.attempts(); len(sent) != 2 || !bytes.Equal(sent[0], sent[1]) {
+		t.Fatalf("%d submissions sent, want the same bytes twice", len(sent))
+	}
+	if d := submitDecision(tw.w.Status(), "wi-1"); d != "" {
+		t.Fatalf("a refusal decision %q for a retryable answer", d)
+	}
+}
