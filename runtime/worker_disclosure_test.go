@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -92,5 +93,75 @@ func TestWorkerPublishedDisclosure(t *testing.T) {
 	if got.Confidence <= 0 || !got.EstimatedStartWindow.From.Time.Before(got.EstimatedStartWindow.To.Time) ||
 		!got.EstimatedStartWindow.From.Time.Equal(d3.EstimatedStartWindow.From.Time.Add(10*time.Minute)) {
 		t.Fatalf("update %s, first %+v", block, d3)
+	}
+}
+
+// The history is the worker's, per capability: the first item of a Group
+// the worker has never run anything for is disclosed with the confidence
+// and the duration of the runs it made elsewhere (an aggregate of its own
+// runs, nothing of the other Group's items).
+func TestWorkerDisclosureConfidenceFromCapabilityHistory(t *testing.T) {
+	k := newWKitLease(t, time.Hour)
+	h := newStepHandler(1)
+	cfg := k.workerConfig("w1", t.TempDir(), h, 1)
+	cfg.Estimate = time.Minute
+	tw := k.start(cfg)
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("wi-1 running", runningAll("wi-1"), tw)
+	k.fc.Advance(10 * time.Minute)
+	h.release("wi-1")
+	k.until("wi-1 submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+
+	// A second Group, new to the scheduler.
+	do := func(p interface {
+		Do(context.Context, protocol.CommandType, string, any, ...func(*protocol.Envelope)) (*protocol.Receipt, error)
+	}, typ protocol.CommandType, payload any) {
+		t.Helper()
+		if _, err := p.Do(context.Background(), typ, "grp-b", payload); err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+	}
+	do(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-b", Title: "Other", Objective: "ship", PriorityClass: protocol.PriorityNormal})
+	do(k.alice, protocol.CmdMissionAssignCoordinator, &protocol.AssignCoordinatorPayload{MissionID: "mis-b", AgentID: "coord", LeaseDurationMs: uint64((10 * time.Hour).Milliseconds())})
+	do(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{
+		Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+	tw.w.AddGroup("grp-b")
+	now := k.ac.Now()
+	do(k.coord, protocol.CmdWorkAuthorize, &protocol.AuthorizeWorkPayload{WorkItemID: "wb-1", MissionID: "mis-b", Contract: contractFor("wb-1", protocol.UrgencyNormal, now)})
+	w, _ := k.auth.Service.WorkItem("grp-b", "wb-1")
+	do(k.coord, protocol.CmdWorkOffer, &protocol.OfferWorkPayload{WorkItemID: "wb-1", OfferID: "off-wb-1", Contract: w.Contract,
+		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: "w1", SelectionBasis: protocol.SelectionBasis{
+			CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: "code.implement", Required: "1.x", Offered: "1.2.0"}},
+			AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.9},
+			ExpectedCost: protocol.Budgets{Tokens: protocol.Uint64(100)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
+			PolicyRulesApplied: protocol.List[string]{"capability-match"}}}},
+		ExpiresAt: protocol.NewTime(now.Add(time.Hour))})
+	k.until("wb-1 accepted", func() bool { w, _ := k.auth.Service.WorkItem("grp-b", "wb-1"); return w.State != protocol.WorkOffered }, tw)
+
+	var d *protocol.ScheduleDisclosure
+	k.until("acceptance of wb-1 in grp-b's log", func() bool {
+		evs, err := k.auth.Service.Events("grp-b", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, se := range evs {
+			var ev protocol.Event
+			if err := json.Unmarshal(se.Raw, &ev); err != nil {
+				t.Fatal(err)
+			}
+			var p struct {
+				ScheduleDisclosure *protocol.ScheduleDisclosure `json:"scheduleDisclosure"`
+			}
+			if ev.Type == protocol.EvtWorkOfferAccepted && json.Unmarshal(ev.Payload, &p) == nil && p.ScheduleDisclosure != nil {
+				d = p.ScheduleDisclosure
+				return true
+			}
+		}
+		return false
+	}, tw)
+	if d.Confidence <= 0 || d.EstimatedCompletion.Time.Sub(d.EstimatedStartWindow.To.Time) != 10*time.Minute {
+		t.Fatalf("first disclosure in a new Group %+v: want a confidence and the capability's observed 10 minutes", d)
 	}
 }
