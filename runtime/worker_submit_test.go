@@ -19,6 +19,16 @@ func submitDecision(s WorkerStatus, id string) string {
 	return ""
 }
 
+// outcomeErr is the refusal Status records for item id's submission.
+func outcomeErr(s WorkerStatus, id string) string {
+	for _, o := range s.Outcomes {
+		if o.WorkItemID == id && o.Sent == string(protocol.CmdWorkSubmit) {
+			return o.Err
+		}
+	}
+	return ""
+}
+
 // A submission whose evidence does not cover the acceptance criteria is
 // refused while the lease is still the worker's: the worker fails the run
 // with the refusal as its reason, which releases the item, instead of
@@ -87,5 +97,41 @@ func TestWorkerSubmitRefusedLeaseLostStops(t *testing.T) {
 	}
 	if s := k.state("wi-1"); s != protocol.WorkCancelled {
 		t.Fatalf("wi-1 %s, want cancelled", s)
+	}
+}
+
+// A submission that conflicts with a change the worker has not yet seen
+// (the item was cancelled) is decided again on the current projection:
+// it no longer applies, the item has moved on, and nothing more is sent.
+func TestWorkerSubmitConflictMovesOn(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	// The publish is answered at once without reaching the authority, so
+	// the submission goes out while the worker still hears nothing.
+	f := &sendFault{typ: protocol.CmdArtifactPublish, left: 1}
+	sub := &sendFault{typ: protocol.CmdWorkSubmit} // records, never faults
+	tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), func(next sendFunc) sendFunc { return f.wrap(sub.wrap(next)) })
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	k.caughtUp(tw)
+	k.px.freeze()
+	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "no longer needed"})
+	h.release("wi-1")
+	k.until("submission sent", func() bool { return len(sub.attempts()) == 1 }, tw)
+	k.px.thaw()
+	st := k.waitFor("decision recorded", func(s WorkerStatus) bool { return submitDecision(s, "wi-1") != "" }, tw)
+	if d := submitDecision(st, "wi-1"); d != SubmitMovedOn || !strings.Contains(outcomeErr(st, "wi-1"), string(protocol.CodeRevisionConflict)) {
+		t.Fatalf("decision %q on %q, want %q on a revision conflict", d, outcomeErr(st, "wi-1"), SubmitMovedOn)
+	}
+	if n := len(sub.attempts()); n != 1 {
+		t.Fatalf("%d submissions sent, want the one that conflicted", n)
+	}
+	k.caughtUp(tw)
+	for _, l := range k.trace() {
+		if strings.HasPrefix(l, "work.failed") || strings.HasPrefix(l, "work.submitted") {
+			t.Fatalf("the cancelled run sent more: %v", k.trace())
+		}
 	}
 }
