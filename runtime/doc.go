@@ -91,7 +91,8 @@
 // settled as that refusal). A refused work.submit is decided: refused
 // while the lease is ours (no artifacts, evidence short of the acceptance
 // criteria), the run fails with the refusal as its reason, releasing the
-// item; fenced, the run stops; refused for its state, it has moved on.
+// item; fenced, the run stops; refused for its state (or a conflict after
+// which it no longer applies), it has moved on.
 // Status outcomes carry the decision.
 //
 // Notices (worker_notice.go): 0.1 has no refusal command (spec 15), so a
