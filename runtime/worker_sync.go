@@ -332,48 +332,6 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch)})
 }
 
-// admissionInput is what admission control judges an offer of item k
-// (or its revised contract) on, before the scheduler's disclosure: the
-// worker's card and commitments, the item's expected cost in every budget
-// dimension and what the other accepted items already hold.
-func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.WorkContract, now time.Time) AdmissionInput {
-	m, _ := e.store.Mission(k.group)
-	committed := 0
-	var held protocol.Usage
-	for _, x := range e.items {
-		if x.phase != phFinishing {
-			committed++
-		}
-		if x.key != k && x.phase != phFinishing {
-			held = held.Add(x.cost)
-		}
-	}
-	var want protocol.Usage
-	for _, c := range contract.RequiredCapabilities {
-		want = want.Add(usageOf(e.cfg.Costs[c.ID]))
-	}
-	est, _ := e.estimateOf(en)
-	return AdmissionInput{
-		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
-		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
-		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
-		EarliestStart: now, Estimate: est, Confidence: 0.5, Reliability: e.reliability,
-		Expected: want, Held: held, Limits: e.cfg.Limits,
-	}
-}
-
-func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {
-	if d.ComputedAt.IsZero() {
-		return protocol.ScheduleDisclosure{EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now)},
-			EstimatedCompletion: protocol.NewTime(now), CapacityState: protocol.CapacityConstrained, ComputedAt: protocol.NewTime(now)}
-	}
-	return protocol.ScheduleDisclosure{
-		EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(d.EstimatedStartWindow.From), To: protocol.NewTime(d.EstimatedStartWindow.To)},
-		EstimatedCompletion:  protocol.NewTime(d.EstimatedCompletion), Confidence: d.Confidence,
-		CapacityState: protocol.CapacityState(d.CapacityState), ComputedAt: protocol.NewTime(d.ComputedAt),
-	}
-}
-
 // refusal is an offer admission control refused.
 type refusal struct {
 	offerID string
