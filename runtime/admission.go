@@ -31,6 +31,17 @@ type AdmissionInput struct {
 	EarliestStart time.Time
 	Estimate      time.Duration
 	Confidence    float64
+	// Completion is the scheduler's estimated completion (its latest
+	// start plus Estimate); zero: EarliestStart plus Estimate.
+	Completion time.Time
+	// Expected is the item's expected cost in every budget dimension (the
+	// worker's estimates for the capabilities it requires); its wall-clock
+	// seconds are Estimate's. Held is what the accepted, unfinished items
+	// already hold, and Limits what the worker commits to at once (a nil
+	// dimension has no cap).
+	Expected protocol.Usage
+	Held     protocol.Usage
+	Limits   protocol.Budgets
 	// Reliability is this worker's track record per capability id.
 	Reliability map[string]protocol.ReliabilityRecord
 	// Renewal judges a substantially revised contract of an item this
@@ -58,7 +69,8 @@ const (
 	RuleAdmitCapacity      = "admission.capacity.queue-depth"
 	RuleAdmitDeadline      = "admission.deadline.estimated-completion"
 	RuleAdmitDependency    = "admission.dependency.satisfiable"
-	RuleAdmitBudget        = "admission.budget.wall-clock-covers-estimate"
+	RuleAdmitBudget        = "admission.budget.covers-expected-cost"
+	RuleAdmitBudgetLimit   = "admission.budget.within-worker-limits"
 )
 
 // Admit decides whether to accept an offer. The checks run in the order of
@@ -75,8 +87,9 @@ func Admit(in AdmissionInput) AdmissionDecision {
 			EarliestStart: protocol.NewTime(in.EarliestStart), Confidence: clamp01(in.Confidence),
 		},
 	}
-	secs := in.Estimate.Seconds()
-	b.ExpectedCost = protocol.Budgets{WallClockSeconds: &secs}
+	want := in.Expected
+	want.WallClockSeconds = in.Estimate.Seconds()
+	b.ExpectedCost = budgetsOf(want)
 	// The rule of each check is recorded before it runs, so a refusal's
 	// basis ends with the rule that refused.
 	refuse := func(r protocol.AdmissionReason, format string, args ...any) AdmissionDecision {
@@ -135,7 +148,11 @@ func Admit(in AdmissionInput) AdmissionDecision {
 	// Deadline: the estimated completion must not be after it.
 	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitDeadline)
 	if dl := in.Contract.Deadline.Time; !dl.IsZero() {
-		if done := in.EarliestStart.Add(in.Estimate); done.After(dl) {
+		done := in.Completion
+		if done.IsZero() {
+			done = in.EarliestStart.Add(in.Estimate)
+		}
+		if done.After(dl) {
 			return refuse(protocol.RejectDeadline, "estimated completion %s is after the deadline %s",
 				done.UTC().Format(time.RFC3339), dl.UTC().Format(time.RFC3339))
 		}
@@ -149,12 +166,62 @@ func Admit(in AdmissionInput) AdmissionDecision {
 		}
 	}
 
-	// Budget: the wall-clock budget must cover the estimate.
+	// Budget: in every dimension the contract's budget covers the expected
+	// cost, and the worker's limits cover it on top of what its accepted
+	// items hold (a renewal's own hold is not in Held).
 	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitBudget)
-	if w := in.Contract.Budgets.WallClockSeconds; w != nil && *w < secs {
-		return refuse(protocol.RejectBudget, "wall-clock budget %.0fs is below the estimate %.0fs", *w, secs)
+	if dim := in.Contract.Budgets.Exceeded(want); dim != "" {
+		used, limit := dimension(dim, want, in.Contract.Budgets)
+		return refuse(protocol.RejectBudget, "%s budget %g is below the expected cost %g", dim, limit, used)
+	}
+	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitBudgetLimit)
+	if total := in.Held.Add(want); in.Limits.Exceeded(total) != "" {
+		dim := in.Limits.Exceeded(total)
+		held, _ := dimension(dim, in.Held, in.Limits)
+		used, limit := dimension(dim, want, in.Limits)
+		return refuse(protocol.RejectBudget, "%s: %g expected on top of %g held by accepted items exceeds the worker's limit %g", dim, used, held, limit)
 	}
 	return AdmissionDecision{Basis: b}
+}
+
+// budgetsOf is a usage as budgets, every dimension present.
+func budgetsOf(u protocol.Usage) protocol.Budgets {
+	return protocol.Budgets{Money: &u.Money, Tokens: &u.Tokens, ToolCalls: &u.ToolCalls,
+		ComputeSeconds: &u.ComputeSeconds, WallClockSeconds: &u.WallClockSeconds, SideEffects: &u.SideEffects}
+}
+
+// dimension reads one budget dimension, by its wire name
+// (protocol.Budgets.Exceeded), of a usage and of budgets.
+func dimension(name string, u protocol.Usage, b protocol.Budgets) (used, limit float64) {
+	switch name {
+	case "money":
+		return u.Money, deref(b.Money)
+	case "tokens":
+		return float64(u.Tokens), float64(deref(b.Tokens))
+	case "toolCalls":
+		return float64(u.ToolCalls), float64(deref(b.ToolCalls))
+	case "computeSeconds":
+		return u.ComputeSeconds, deref(b.ComputeSeconds)
+	case "wallClockSeconds":
+		return u.WallClockSeconds, deref(b.WallClockSeconds)
+	case "sideEffects":
+		return float64(u.SideEffects), float64(deref(b.SideEffects))
+	}
+	return 0, 0
+}
+
+// usageOf is budgets as a usage, an absent dimension 0.
+func usageOf(b protocol.Budgets) protocol.Usage {
+	return protocol.Usage{Money: deref(b.Money), Tokens: deref(b.Tokens), ToolCalls: deref(b.ToolCalls),
+		ComputeSeconds: deref(b.ComputeSeconds), WallClockSeconds: deref(b.WallClockSeconds), SideEffects: deref(b.SideEffects)}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // unsatisfiable reports a cancelled dependency (terminal, spec 10.2) whose

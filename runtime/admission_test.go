@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,7 +128,7 @@ func TestAdmitBasisContents(t *testing.T) {
 		t.Fatalf("basis %+v", b)
 	}
 	if !slices.Equal(b.PolicyRulesApplied, []string{RuleAdmitAuthorization, RuleAdmitCapability, RuleAdmitCapacity,
-		RuleAdmitDeadline, RuleAdmitDependency, RuleAdmitBudget}) {
+		RuleAdmitDeadline, RuleAdmitDependency, RuleAdmitBudget, RuleAdmitBudgetLimit}) {
 		t.Fatalf("rules %v", b.PolicyRulesApplied)
 	}
 	// A refusal names the rule that refused last.
@@ -135,6 +136,62 @@ func TestAdmitBasisContents(t *testing.T) {
 	in.Committed = in.Capacity
 	if r := Admit(in).Basis.PolicyRulesApplied; r[len(r)-1] != RuleAdmitCapacity {
 		t.Fatalf("rules %v", r)
+	}
+}
+
+// Every budget dimension of spec 10.3 is judged twice: the contract's
+// budget must cover the expected cost, and the worker's limit must cover
+// it on top of what accepted items hold. Each refusal names its dimension.
+func TestAdmitBudgets(t *testing.T) {
+	f, u := protocol.Float64, protocol.Uint64
+	// expected is 10 in every dimension but wall-clock (the 600 s estimate).
+	expected := protocol.Usage{Money: 10, Tokens: 10, ToolCalls: 10, ComputeSeconds: 10, SideEffects: 10}
+	held := protocol.Usage{Money: 5, Tokens: 5, ToolCalls: 5, ComputeSeconds: 5, WallClockSeconds: 5, SideEffects: 5}
+	for _, tc := range []struct {
+		dim            string
+		below, covers  protocol.Budgets // contract budgets
+		over, withinIt protocol.Budgets // worker limits, with held
+	}{
+		{"money", protocol.Budgets{Money: f(9.5)}, protocol.Budgets{Money: f(10)}, protocol.Budgets{Money: f(14)}, protocol.Budgets{Money: f(15)}},
+		{"tokens", protocol.Budgets{Tokens: u(9)}, protocol.Budgets{Tokens: u(10)}, protocol.Budgets{Tokens: u(14)}, protocol.Budgets{Tokens: u(15)}},
+		{"toolCalls", protocol.Budgets{ToolCalls: u(9)}, protocol.Budgets{ToolCalls: u(10)}, protocol.Budgets{ToolCalls: u(14)}, protocol.Budgets{ToolCalls: u(15)}},
+		{"computeSeconds", protocol.Budgets{ComputeSeconds: f(9)}, protocol.Budgets{ComputeSeconds: f(10)}, protocol.Budgets{ComputeSeconds: f(14)}, protocol.Budgets{ComputeSeconds: f(15)}},
+		{"wallClockSeconds", protocol.Budgets{WallClockSeconds: f(599)}, protocol.Budgets{WallClockSeconds: f(600)}, protocol.Budgets{WallClockSeconds: f(604)}, protocol.Budgets{WallClockSeconds: f(605)}},
+		{"sideEffects", protocol.Budgets{SideEffects: u(9)}, protocol.Budgets{SideEffects: u(10)}, protocol.Budgets{SideEffects: u(14)}, protocol.Budgets{SideEffects: u(15)}},
+	} {
+		for _, c := range []struct {
+			name     string
+			contract protocol.Budgets
+			limits   protocol.Budgets
+			refused  bool
+			rule     string
+		}{
+			{"contract below the expected cost", tc.below, protocol.Budgets{}, true, RuleAdmitBudget},
+			{"contract covers it", tc.covers, protocol.Budgets{}, false, ""},
+			{"held plus expected over the limit", protocol.Budgets{}, tc.over, true, RuleAdmitBudgetLimit},
+			{"held plus expected within the limit", protocol.Budgets{}, tc.withinIt, false, ""},
+		} {
+			t.Run(tc.dim+"/"+c.name, func(t *testing.T) {
+				in := admissionBase()
+				in.Contract.Budgets, in.Limits, in.Expected, in.Held = c.contract, c.limits, expected, held
+				d := Admit(in)
+				if !c.refused {
+					if !d.Accepted() {
+						t.Fatalf("refused: %+v", d.Rejection)
+					}
+					if got := usageOf(d.Basis.ExpectedCost); got != (protocol.Usage{Money: 10, Tokens: 10, ToolCalls: 10, ComputeSeconds: 10, WallClockSeconds: 600, SideEffects: 10}) {
+						t.Fatalf("expected cost %+v", got)
+					}
+					return
+				}
+				if d.Accepted() || d.Rejection.Reason != protocol.RejectBudget || !strings.HasPrefix(d.Rejection.Detail, tc.dim) {
+					t.Fatalf("got %+v, want a budget refusal naming %s", d.Rejection, tc.dim)
+				}
+				if r := d.Basis.PolicyRulesApplied; r[len(r)-1] != c.rule {
+					t.Fatalf("rules %v, want the last %s", r, c.rule)
+				}
+			})
+		}
 	}
 }
 

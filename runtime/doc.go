@@ -28,7 +28,13 @@
 // scheduler: an item offered to this agent goes to admission control
 // (Admit, pure: authorization, capability via slots.VersionSatisfies,
 // capacity, deadline, dependency, budget, in spec 10.3's order) with the
-// disclosure of scheduler.Disclose; accepted, work.accept_offer is sent
+// disclosure of scheduler.Disclose. Budget covers all six dimensions: the
+// contract's budget must cover the item's expected cost (WorkerConfig.Costs
+// summed over its required capabilities; wall-clock from the estimate),
+// and WorkerConfig.Limits must cover it on top of what the accepted,
+// unfinished items hold; a refusal names the dimension, and a capacity or
+// budget refusal is judged again when a commitment ends. Accepted,
+// work.accept_offer is sent
 // and the item waits, gated, in the scheduler; refused, the structured
 // reason {reason, detail} is logged, kept in Status and posted to the Group
 // (below). Owned queued items are enqueued with their urgency, impact,
@@ -71,7 +77,23 @@
 // goes to the item the preemption was for; Blocked sends work.block,
 // Failed work.fail, LeaseLost nothing. Each item's commands go out in
 // order, one at a time (a publish lands before the submit that releases
-// the lease), signed when sent with the current epochs.
+// the lease), signed when first sent with the current epochs; a WorkItem
+// state command carries expectedRevision from the projection (spec 15.3),
+// once the item's own previous command is applied to it
+// (worker_revision.go). Answers (worker_answers.go): INTERNAL_ERROR and a
+// send that lost its answer are retryable (spec 19), the same bytes go
+// again after a back-off (retryBackoff), so an acceptance is never taken
+// for a refusal; a command the client did not send within its freshness
+// window (client.ErrStale, commandFreshness) or signed with a stale
+// membership epoch is built again with a new actionId, issuedAt and
+// signature; a REVISION_CONFLICT waits until the projection has the
+// current revision and decides again (still applicable: built on it; not:
+// settled as that refusal). A refused work.submit is decided: refused
+// while the lease is ours (no artifacts, evidence short of the acceptance
+// criteria), the run fails with the refusal as its reason, releasing the
+// item; fenced, the run stops; refused for its state (or a conflict after
+// which it no longer applies), it has moved on.
+// Status outcomes carry the decision.
 //
 // Notices (worker_notice.go): 0.1 has no refusal command (spec 15), so a
 // refusal (spec 10.3) and a material schedule change of an accepted item
@@ -86,7 +108,13 @@
 // (notices bucket of the store) is written pending before the send, so an
 // offer judged again after a restart posts nothing and a notice cut short
 // by a crash is sent again under the same ids (the authority answers a
-// used actionId, never posting twice). The disclosure sent in
+// used actionId, never posting twice). Disclosures come from the queue and
+// what the worker observed (worker_observe.go): each capability's
+// completed run durations give its items' estimates and the runs they
+// rest on (scheduler.Item.Observed, the confidence), the time from a pick
+// to its lease is the start latency that widens every start window
+// (Scheduler.SetStartLatency; one Tick until a start is observed), and a
+// completed run updates the waiting items' estimates. The disclosure sent in
 // work.accept_offer is the item's baseline; after every scheduling
 // decision that can reorder the queue (enqueue or update, removal, a pick,
 // a preemption, a slot freed, back online) each accepted item not yet
@@ -130,6 +158,9 @@
 //
 // Not done yet: presence records; detecting a replaced session from a
 // session_opened event (the server does not stream Organization events);
-// re-signing Commands left in the outbox from an older session; a
-// Mission's budget before the authority's (Host.Remaining reports no cap).
+// re-signing Commands left in the outbox from an older session (past
+// their freshness window they are dropped, never sent stale); a
+// Mission's budget before the authority's (Host.Remaining reports no cap);
+// observed durations kept across restarts; expectedRevision on offline
+// buffered commands (reconciliation classifies them instead).
 package runtime

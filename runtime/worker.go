@@ -35,6 +35,9 @@ type Worker struct {
 	m       *metrics
 	store   *queue.Store // while Run is active, for the metrics' gauges
 	offAt   time.Time    // when the worker went offline; zero while online
+	// sendVia, set by tests before Run, wraps the command sender: faults
+	// between the worker and its authority.
+	sendVia func(sendFunc) sendFunc
 }
 
 // NewWorker checks cfg; Run starts the worker.
@@ -249,6 +252,9 @@ func (w *Worker) bootstrap(ctx context.Context, store *queue.Store, epoch uint64
 	ccfg.AgentID, ccfg.Key, ccfg.SessionEpoch, ccfg.Store = cfg.AgentID, cfg.Key, epoch, store
 	ccfg.AuthorityKeys, ccfg.Clock, ccfg.Logger = cfg.AuthorityKeys, cfg.Clock, cfg.Logger
 	ccfg.Groups, ccfg.OnApplied = nil, nil
+	if ccfg.Freshness == 0 {
+		ccfg.Freshness = commandFreshness // a previous run's outbox is never sent stale
+	}
 	ccfg.OnState = func(sc client.StateChange) {
 		select {
 		case states <- sc:

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
@@ -9,22 +10,39 @@ import (
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
-// itemCmd is one command of an item, built (signed) when it is sent so it
-// carries the current epochs and a fresh issuedAt.
+// itemCmd is one command of an item, built (signed) when it is first sent
+// so it carries the current epochs and a fresh issuedAt.
 type itemCmd struct {
 	typ     protocol.CommandType
 	payload any
+	// raw is the signed command once built: a retryable answer resends
+	// these bytes (same actionId, spec 19); nil builds it again (a new
+	// actionId, issuedAt and signature).
+	raw      []byte
+	expected *uint64   // the expectedRevision raw carries
+	tries    int       // retryable answers so far
+	retryAt  time.Time // a retry waits until then
 }
 
 // msgSent is the authority's answer to one command.
 type msgSent struct {
 	key     itemKey
+	cmd     *itemCmd
 	typ     protocol.CommandType
 	payload any
 	mepoch  uint64 // the membership epoch it was signed with
 	receipt *protocol.Receipt
 	err     error
 }
+
+// commandFreshness is how long after its issuedAt a command may still be
+// sent (client.Config.Freshness): half the authority's freshness window
+// (protocol.DefaultMaxSkew), leaving the rest for clock offset and transit.
+const commandFreshness = protocol.DefaultMaxSkew / 2
+
+// sendFunc sends one signed command and waits for its answer
+// (client.Client.Send).
+type sendFunc func(ctx context.Context, signed []byte) (*protocol.Receipt, error)
 
 // queueCmd appends a command to the item's chain and sends it when it
 // reaches the head.
@@ -42,33 +60,43 @@ func (e *engine) pump(it *item) {
 		// none known yet, or the one the authority just called stale, and
 		// it waits for the view (onApplied pumps again).
 		mepoch := e.members[it.key.group]
-		if mepoch == 0 || mepoch == it.staleMembership {
+		if mepoch == 0 || mepoch == it.staleMembership || it.conflict != nil || e.awaitingOwn(it) {
 			return
 		}
 		c := it.cmds[0]
-		raw, err := e.build(it, c.typ, c.payload, e.cfg.Clock.Now())
-		if err != nil {
-			e.log.Error("build command", "type", c.typ, "item", it.key.sched(), "err", err)
-			it.cmds = it.cmds[1:]
-			continue
+		now := e.cfg.Clock.Now()
+		if now.Before(c.retryAt) {
+			return // step pumps it again when the back-off has passed
+		}
+		if c.raw == nil {
+			c.expected = e.expectedRevision(it, c.typ)
+			raw, err := e.build(it, c.typ, c.payload, c.expected, now)
+			if err != nil {
+				e.log.Error("build command", "type", c.typ, "item", it.key.sched(), "err", err)
+				it.cmds = it.cmds[1:]
+				continue
+			}
+			c.raw = raw
 		}
 		it.sending = true
 		e.inflight++
-		k := it.key
+		k, raw := it.key, c.raw
 		go func() {
 			start := time.Now()
-			r, err := e.client.Send(e.sendCtx, raw)
+			r, err := e.send(e.sendCtx, raw)
 			e.w.m.sent(c.typ, time.Since(start), err)
-			e.mb.post(msgSent{key: k, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
+			e.mb.post(msgSent{key: k, cmd: c, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
 		}()
 	}
 }
 
-// build signs an agent command about it with this session's epochs.
-func (e *engine) build(it *item, typ protocol.CommandType, payload any, now time.Time) ([]byte, error) {
+// build signs an agent command about it with this session's epochs and
+// the revision it expects (nil: none).
+func (e *engine) build(it *item, typ protocol.CommandType, payload any, expected *uint64, now time.Time) ([]byte, error) {
 	env := protocol.Envelope{
 		GroupID: it.key.group, SessionEpoch: protocol.Uint64(e.sess.epoch),
 		MembershipEpoch: protocol.Uint64(e.members[it.key.group]), CorrelationID: it.missionID,
+		ExpectedRevision: expected,
 	}
 	_, raw, err := protocol.BuildCommand(e.w.actor(), e.cfg.Key, typ, env, payload, now)
 	return raw, err
@@ -111,18 +139,29 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 		return
 	}
 	it.sending = false
-	if len(it.cmds) > 0 {
+	if e.again(it, m, now) {
+		return
+	}
+	e.settle(it, m, now)
+}
+
+// settle takes an answered command off its item's chain and does what the
+// answer calls for.
+func (e *engine) settle(it *item, m msgSent, now time.Time) {
+	if len(it.cmds) > 0 && it.cmds[0] == m.cmd {
 		it.cmds = it.cmds[1:]
 	}
 	code := protocol.CodeOf(m.err)
-	if code == protocol.CodeMembershipStale {
-		// Signed with an epoch the Group has moved past: the same command
-		// goes again, rebuilt (new actionId), once the view has the new one.
-		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
-		it.cmds = append([]*itemCmd{{typ: m.typ, payload: m.payload}}, it.cmds...)
-		it.staleMembership = m.mepoch
-		e.pump(it)
+	if m.err != nil && !answered(m.err) {
+		// No answer (the worker is stopping, or its connection is gone
+		// for good): nothing was refused, and the command stays in the
+		// outbox for the next run.
+		e.log.Info("command unanswered", "type", m.typ, "item", m.key.sched(), "err", m.err)
+		e.next(it)
 		return
+	}
+	if m.err == nil {
+		it.sentApplied(m.receipt)
 	}
 	if m.err != nil {
 		e.log.Info("command refused", "type", m.typ, "item", m.key.sched(), "err", m.err)
@@ -198,16 +237,26 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 			it.phase, it.hold = phQueued, false
 			e.sync(m.key)
 		}
-	case protocol.CmdWorkSubmit, protocol.CmdWorkBlock, protocol.CmdWorkFail:
+	case protocol.CmdWorkSubmit:
 		e.log_.sent(m.key, string(m.typ), m.err)
-		if m.typ == protocol.CmdWorkSubmit && m.err == nil {
+		if m.err == nil {
 			e.track(it, true)
+			break
 		}
+		e.submitRefused(it, m, now)
+	case protocol.CmdWorkBlock, protocol.CmdWorkFail:
+		e.log_.sent(m.key, string(m.typ), m.err)
 	case protocol.CmdArtifactPublish:
 		if m.err != nil {
 			e.log.Warn("artifact.publish refused", "item", m.key.sched(), "err", m.err)
 		}
 	}
+	e.next(it)
+}
+
+// next sends the item's next command, or forgets a finished item whose
+// commands are all answered.
+func (e *engine) next(it *item) {
 	e.pump(it)
 	if it.phase == phFinishing && len(it.cmds) == 0 && !it.sending {
 		e.forget(it)

@@ -66,6 +66,15 @@ type WorkerConfig struct {
 	// Estimate is the expected run time of an item for admission and
 	// disclosure when the scheduler has none (default 1 minute).
 	Estimate time.Duration
+	// Costs is the expected cost of one run per capability id in the
+	// budget dimensions other than wall-clock (which is Estimate's and the
+	// observed runs'); an item's is the sum over its required
+	// capabilities, an absent dimension 0. Limits caps what the accepted,
+	// unfinished items hold at once, per dimension; absent: no cap.
+	// Admission refuses an offer whose contract budget does not cover its
+	// expected cost, or that would take the worker past a limit (spec 10.3).
+	Costs  map[string]protocol.Budgets
+	Limits protocol.Budgets
 
 	// OfflineGrace and OfflineLimits bound offline execution (package
 	// offline); zero values take its defaults.
@@ -280,12 +289,15 @@ type PreemptionLog struct {
 
 // OutcomeLog records how a run ended and what was sent for it.
 type OutcomeLog struct {
-	GroupID    string    `json:"groupId"`
-	WorkItemID string    `json:"workItemId"`
-	LeaseID    string    `json:"leaseId"`
-	Kind       string    `json:"kind"`
-	Sent       string    `json:"sent,omitempty"` // the command type
-	Err        string    `json:"error,omitempty"`
+	GroupID    string `json:"groupId"`
+	WorkItemID string `json:"workItemId"`
+	LeaseID    string `json:"leaseId"`
+	Kind       string `json:"kind"`
+	Sent       string `json:"sent,omitempty"` // the command type
+	Err        string `json:"error,omitempty"`
+	// Decision is what the worker did about a refused submission:
+	// failed (work.fail sent with the refusal), lease lost, moved on.
+	Decision   string    `json:"decision,omitempty"`
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	At         time.Time `json:"at"`
 }

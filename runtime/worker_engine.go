@@ -30,6 +30,7 @@ type engine struct {
 	cps    *checkpoint.Store
 	buf    *offline.Buffer
 	client *client.Client
+	send   sendFunc // client.Send, or a test's fault in front of it
 	pool   *slots.Pool
 	sched  *scheduler.Scheduler
 	mon    *offline.Monitor
@@ -50,8 +51,10 @@ type engine struct {
 	members          map[string]uint64    // membership epoch per Group
 	groups           map[string]scheduler.GroupConfig
 	reliability      map[string]protocol.ReliabilityRecord
-	held             []heldOutcome // outcomes waiting for the authority
-	notes            *notices      // refusal notices and schedule updates
+	runs             map[string]runStats // completed runs per capability id
+	starts           runStats            // picks to leases
+	held             []heldOutcome       // outcomes waiting for the authority
+	notes            *notices            // refusal notices and schedule updates
 
 	inflight int // command sends outstanding
 	draining bool
@@ -151,8 +154,10 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
 		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
-		reliability: map[string]protocol.ReliabilityRecord{}, log_: statusLogs{m: w.m},
+		reliability: map[string]protocol.ReliabilityRecord{}, runs: map[string]runStats{}, log_: statusLogs{m: w.m},
 	}
+	// A start takes at least a loop tick until one is observed.
+	sched.SetStartLatency(cfg.Tick)
 	e.shared.members = cloneMap(members)
 	if e.notes, err = newNotices(store.DB(), cfg, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -177,6 +182,9 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	ccfg.URL, ccfg.Trust, ccfg.AllowInsecureLoopback = cfg.URL, cfg.Trust, cfg.AllowInsecureLoopback
 	ccfg.AgentID, ccfg.Key, ccfg.SessionEpoch, ccfg.Store = cfg.AgentID, cfg.Key, sess.epoch, store
 	ccfg.AuthorityKeys, ccfg.Clock, ccfg.Logger = cfg.AuthorityKeys, cfg.Clock, cfg.Logger
+	if ccfg.Freshness == 0 {
+		ccfg.Freshness = commandFreshness
+	}
 	w.mu.Lock()
 	ccfg.Groups = append(append([]string(nil), cfg.Groups...), w.added...)
 	w.mu.Unlock()
@@ -185,6 +193,10 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	if e.client, err = client.New(ccfg); err != nil {
 		e.pool.Shutdown(context.Background())
 		return nil, err
+	}
+	e.send = e.client.Send
+	if w.sendVia != nil {
+		e.send = w.sendVia(e.send)
 	}
 	return e, nil
 }
@@ -351,6 +363,9 @@ func (e *engine) nextWake(now time.Time) time.Duration {
 				d = w
 			}
 		}
+		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() {
+			d = min(d, it.cmds[0].retryAt.Sub(now))
+		}
 	}
 	return max(d, time.Millisecond)
 }
@@ -365,6 +380,7 @@ func (e *engine) step(now time.Time) {
 		}
 	}
 	e.renewals(now)
+	e.retryDue(now)
 	e.leaseEnds(now)
 	e.offlinePauses(now)
 	// Supervision also runs on the pool's own ticker; here it sees every

@@ -44,7 +44,7 @@ func (e *engine) schedule(now time.Time) {
 			}
 			continue
 		}
-		it.phase = phStarting
+		it.phase, it.pickedAt = phStarting, now
 		e.scheduleChanged()
 		e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
 		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch}
@@ -137,7 +137,8 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 			Evidence: failureEvidence(it.key.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch), LeaseID: l.LeaseID})
 		return
 	}
-	it.phase, it.slot = phRunning, idx
+	it.phase, it.slot, it.startedAt = phRunning, idx, now
+	e.observeStart(it, now)
 	e.w.m.runsStarted.Inc()
 	e.log.Info("run started", "group", it.key.group, "item", it.key.id, "lease", l.LeaseID, "slot", idx, "ownershipEpoch", en.OwnershipEpoch,
 		"resumeFrom", checkpointOf(en))

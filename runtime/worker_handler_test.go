@@ -21,6 +21,9 @@ type stepHandler struct {
 	ticks map[string]chan struct{} // one step per token
 	runs  map[string][]string      // per item: "fresh" or "resumed:N" for each run
 	done  map[string]int           // per item: the last step checkpointed
+	// criteria the submitted evidence covers; nil: ac-1 and ac-2, all of
+	// contractFor's.
+	criteria []string
 }
 
 func newStepHandler(steps int) *stepHandler {
@@ -112,7 +115,11 @@ func (h *stepHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, err
 	if err != nil {
 		return slots.Result{}, err
 	}
-	ev := protocol.Evidence{Subject: id, Criteria: protocol.List[string]{"ac-1", "ac-2"}, Method: "deterministic-test", Result: protocol.EvidencePass,
+	criteria := protocol.List[string]{"ac-1", "ac-2"}
+	if h.criteria != nil {
+		criteria = h.criteria
+	}
+	ev := protocol.Evidence{Subject: id, Criteria: criteria, Method: "deterministic-test", Result: protocol.EvidencePass,
 		Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}, Timestamp: protocol.NewTime(t0), Artifacts: protocol.List[string]{d}}
 	return slots.Result{Artifacts: []string{d}, Evidence: []protocol.Evidence{ev}}, nil
 }

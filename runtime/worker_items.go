@@ -86,6 +86,21 @@ type item struct {
 	// snapshot does not carry the accepted revision).
 	reaccepting, reaccepted uint64
 	forceRenew              bool
+
+	// cost is the expected cost admission accepted the item with: what it
+	// holds of the worker's budget limits until it is forgotten.
+	cost protocol.Usage
+
+	// awaitSeq is the last event the item's previous command caused: a
+	// revisioned command waits until the projection has it. conflict is a
+	// command refused with REVISION_CONFLICT, held until the projection
+	// has the current revision (worker_revision.go).
+	awaitSeq uint64
+	conflict *msgSent
+
+	// pickedAt and startedAt are when the scheduler picked the item and
+	// when its run began (observed durations, worker_observe.go).
+	pickedAt, startedAt time.Time
 }
 
 // renewDue is when the lease should be renewed next.
@@ -107,12 +122,10 @@ func (e *engine) schedItem(k itemKey, en queue.Entry, hold bool) scheduler.Item 
 	if err != nil {
 		imp = scheduler.ImpactMedium
 	}
+	est, runs := e.estimateOf(en)
 	it := scheduler.Item{
 		ID: k.sched(), Group: k.group, Urgency: u, Impact: imp, Deadline: en.Deadline.Time,
-		// No estimate of its own: the scheduler charges the Group's observed
-		// mean run length (cfg.Estimate until one finished), so a fixed
-		// guess cannot swamp weighted sharing while runs are short.
-		Preemptible: true,
+		Estimate: est, Observed: runs, Preemptible: true,
 		Gates: scheduler.Gates{
 			DependenciesPending: !en.DependenciesSatisfied(),
 			ApprovalRequired:    en.ApprovalRequired,
@@ -160,7 +173,8 @@ func (e *engine) enqueue(it *item, en queue.Entry, now time.Time) {
 	si := e.schedItem(it.key, en, it.hold)
 	if it.inSched {
 		g := si.Gates
-		if err := e.sched.Update(si.ID, scheduler.Change{Urgency: &si.Urgency, Impact: &si.Impact, Deadline: &si.Deadline, Gates: &g}, now); err != nil {
+		if err := e.sched.Update(si.ID, scheduler.Change{Urgency: &si.Urgency, Impact: &si.Impact, Deadline: &si.Deadline,
+			Estimate: &si.Estimate, Observed: &si.Observed, Gates: &g}, now); err != nil {
 			e.log.Error("scheduler update", "item", si.ID, "err", err)
 		}
 		return

@@ -41,6 +41,9 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 	if o.Kind != slots.Preempted {
 		e.track(it, false)
 	}
+	if o.Kind == slots.Completed {
+		e.observeRun(it, now)
+	}
 	switch o.Kind {
 	case slots.Preempted:
 		// The slot is handed over only once the checkpoint is emitted
@@ -191,7 +194,7 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 		// come after the worker starts.
 		n := e.rejections[sc.GroupID]
 		e.rejections[sc.GroupID] = n + 1
-		wait := rejectedBackoff(e.cfg.Tick, n)
+		wait := retryBackoff(e.cfg.Tick, n)
 		e.rejected[sc.GroupID] = now.Add(wait)
 		switch {
 		case n == 0:
@@ -292,10 +295,12 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	}
 }
 
-// rejectedBackoff is the wait before subscribing again to a Group refused
-// n times in a row: two ticks, doubling, at most a minute (a membership
-// usually comes soon after the worker starts, or not for a long time).
-func rejectedBackoff(tick time.Duration, n int) time.Duration {
+// retryBackoff is the wait before trying again after n failures in a row
+// (a Group refused by SUBSCRIBE, a command not applied): two ticks,
+// doubling, at most a minute (a membership usually comes soon after the
+// worker starts, or not for a long time; a failing authority is not
+// hammered).
+func retryBackoff(tick time.Duration, n int) time.Duration {
 	d := 2 * tick
 	for i := 0; i < n && d < time.Minute; i++ {
 		d *= 2

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-func TestRejectedBackoff(t *testing.T) {
+func TestRetryBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want time.Duration
 	}{{0, 2 * time.Second}, {1, 4 * time.Second}, {2, 8 * time.Second}, {4, 32 * time.Second}, {5, time.Minute}, {50, time.Minute}} {
-		if got := rejectedBackoff(time.Second, tc.n); got != tc.want {
+		if got := retryBackoff(time.Second, tc.n); got != tc.want {
 			t.Errorf("after %d refusals: %v, want %v", tc.n, got, tc.want)
 		}
 	}

@@ -78,6 +78,17 @@ func (l *statusLogs) sent(k itemKey, typ string, err error) {
 	}
 }
 
+// decided records what the worker did about a refused command of an
+// outcome.
+func (l *statusLogs) decided(k itemKey, typ, decision string) {
+	for i := len(l.outcomes) - 1; i >= 0; i-- {
+		if o := &l.outcomes[i]; o.GroupID == k.group && o.WorkItemID == k.id && o.Sent == typ {
+			o.Decision = decision
+			return
+		}
+	}
+}
+
 func (l *statusLogs) notice(n NoticeLog) { l.notices = appendBounded(l.notices, n) }
 
 // noticeState records how a notice was settled.

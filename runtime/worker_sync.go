@@ -41,6 +41,11 @@ func (e *engine) onApplied(res queue.Result) {
 			}
 		}
 	}
+	for _, it := range e.items { // commands that waited for their own events
+		if it.awaitSeq > 0 && len(it.cmds) > 0 && !it.sending {
+			e.pump(it)
+		}
+	}
 	seen := map[itemKey]bool{}
 	for _, c := range res.Changed {
 		k := itemKey{c.GroupID, c.WorkItemID}
@@ -81,6 +86,12 @@ func (e *engine) sync(k itemKey) {
 	now := e.cfg.Clock.Now()
 	en, ok := e.store.Item(k.group, k.id)
 	it := e.items[k]
+	if it != nil && it.conflict != nil {
+		e.redecide(it, now)
+		if it = e.items[k]; it == nil {
+			return // settled and forgotten; sync ran then
+		}
+	}
 	me := e.cfg.AgentID
 	mine := ok && en.Owner == me
 	if it != nil && it.phase == phRunning {
@@ -213,19 +224,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		return
 	}
 	e.ensureGroup(k.group)
-	m, _ := e.store.Mission(k.group)
-	committed := 0
-	for _, x := range e.items {
-		if x.phase != phFinishing {
-			committed++
-		}
-	}
-	in := AdmissionInput{
-		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
-		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
-		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
-		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability,
-	}
+	in := e.admissionInput(k, en, contract, now)
 	it := &item{key: k, phase: phAccepting, offerID: en.Offer.OfferID, missionID: en.MissionID, hold: true}
 	// The disclosure comes from the scheduler: enqueue as if accepted,
 	// disclose, then hold it until the ownership is granted.
@@ -235,8 +234,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		e.enqueue(it, en, now)
 		if d, err := e.sched.Disclose(k.sched(), now); err == nil {
 			disclosure = d
-			in.EarliestStart, in.Estimate = d.EstimatedStartWindow.From, d.EstimatedCompletion.Sub(d.EstimatedStartWindow.From)
-			in.Confidence = d.Confidence
+			in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
 		}
 	}
 	dec := Admit(in)
@@ -253,7 +251,7 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		return
 	}
 	delete(e.refused, k) // judged again and taken
-	it.hold = true
+	it.hold, it.cost = true, usageOf(dec.Basis.ExpectedCost)
 	e.enqueue(it, en, now)
 	e.items[k] = it
 	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
@@ -300,25 +298,13 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	if offerID == "" {
 		offerID = it.offerID
 	}
-	committed := 0
-	for _, x := range e.items {
-		if x.phase != phFinishing {
-			committed++
-		}
-	}
-	m, _ := e.store.Mission(k.group)
-	in := AdmissionInput{
-		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
-		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
-		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
-		EarliestStart: now, Estimate: e.cfg.Estimate, Confidence: 0.5, Reliability: e.reliability, Renewal: true,
-	}
+	in := e.admissionInput(k, en, contract, now)
+	in.Renewal = true
 	e.enqueue(it, en, now) // not held while disclosing
 	var disclosure scheduler.Disclosure
 	if d, err := e.sched.Disclose(k.sched(), now); err == nil {
 		disclosure = d
-		in.EarliestStart, in.Estimate = d.EstimatedStartWindow.From, d.EstimatedCompletion.Sub(d.EstimatedStartWindow.From)
-		in.Confidence = d.Confidence
+		in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
 	}
 	dec := Admit(in)
 	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev, Renewal: true,
@@ -326,7 +312,7 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	it.forceRenew = false
 	if dec.Accepted() {
 		e.log.Info("contract revised; acceptance renewed", "item", k.sched(), "contractRevision", rev)
-		it.hold, it.reaccepting = true, rev
+		it.hold, it.reaccepting, it.cost = true, rev, usageOf(dec.Basis.ExpectedCost)
 		e.enqueue(it, en, now)
 		p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
 			ScheduleDisclosure: wireDisclosure(disclosure, now)}
@@ -344,18 +330,6 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id,
 		Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", rev, rej.Reason, rej.Detail),
 		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch)})
-}
-
-func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {
-	if d.ComputedAt.IsZero() {
-		return protocol.ScheduleDisclosure{EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now)},
-			EstimatedCompletion: protocol.NewTime(now), CapacityState: protocol.CapacityConstrained, ComputedAt: protocol.NewTime(now)}
-	}
-	return protocol.ScheduleDisclosure{
-		EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(d.EstimatedStartWindow.From), To: protocol.NewTime(d.EstimatedStartWindow.To)},
-		EstimatedCompletion:  protocol.NewTime(d.EstimatedCompletion), Confidence: d.Confidence,
-		CapacityState: protocol.CapacityState(d.CapacityState), ComputedAt: protocol.NewTime(d.ComputedAt),
-	}
 }
 
 // refusal is an offer admission control refused.
@@ -385,12 +359,12 @@ func (e *engine) reconsider(r refusal) bool {
 	return false
 }
 
-// rejudgeCapacity judges the offers refused for capacity again, in a
-// stable order.
+// rejudgeCapacity judges the offers refused for capacity or a budget
+// limit again, in a stable order: a commitment that ended freed both.
 func (e *engine) rejudgeCapacity() {
 	var keys []itemKey
 	for k, r := range e.refused {
-		if r.reason == protocol.RejectCapacity {
+		if r.reason == protocol.RejectCapacity || r.reason == protocol.RejectBudget {
 			keys = append(keys, k)
 		}
 	}

@@ -21,7 +21,8 @@ func (s *Scheduler) Disclose(id string, now time.Time) (Disclosure, error) {
 	t := ms(now)
 	g := e.g
 	d := Disclosure{ComputedAt: wall(t), CapacityState: s.capacityState(e)}
-	conf := float64(g.obsCount) / float64(g.obsCount+4)
+	n := max(g.obsCount, int64(e.item.Observed))
+	conf := float64(n) / float64(n+4)
 
 	if e.state == StateRunning || e.state == StatePreempting {
 		d.EstimatedStartWindow = Window{From: wall(e.startMs), To: wall(e.startMs)}
@@ -62,8 +63,13 @@ func (s *Scheduler) Disclose(id string, now time.Time) (Disclosure, error) {
 			slotWait = g.obsMean
 		}
 	}
-	from := t + int64(math.Ceil(float64(ahead)/best))
-	to := t + slotWait + int64(math.Ceil(float64(ahead)/fair))
+	// The earliest start has the start latency on top of the best case;
+	// the latest allows a second start round trip (a start refused and
+	// tried again) and widens with the doubt of the estimates: by
+	// (1 − confidence) of the expected wait.
+	wait := slotWait + int64(math.Ceil(float64(ahead)/fair))
+	from := t + int64(math.Ceil(float64(ahead)/best)) + s.latMs
+	to := t + wait + 2*s.latMs + int64(math.Ceil(float64(wait)*(1-conf)))
 	d.EstimatedStartWindow = Window{From: wall(from), To: wall(to)}
 	d.EstimatedCompletion = wall(to + e.est)
 	switch {

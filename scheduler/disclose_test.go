@@ -110,3 +110,51 @@ func TestDisclosureCapacityStates(t *testing.T) {
 		t.Fatalf("all slots busy, B at its share: %s", d.CapacityState)
 	}
 }
+
+// The window and confidence follow what is known: with a start latency the
+// window of an item a free slot takes at once is not a point; the
+// caller's observed runs raise the confidence, and the doubt left widens
+// the latest start of an item that waits.
+func TestDisclosureWindowAndConfidence(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		latency   int64 // ms
+		observed  int
+		busy      bool // one item runs ahead in the only slot
+		wantConf  float64
+		wantWidth int64 // to − from, ms
+	}{
+		{"free slot, no latency: a point", 0, 0, false, 0, 0},
+		{"free slot: one latency wide", 40, 0, false, 0, 40},
+		{"observed runs give confidence", 40, 4, false, 0.5, 40},
+		// Waiting behind a 1000 ms run (saturated: half the confidence,
+		// a slot wait of the item's own estimate, 1000 ms): from is now +
+		// 1000 (ahead) + 40, to is 1000 + 1000 (wait) + 80 + the doubt.
+		{"waiting, no history: the whole wait again", 40, 0, true, 0, 2000 + 80 + 2000 - 1040},
+		{"waiting, history narrows it", 40, 4, true, 0.25, 2000 + 80 + 1000 - 1040},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSched(t, scheduler.Config{Slots: 1}, map[string]scheduler.GroupConfig{"A": {Weight: 1}})
+			s.SetStartLatency(est(tc.latency))
+			if tc.busy {
+				must(t, s.Enqueue(scheduler.Item{ID: "run", Group: "A", Estimate: est(1000)}, at(0)))
+				if _, ok := s.Next(at(0)); !ok {
+					t.Fatal("no start")
+				}
+			}
+			must(t, s.Enqueue(scheduler.Item{ID: "x", Group: "A", Estimate: est(1000), Observed: tc.observed}, at(0)))
+			d, err := s.Disclose("x", at(0))
+			must(t, err)
+			if d.Confidence != tc.wantConf {
+				t.Fatalf("confidence %v, want %v", d.Confidence, tc.wantConf)
+			}
+			if w := d.EstimatedStartWindow.To.Sub(d.EstimatedStartWindow.From).Milliseconds(); w != tc.wantWidth {
+				t.Fatalf("window %+v: %d ms wide, want %d", d.EstimatedStartWindow, w, tc.wantWidth)
+			}
+			if !d.EstimatedCompletion.Equal(d.EstimatedStartWindow.To.Add(est(1000))) {
+				t.Fatalf("completion %v, want the latest start plus the estimate", d.EstimatedCompletion)
+			}
+		})
+	}
+}

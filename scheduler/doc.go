@@ -106,5 +106,12 @@
 // Disclose reads the item's own Group (its order, running items, observed
 // durations) and aggregate load only (slot count, free slots, total active
 // weight); nothing of another Group — names, contents, durations, positions —
-// enters it (TestDisclosureRevealsNothingOfOtherGroups).
+// enters it (TestDisclosureRevealsNothingOfOtherGroups). The start window
+// runs from the best case (the Group's work ahead at its quota) plus the
+// start latency (SetStartLatency, the caller's observed pick-to-lease time)
+// to the fair-share case plus a slot wait, a second latency and the doubt
+// of the estimates: (1 − confidence) of that wait. The confidence grows
+// with the finished runs the estimate rests on, the Group's own or those
+// the caller counts for the item (Item.Observed), and halves when
+// saturated; blocked or offline it is 0.
 package scheduler

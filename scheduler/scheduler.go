@@ -85,6 +85,7 @@ type Scheduler struct {
 
 	activeWeight int64 // Σ weight of Groups with eligible or running items
 	offline      bool
+	latMs        int64 // SetStartLatency
 	preempting   int
 	refusals     uint64 // preemptions refused (RefusePreempt)
 	// handoff is the item a finished preemption freed a slot for; the next
@@ -573,6 +574,9 @@ func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
 	if ch.Estimate != nil {
 		it.Estimate = *ch.Estimate
 	}
+	if ch.Observed != nil {
+		it.Observed = *ch.Observed
+	}
 	if ch.Preemptible != nil {
 		it.Preemptible = *ch.Preemptible
 	}
@@ -617,6 +621,11 @@ func (s *Scheduler) Remove(id string) error {
 // SetOffline stops (true) or resumes (false) new starts: while disconnected
 // from the authority no new WorkItem starts (docs/design.md §7).
 func (s *Scheduler) SetOffline(offline bool) { s.offline = offline }
+
+// SetStartLatency is how long a picked item takes to be running (the
+// caller's observed round trip from a pick to its lease). Disclose adds it
+// to every start window: a start is never instant.
+func (s *Scheduler) SetStartLatency(d time.Duration) { s.latMs = max(d.Milliseconds(), 0) }
 
 // Status is an item's current place.
 type Status struct {

@@ -113,6 +113,11 @@ type Item struct {
 	Impact   Impact
 	Deadline time.Time     // zero: none
 	Estimate time.Duration // expected slot-time; zero: the Group's observed mean
+	// Observed is how many finished runs Estimate rests on (the caller's
+	// history of the item's capabilities); 0: a configured guess. The
+	// confidence Disclose gives grows with it, or with the Group's own
+	// finished runs when those are more.
+	Observed int
 	// Resources the item needs; it only starts in a slot that fits them.
 	Resources   Resources
 	Preemptible bool // the handler declares safe points (11.3); false is never preempted
@@ -128,6 +133,7 @@ type Change struct {
 	Impact      *Impact
 	Deadline    *time.Time
 	Estimate    *time.Duration
+	Observed    *int
 	Preemptible *bool
 	Gates       *Gates
 }

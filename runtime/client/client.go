@@ -234,7 +234,7 @@ func (c *Client) SendAdvisory(ctx context.Context, signed []byte) (*protocol.Rec
 }
 
 func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*protocol.Receipt, error) {
-	actionID, groupID, err := commandIDs(signed)
+	actionID, groupID, issuedAt, err := commandIDs(signed)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*proto
 		return nil, err
 	}
 	w := make(chan cmdResult, 1)
-	p := &pendingCmd{actionID: actionID, groupID: groupID, signed: slices.Clone(signed), waiters: []chan cmdResult{w}, advisory: advisory}
+	p := &pendingCmd{actionID: actionID, groupID: groupID, issuedAt: issuedAt, signed: slices.Clone(signed), waiters: []chan cmdResult{w}, advisory: advisory}
 	select {
 	case c.cmds <- p:
 	case <-done:
@@ -264,19 +264,21 @@ func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*proto
 	}
 }
 
-// commandIDs reads actionId and groupId of a signed Command.
-func commandIDs(signed []byte) (actionID, groupID string, err error) {
+// commandIDs reads actionId, groupId and issuedAt of a signed Command.
+func commandIDs(signed []byte) (actionID, groupID string, issuedAt time.Time, err error) {
 	v, err := protocol.Parse(signed, protocol.DecodeOptions{})
 	if err != nil {
-		return "", "", err
+		return "", "", time.Time{}, err
 	}
 	m, _ := v.(map[string]any)
 	actionID, _ = m["actionId"].(string)
 	if actionID == "" {
-		return "", "", protocol.Errorf(protocol.CodeInvalidCommand, "a Command needs an actionId").At("/actionId")
+		return "", "", time.Time{}, protocol.Errorf(protocol.CodeInvalidCommand, "a Command needs an actionId").At("/actionId")
 	}
 	groupID, _ = m["groupId"].(string)
-	return actionID, groupID, nil
+	s, _ := m["issuedAt"].(string)
+	issuedAt, _ = time.Parse(time.RFC3339Nano, s) // none: no freshness check
+	return actionID, groupID, issuedAt, nil
 }
 
 // Run connects and keeps the connection up until ctx ends (returns nil),

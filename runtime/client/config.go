@@ -61,8 +61,13 @@ type Config struct {
 	WriteTimeout     time.Duration // one frame write; 0: 10s
 	GapTimeout       time.Duration // wait for a gap to fill before replaying; 0: 2s
 	RetryDelay       time.Duration // after RATE_LIMITED/BACKPRESSURE errors without retryAfterMs; 0: 1s
-	MaxBatch         int           // events per store transaction; 0: 256
-	MaxFrameBytes    int           // largest inbound frame; 0: 2 MiB
+	// Freshness is how long after its issuedAt a Command may still be
+	// sent; one that waited longer (offline, paused) is never sent stale
+	// (spec 19): it leaves the outbox and its Send returns ErrStale, so
+	// the sender builds it again. 0: no limit.
+	Freshness     time.Duration
+	MaxBatch      int // events per store transaction; 0: 256
+	MaxFrameBytes int // largest inbound frame; 0: 2 MiB
 	// DecodeWorkers decode and verify inbound frames in parallel (order
 	// kept); 0: one per CPU, at most 4.
 	DecodeWorkers int
@@ -129,6 +134,10 @@ type StateChange struct {
 // ErrSessionReplaced is returned by Run (wrapped with the AUTH_STALE_SESSION
 // error) when the authority says a newer session of this agent exists.
 var ErrSessionReplaced = errors.New("client: agent session replaced")
+
+// ErrStale is returned by Send for a Command whose Config.Freshness passed
+// before it could be sent: it was not sent and is out of the outbox.
+var ErrStale = errors.New("client: the Command's freshness window passed before it could be sent")
 
 // ErrNotRunning is returned by Send when Run is not active, and to waiting
 // Sends when Run returns; their Commands stay in the outbox.

@@ -30,7 +30,9 @@
 //
 // Send writes the Command to the outbox before the socket, so a crash or a
 // disconnect loses nothing: it is resent until answered, also after a
-// restart. RATE_LIMITED and BACKPRESSURE pause only the Group concerned;
+// restart, unless its issuedAt is older than Config.Freshness: then it is
+// never sent stale (spec 19), it leaves the outbox and Send returns
+// ErrStale for the sender to build it again. RATE_LIMITED and BACKPRESSURE pause only the Group concerned;
 // SendAdvisory returns them instead, so a refused message never holds back
 // work Commands.
 //

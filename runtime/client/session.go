@@ -108,7 +108,9 @@ func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (
 		if err != nil {
 			return true, err
 		}
-		outbox = append(outbox, &pendingCmd{actionID: e.ActionID, groupID: e.GroupID, signed: e.Signed})
+		p := &pendingCmd{actionID: e.ActionID, groupID: e.GroupID, signed: e.Signed}
+		_, _, p.issuedAt, _ = commandIDs(e.Signed)
+		outbox = append(outbox, p)
 	}
 	q.sync(outbox)
 	if err := s.flush(); err != nil {
@@ -278,6 +280,13 @@ func (s *session) subscribeFrom(group string, after uint64) error {
 // flush sends every Command that may go now, in order.
 func (s *session) flush() error {
 	for _, p := range s.q.sendable(s.now()) {
+		if p.stale(s.now(), s.c.cfg.Freshness) {
+			s.c.log.Info("Command not sent: its freshness window passed", "action", p.actionID)
+			if err := s.answer(p, cmdResult{err: ErrStale}); err != nil {
+				return err
+			}
+			continue
+		}
 		fid := s.c.ids.frame()
 		if err := s.write(commandFrame(fid, p.signed)); err != nil {
 			return err

@@ -21,7 +21,8 @@ type cmdResult struct {
 // pendingCmd is a Command in the outbox, known to the client.
 type pendingCmd struct {
 	actionID string
-	groupID  string // "" for Organization-scoped Commands: never paused
+	groupID  string    // "" for Organization-scoped Commands: never paused
+	issuedAt time.Time // zero: unknown (no freshness check)
 	signed   []byte
 	frameID  string // COMMAND frame on the current connection; "" = not sent
 	waiters  []chan cmdResult
@@ -88,6 +89,13 @@ func (q *cmdQueue) sync(outbox []*pendingCmd) {
 		p.frameID = ""
 		q.byAction[p.actionID] = p
 	}
+}
+
+// stale reports whether p may no longer be sent at now: its issuedAt is
+// more than freshness ago (spec 19: such a Command is built again, never
+// sent stale).
+func (p *pendingCmd) stale(now time.Time, freshness time.Duration) bool {
+	return freshness > 0 && !p.issuedAt.IsZero() && now.Sub(p.issuedAt) > freshness
 }
 
 // sendable returns the unsent Commands that may go out at now, in order.

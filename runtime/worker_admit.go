@@ -1,0 +1,51 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/scheduler"
+)
+
+// admissionInput is what admission control judges an offer of item k
+// (or its revised contract) on, before the scheduler's disclosure: the
+// worker's card and commitments, the item's expected cost in every budget
+// dimension and what the other accepted items already hold.
+func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.WorkContract, now time.Time) AdmissionInput {
+	m, _ := e.store.Mission(k.group)
+	committed := 0
+	var held protocol.Usage
+	for _, x := range e.items {
+		if x.phase != phFinishing {
+			committed++
+		}
+		if x.key != k && x.phase != phFinishing {
+			held = held.Add(x.cost)
+		}
+	}
+	var want protocol.Usage
+	for _, c := range contract.RequiredCapabilities {
+		want = want.Add(usageOf(e.cfg.Costs[c.ID]))
+	}
+	est, _ := e.estimateOf(en)
+	return AdmissionInput{
+		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
+		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
+		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
+		EarliestStart: now, Estimate: est, Confidence: 0.5, Reliability: e.reliability,
+		Expected: want, Held: held, Limits: e.cfg.Limits,
+	}
+}
+
+func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {
+	if d.ComputedAt.IsZero() {
+		return protocol.ScheduleDisclosure{EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now)},
+			EstimatedCompletion: protocol.NewTime(now), CapacityState: protocol.CapacityConstrained, ComputedAt: protocol.NewTime(now)}
+	}
+	return protocol.ScheduleDisclosure{
+		EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(d.EstimatedStartWindow.From), To: protocol.NewTime(d.EstimatedStartWindow.To)},
+		EstimatedCompletion:  protocol.NewTime(d.EstimatedCompletion), Confidence: d.Confidence,
+		CapacityState: protocol.CapacityState(d.CapacityState), ComputedAt: protocol.NewTime(d.ComputedAt),
+	}
+}

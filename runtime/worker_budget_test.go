@@ -1,0 +1,42 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// The running worker holds each accepted item's expected cost against its
+// limits: with room for one side effect, a second offer is refused naming
+// the dimension, and taken once the first item's commitment has ended.
+func TestWorkerAdmissionBudgetLimit(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	cfg := k.workerConfig("w1", t.TempDir(), h, 2)
+	cfg.Costs = map[string]protocol.Budgets{"code.implement": {SideEffects: protocol.Uint64(1)}}
+	cfg.Limits = protocol.Budgets{SideEffects: protocol.Uint64(1)}
+	tw := k.start(cfg)
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("wi-1 running", runningAll("wi-1"), tw)
+	k.offer("wi-2", protocol.UrgencyNormal, "w1")
+	refused := func(s WorkerStatus) *protocol.AdmissionRejection {
+		for _, a := range s.Admissions {
+			if a.WorkItemID == "wi-2" && !a.Accepted {
+				return a.Rejection
+			}
+		}
+		return nil
+	}
+	st := k.waitFor("wi-2 refused", func(s WorkerStatus) bool { return refused(s) != nil }, tw)
+	if r := refused(st); r.Reason != protocol.RejectBudget || !strings.HasPrefix(r.Detail, "sideEffects") {
+		t.Fatalf("refusal %+v, want budget naming sideEffects", r)
+	}
+	if s := k.state("wi-2"); s != protocol.WorkOffered {
+		t.Fatalf("wi-2 %s, want still offered", s)
+	}
+	h.release("wi-1")
+	k.waitFor("wi-2 taken once wi-1 ended", runningAll("wi-2"), tw)
+}

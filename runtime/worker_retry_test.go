@@ -1,0 +1,211 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// sendFault stands between a worker and its authority: the first `left`
+// commands of type typ get a fault instead of a plain answer. It keeps
+// every attempt of that type as sent.
+type sendFault struct {
+	mu   sync.Mutex
+	typ  protocol.CommandType
+	left int
+	// forward sends the command on before the fault (the authority
+	// applies it and the answer is lost); otherwise the authority never
+	// sees it and err is its answer.
+	forward bool
+	err     error
+	// hold, when set, keeps the faulted command until it is closed, then
+	// sends it as it was (a command that waited out an outage).
+	hold chan struct{}
+	sent [][]byte
+}
+
+func (f *sendFault) wrap(next sendFunc) sendFunc {
+	return func(ctx context.Context, raw []byte) (*protocol.Receipt, error) {
+		var c struct {
+			Type protocol.CommandType `json:"type"`
+		}
+		_ = json.Unmarshal(raw, &c)
+		f.mu.Lock()
+		hit := c.Type == f.typ && f.left > 0
+		if c.Type == f.typ {
+			f.sent = append(f.sent, bytes.Clone(raw))
+		}
+		if hit {
+			f.left--
+		}
+		f.mu.Unlock()
+		if !hit {
+			return next(ctx, raw)
+		}
+		if f.hold != nil {
+			select {
+			case <-f.hold:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return next(ctx, raw)
+		}
+		if f.forward {
+			if _, err := next(ctx, raw); err != nil {
+				return nil, err
+			}
+		}
+		return nil, f.err
+	}
+}
+
+func (f *sendFault) attempts() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.sent...)
+}
+
+// startVia is start with the worker's command sender wrapped.
+func (k *wkit) startVia(cfg WorkerConfig, via func(sendFunc) sendFunc) *testWorker {
+	k.t.Helper()
+	w, err := NewWorker(cfg)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	w.sendVia = via
+	ctx, cancel := context.WithCancel(context.Background())
+	tw := &testWorker{w: w, dir: cfg.Dir, cancel: cancel, done: make(chan error, 1)}
+	go func() { tw.done <- w.Run(ctx) }()
+	k.t.Cleanup(func() { tw.stop(k.t) })
+	k.waitFor("worker online", func(s WorkerStatus) bool { return s.Offline == "online" }, tw)
+	return tw
+}
+
+// INTERNAL_ERROR and a lost answer are retryable (spec 19): the
+// acceptance goes again with the same signed bytes after a back-off and the
+// item is accepted, not dropped as a refused offer. Applied once and
+// answered late, the resend gets the first receipt.
+func TestWorkerRetriesAcceptOffer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		forward bool
+		err     error
+	}{
+		{"internal error", false, protocol.Errorf(protocol.CodeInternalError, "injected: the authority failed")},
+		{"answer lost", true, errors.New("injected: connection reset")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newWKit(t)
+			h := newStepHandler(1)
+			f := &sendFault{typ: protocol.CmdWorkAcceptOffer, left: 1, forward: tc.forward, err: tc.err}
+			tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+			k.member("w1")
+			tw.w.AddGroup("grp-a")
+			k.offer("wi-1", protocol.UrgencyNormal, "w1")
+			running := runningAll("wi-1")
+			st := k.waitFor("accepted and running", func(s WorkerStatus) bool {
+				if running(s) {
+					return true
+				}
+				k.fc.Advance(time.Second) // past the back-off
+				return false
+			}, tw)
+			sent := f.attempts()
+			if len(sent) != 2 || !bytes.Equal(sent[0], sent[1]) {
+				t.Fatalf("%d acceptances sent (equal bytes: %v), want the same bytes twice", len(sent), len(sent) == 2 && bytes.Equal(sent[0], sent[1]))
+			}
+			for _, r := range st.Notices {
+				if r.Kind == NoticeRejection {
+					t.Fatalf("a refusal was posted: %+v", r)
+				}
+			}
+		})
+	}
+}
+
+// A command that waited out an offline period past its freshness window
+// is never sent stale (spec 19): the client refuses to send it and the
+// worker builds the same submission again with a new actionId, issuedAt
+// and signature, which the authority accepts.
+func TestWorkerRebuildsStaleCommand(t *testing.T) {
+	k := newWKitLease(t, time.Hour)
+	h := newStepHandler(1)
+	f := &sendFault{typ: protocol.CmdWorkSubmit, left: 1, hold: make(chan struct{})}
+	tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	h.release("wi-1")
+	k.until("submission built", func() bool { return len(f.attempts()) == 1 }, tw)
+
+	k.px.cut()
+	k.waitFor("offline", func(s WorkerStatus) bool { return s.Offline != "online" }, tw)
+	k.fc.Advance(5 * time.Minute) // past the freshness window
+	k.px.restore()
+	close(f.hold) // the old bytes reach the client now
+	k.until("submitted", func() bool {
+		if k.state("wi-1") == protocol.WorkSubmitted {
+			return true
+		}
+		k.fc.Advance(100 * time.Millisecond) // reconnect back-off
+		return false
+	}, tw)
+
+	sent := f.attempts()
+	if len(sent) != 2 {
+		t.Fatalf("%d submissions built, want 2", len(sent))
+	}
+	var first, second protocol.Command
+	if err := json.Unmarshal(sent[0], &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sent[1], &second); err != nil {
+		t.Fatal(err)
+	}
+	if first.ActionID == second.ActionID || !second.IssuedAt.Time.After(first.IssuedAt.Time.Add(commandFreshness)) {
+		t.Fatalf("rebuilt submission %s issued %s, first %s issued %s: want a new actionId issued after the outage",
+			second.ActionID, second.IssuedAt, first.ActionID, first.IssuedAt)
+	}
+	for _, ev := range k.events() {
+		if ev.CausationID == first.ActionID {
+			t.Fatalf("the stale submission reached the authority: %s", ev.Type)
+		}
+		if ev.Type == protocol.EvtWorkSubmitted && ev.CausationID != second.ActionID {
+			t.Fatalf("work.submitted caused by %s, want the rebuilt %s", ev.CausationID, second.ActionID)
+		}
+	}
+}
+
+// A submission answered INTERNAL_ERROR is not a refused submission: it
+// goes again, the same bytes, and the item is submitted, never failed.
+func TestWorkerRetriesSubmit(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	f := &sendFault{typ: protocol.CmdWorkSubmit, left: 1, err: protocol.Errorf(protocol.CodeInternalError, "injected: the authority failed")}
+	tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	h.release("wi-1")
+	k.until("submitted", func() bool {
+		if k.state("wi-1") == protocol.WorkSubmitted {
+			return true
+		}
+		k.fc.Advance(time.Second) // past the back-off
+		return false
+	}, tw)
+	if sent := f.attempts(); len(sent) != 2 || !bytes.Equal(sent[0], sent[1]) {
+		t.Fatalf("%d submissions sent, want the same bytes twice", len(sent))
+	}
+	if d := submitDecision(tw.w.Status(), "wi-1"); d != "" {
+		t.Fatalf("a refusal decision %q for a retryable answer", d)
+	}
+}
