@@ -123,6 +123,14 @@ func (e *engine) schedItem(k itemKey, en queue.Entry, hold bool) scheduler.Item 
 		imp = scheduler.ImpactMedium
 	}
 	est, runs := e.estimateOf(en)
+	if runs == 0 {
+		// No run of its capabilities seen yet: the scheduler charges the
+		// Group's observed mean (the configured Estimate until one finished)
+		// rather than a fixed guess that can be far from the Group's runs —
+		// a one-minute guess on half-second runs makes sharing 1:1 whatever
+		// the weights.
+		est = 0
+	}
 	it := scheduler.Item{
 		ID: k.sched(), Group: k.group, Urgency: u, Impact: imp, Deadline: en.Deadline.Time,
 		Estimate: est, Observed: runs, Preemptible: true,

@@ -10,7 +10,9 @@ import (
 
 // An item's estimate is the longest observed mean of its capabilities,
 // resting on the fewest runs among them; while one capability has none,
-// the configured guess, resting on none. The scheduler gets both.
+// the configured guess, resting on none. The scheduler gets both, except
+// the guess: for an item resting on no run it charges the Group's observed
+// mean instead (its own default being the same configured guess).
 func TestEstimateOf(t *testing.T) {
 	e := &engine{cfg: WorkerConfig{Estimate: time.Minute}, runs: map[string]runStats{}}
 	var impl, review runStats
@@ -40,7 +42,11 @@ func TestEstimateOf(t *testing.T) {
 		if est != tc.est || runs != tc.runs {
 			t.Errorf("%s: %v on %d runs, want %v on %d", tc.name, est, runs, tc.est, tc.runs)
 		}
-		if si := e.schedItem(itemKey{"grp-a", "wi-1"}, tc.en, false); si.Estimate != tc.est || si.Observed != tc.runs {
+		want := tc.est
+		if tc.runs == 0 {
+			want = 0
+		}
+		if si := e.schedItem(itemKey{"grp-a", "wi-1"}, tc.en, false); si.Estimate != want || si.Observed != tc.runs {
 			t.Errorf("%s: scheduler item estimate %v on %d runs", tc.name, si.Estimate, si.Observed)
 		}
 	}
