@@ -2,6 +2,7 @@ package wss
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 )
 
@@ -17,6 +18,9 @@ const (
 
 // Options tune a Server. The zero value of every field takes its default.
 type Options struct {
+	// Routes, when set, serves every path under Path + "/" on the same
+	// listener (the authority's HTTPS routes, authority-lite/httpapi).
+	Routes http.Handler
 	// MaxFrameBytes is the largest inbound message accepted (default 1 MiB).
 	// A larger one is answered with PROTOCOL_VIOLATION and the connection is
 	// closed (1009), since the rest of the message is never read.

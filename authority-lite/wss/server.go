@@ -44,6 +44,9 @@ func NewServer(b Backend, opts Options) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(Path, s)
+	if s.opts.Routes != nil {
+		mux.HandleFunc(Path+"/", s.route)
+	}
 	return mux
 }
 
@@ -84,6 +87,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// route serves one request of Options.Routes. The connection caps hold it
+// like any connection; the HELLO deadline does not (an HTTP request is not
+// a handshake; the request has its own bounds), and the connection is not
+// kept alive, so a slot is held for one request.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	slot, _ := r.Context().Value(slotKey{}).(*limitedConn)
+	if slot != nil && slot.refused != "" {
+		s.refuse(w, slot.refused)
+		return
+	}
+	if slot != nil {
+		slot.hello()
+	}
+	w.Header().Set("Connection", "close")
+	s.opts.Routes.ServeHTTP(w, r)
 }
 
 // connCounts reports the connections Serve holds: admitted ones, and those

@@ -54,7 +54,7 @@ func tlsServer(t *testing.T, cert tls.Certificate, maxVersion uint16) string {
 }
 
 func handshake(addr string, tr Trust) error {
-	cfg, err := tr.tlsConfig()
+	cfg, err := tr.Config()
 	if err != nil {
 		return err
 	}
@@ -123,12 +123,12 @@ func TestTrustConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.trust.tlsConfig(); err == nil {
-				t.Fatal("tlsConfig accepted it")
+			if _, err := tt.trust.Config(); err == nil {
+				t.Fatal("Config accepted it")
 			}
 		})
 	}
-	cfg, err := Trust{}.tlsConfig()
+	cfg, err := Trust{}.Config()
 	if err != nil || cfg.MinVersion != tls.VersionTLS13 || cfg.InsecureSkipVerify || cfg.RootCAs != nil {
 		t.Fatalf("system-roots config = %+v, %v", cfg, err)
 	}
