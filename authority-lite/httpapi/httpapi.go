@@ -58,11 +58,14 @@ const (
 type Handler struct {
 	b   Backend
 	mux *http.ServeMux
+	// MaxArtifactBytes bounds an artifact body (default the constant;
+	// tests lower it).
+	MaxArtifactBytes int64
 }
 
 // New returns the routes of b.
 func New(b Backend) *Handler {
-	h := &Handler{b: b, mux: http.NewServeMux()}
+	h := &Handler{b: b, mux: http.NewServeMux(), MaxArtifactBytes: MaxArtifactBytes}
 	h.mux.HandleFunc("POST /mwp/commands", h.command)
 	h.mux.HandleFunc("GET /mwp/session", h.authed(h.session))
 	h.mux.HandleFunc("GET /mwp/groups/{group}/events", h.authed(h.events))

@@ -160,7 +160,7 @@ func (h *Handler) putArtifact(w http.ResponseWriter, r *http.Request, a protocol
 		writeError(w, err)
 		return
 	}
-	data, ok := readBody(w, r, MaxArtifactBytes, "maxArtifactBytes")
+	data, ok := readBody(w, r, h.MaxArtifactBytes, "maxArtifactBytes")
 	if !ok {
 		return
 	}
