@@ -175,7 +175,11 @@ func TestRoutesRefuse(t *testing.T) {
 		{"put over the size limit", req{method: "PUT", target: "/mwp/artifacts/" + protocol.Digest(make([]byte, 65)), body: make([]byte, 65), actor: alice, key: akey}, 413, protocol.CodeProtocolViolation},
 		{"put to a malformed digest", req{method: "PUT", target: "/mwp/artifacts/sha256:ABC", body: good, actor: alice, key: akey}, 400, protocol.CodeProtocolViolation},
 		{"put with another agent's token", req{method: "PUT", target: goodPut, body: good, actor: w2, key: w2key, token: tok}, 403, protocol.CodeAuthForbidden},
-		{"put with a forged token", req{method: "PUT", target: goodPut, body: good, actor: w1, key: w1key, token: func() *protocol.CapabilityToken { f := *tok; f.ExpiresAt = protocol.NewTime(t0.Add(time.Hour)); return &f }()}, 401, protocol.CodeAuthInvalidSignature},
+		{"put with a forged token", req{method: "PUT", target: goodPut, body: good, actor: w1, key: w1key, token: func() *protocol.CapabilityToken {
+			f := *tok
+			f.ExpiresAt = protocol.NewTime(t0.Add(time.Hour))
+			return &f
+		}()}, 401, protocol.CodeAuthInvalidSignature},
 		{"get of unpublished bytes", req{method: "GET", target: "/mwp/artifacts/" + unpublished, actor: alice, key: akey}, 404, protocol.CodeInvalidCommand},
 		{"get by a non-member", req{method: "GET", target: "/mwp/artifacts/" + published, actor: bob, key: k.bob}, 404, protocol.CodeInvalidCommand},
 		{"card of an unknown agent", req{method: "GET", target: "/mwp/agents/nobody/card", actor: bob, key: k.bob}, 404, protocol.CodeInvalidCommand},
