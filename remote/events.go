@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -60,6 +61,9 @@ func (a *Authority) Wait(ctx context.Context, groupID string, after uint64) erro
 
 // page is one GET /mwp/groups/G/events.
 func (a *Authority) page(ctx context.Context, groupID string, after uint64, max int, wait int) ([]SignedEvent, error) {
+	if a.cfg.AuthorityKeys == nil {
+		return nil, errors.New("remote: reading events needs Config.AuthorityKeys to verify them")
+	}
 	path := "/groups/" + url.PathEscape(groupID) + "/events?after=" + itoa(after) + "&max=" + itoa(uint64(max))
 	if wait > 0 {
 		path += "&waitMs=" + itoa(uint64(wait))

@@ -146,6 +146,7 @@ func runWorker(ctx context.Context, cmd *cli.Command) error {
 		} else {
 			log.Warn("no --authority-key: event signatures are not verified")
 		}
+		cfg.Artifacts = remoteArtifacts(ctx, &cfg)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
 	} else {
 		emb, err := embed.Start(embed.Config{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})

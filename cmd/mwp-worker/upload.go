@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"sync"
+
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/remote"
+	"github.com/missionweave/mwp-worker/runtime"
+)
+
+// remoteArtifacts is run's artifact hook for a remote authority: handler
+// outputs are uploaded to its artifact route (PUT /mwp/artifacts/DIGEST,
+// signed by the agent, docs/wire.md "Artifacts") and published with the
+// URI it answers, as with the embedded authority. It dials on first use,
+// so a worker that starts before its authority is up is not held back.
+func remoteArtifacts(ctx context.Context, cfg *runtime.WorkerConfig) func(data []byte) (string, bool, error) {
+	var (
+		mu sync.Mutex
+		a  *remote.Authority
+	)
+	return func(data []byte) (string, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a == nil {
+			var err error
+			a, err = remote.Dial(ctx, remote.Config{URL: cfg.URL, Trust: cfg.Trust, AllowInsecureLoopback: cfg.AllowInsecureLoopback,
+				Actor: protocol.Actor{Kind: protocol.ActorAgent, ID: cfg.AgentID}, Key: cfg.Key, Logger: cfg.Logger})
+			if err != nil {
+				return "", false, err
+			}
+		}
+		_, uri, err := a.PutArtifact(ctx, data)
+		if err != nil {
+			return "", false, err
+		}
+		return uri, true, nil
+	}
+}
