@@ -42,6 +42,7 @@ func newApp() *cli.Command {
 			checkCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
+			missionCommand(),
 			runCommand(),
 			pocCommand(),
 			benchCommand(),
