@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 
 	"github.com/missionweave/mwp-worker/coordinator"
@@ -68,16 +69,26 @@ func (a *Authority) page(ctx context.Context, groupID string, after uint64, max 
 	if wait > 0 {
 		path += "&waitMs=" + itoa(uint64(wait))
 	}
+	var body []byte
+	if err := a.do(ctx, http.MethodGet, path, "", nil, true, func(b []byte) error { body = b; return nil }); err != nil {
+		return nil, err
+	}
+	return decodePage(body, groupID, after, a.cfg.AuthorityKeys)
+}
+
+// decodePage checks an events answer: {"events": [...]}, each event
+// verified, of groupID, in increasing sequence after after.
+func decodePage(b []byte, groupID string, after uint64, keys protocol.KeyResolver) ([]SignedEvent, error) {
 	var body struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	if err := a.getJSON(ctx, path, &body); err != nil {
-		return nil, err
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, fmt.Errorf("remote: events answer: %w", err)
 	}
 	out := make([]SignedEvent, 0, len(body.Events))
 	next := after
 	for _, raw := range body.Events {
-		ev, canon, err := verifyEvent(raw, a.cfg.AuthorityKeys)
+		ev, canon, err := verifyEvent(raw, keys)
 		if err != nil {
 			return nil, err
 		}
