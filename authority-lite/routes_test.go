@@ -241,6 +241,30 @@ func TestRoutesServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The bytes w1 uploaded with its token, published by a command over
+	// POST, are then readable by a member.
+	upDigest := protocol.Digest([]byte("by token"))
+	card, _ := k.s.AgentCard("w1")
+	m := protocol.ArtifactManifest{ContentHash: upDigest, MediaType: "text/plain",
+		Producer:  protocol.ArtifactProducer{AgentID: "w1", AgentVersion: card.AgentVersion, AgentCardHash: k.s.AgentCardHash("w1")},
+		MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-1", SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},
+		CreatedAt: protocol.NewTime(k.clk.Now()), Classification: protocol.ClassInternal, Size: uint64(len("by token")), URI: protocol.ArtifactURI(upDigest)}
+	m.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: k.w["w1"].Key.KeyID, CreatedAt: m.CreatedAt}
+	signedManifest, err := protocol.SignedValue(m, k.w["w1"].Key)
+	if err != nil || json.Unmarshal(signedManifest, &m) != nil {
+		t.Fatal(err)
+	}
+	_, pub, err := k.w["w1"].Build(protocol.CmdArtifactPublish, "grp-a", &protocol.PublishArtifactPayload{Manifest: m,
+		OwnershipEpoch: protocol.Uint64(w.Ownership.OwnershipEpoch), LeaseID: w.Lease.LeaseID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, b = k.send(req{method: "POST", target: "/mwp/commands", body: pub, proof: "-"}); st != 200 {
+		t.Fatalf("artifact.publish of uploaded bytes: %d %s", st, b)
+	}
+	if st, b = k.send(req{method: "GET", target: "/mwp/artifacts/" + upDigest, actor: alice, key: akey}); st != 200 || string(b) != "by token" {
+		t.Fatalf("get of the published upload: %d %s", st, b)
+	}
 	st, b = k.send(req{method: "GET", target: "/mwp/agents/w1/card", actor: bob, key: k.bob})
 	if st != 200 || !bytes.Contains(b, []byte(`"agentId":"w1"`)) {
 		t.Fatalf("card: %d %s", st, b)
