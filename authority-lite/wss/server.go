@@ -3,10 +3,13 @@ package wss
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -24,6 +27,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	hellos *keyedLimiter  // HELLO attempts per remote IP
+	routes *keyedLimiter  // Routes requests per remote IP
 	ln     *limitListener // set by Serve, under mu
 
 	mu     sync.Mutex
@@ -37,7 +41,7 @@ func NewServer(b Backend, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
 	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
-		hellos: newKeyedLimiter(opts.HelloEvery, opts.HelloBurst)}
+		hellos: newKeyedLimiter(opts.HelloEvery, opts.HelloBurst), routes: newKeyedLimiter(opts.RouteEvery, opts.RouteBurst)}
 }
 
 // Handler returns a handler serving the binding at Path.
@@ -103,6 +107,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		slot.hello()
 	}
 	w.Header().Set("Connection", "close")
+	if wait, ok := s.routes.allow(remoteIPOf(r.RemoteAddr), s.b.Now()); !ok {
+		e := rateLimited(wait, "too many requests from this address; retry after %v", wait)
+		e.Details["limit"] = "routeRequests"
+		body, _ := json.Marshal(e)
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(body)
+		return
+	}
 	s.opts.Routes.ServeHTTP(w, r)
 }
 
