@@ -40,7 +40,8 @@ func runCommand() *cli.Command {
 			"self-signed certificate) and the worker connects to it over real wss with the certificate pinned;\n" +
 			"its URL and fingerprint are printed so coordinators can connect. With --authority the worker\n" +
 			"connects there; pin the certificate with --authority-fingerprint and verify events with\n" +
-			"--authority-key (the authority's authority.pub; without it events are not verified).\n\n" +
+			"--authority-key (the authority's authority.pub; without it events are not verified). Handler\n" +
+			"outputs are uploaded to the authority's artifact route (PUT /mwp/artifacts/DIGEST) and published.\n\n" +
 			"The agent id is the <id> of the key's id agent:<id>#<name> (mwp-worker keygen --key-id).\n" +
 			"A remote authority must know the agent before its first HELLO: write the enrollment with\n" +
 			"--enrollment FILE and start the authority with `authority serve --enroll FILE` (within the\n" +
