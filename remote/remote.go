@@ -115,8 +115,10 @@ func (a *Authority) refresh(ctx context.Context) (protocol.SessionInfo, error) {
 	return s, nil
 }
 
-// SessionEpoch is the agent's current session epoch as last learned (0
-// for a human, or an agent without a session yet).
+// SessionEpoch is the agent's session epoch as learned at Dial or set by
+// OpenSession (0 for a human, or an agent without a session yet). A
+// session_open sent through Submit directly is not noticed: use
+// OpenSession.
 func (a *Authority) SessionEpoch() uint64 { return a.epoch.Load() }
 
 // Actor is the principal this Authority signs for.
