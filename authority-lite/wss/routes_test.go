@@ -1,6 +1,7 @@
 package wss
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -74,5 +75,37 @@ func TestRoutesOnTheListener(t *testing.T) {
 	var e protocol.Error
 	if st != http.StatusTooManyRequests || json.Unmarshal(b, &e) != nil || e.Code != protocol.CodeRateLimited || e.Details["limit"] != "routeRequests" {
 		t.Fatalf("third request within the burst of 2: %d %s", st, b)
+	}
+}
+
+// Close ends a Routes request in flight (a long-poll) and waits for it.
+func TestRoutesEndWithClose(t *testing.T) {
+	fb := newFakeBackend(t)
+	entered, ended := make(chan struct{}), make(chan struct{})
+	routes := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(ended)
+		close(entered)
+		<-r.Context().Done()
+	})
+	url, srv := startServer(t, fb, Options{Routes: routes}, nil)
+	// The client never gives up by itself: only Close can end the request.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.Replace(url, "ws://", "http://", 1)+"/poll", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	select {
+	case <-ended:
+	case <-time.After(safety):
+		t.Fatal("Close did not end the route request")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }

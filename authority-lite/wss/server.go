@@ -25,6 +25,10 @@ type Server struct {
 
 	ctx    context.Context // ends every connection when the server closes
 	cancel context.CancelFunc
+	// routesCtx ends every Routes request at the start of Close: a
+	// long-poll must not hold a shutdown.
+	routesCtx    context.Context
+	routesCancel context.CancelFunc
 
 	hellos *keyedLimiter  // HELLO attempts per remote IP
 	routes *keyedLimiter  // Routes requests per remote IP
@@ -40,7 +44,8 @@ type Server struct {
 func NewServer(b Backend, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
-	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
+	rctx, rcancel := context.WithCancel(context.Background())
+	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, routesCtx: rctx, routesCancel: rcancel, conns: map[*conn]struct{}{},
 		hellos: newKeyedLimiter(opts.HelloEvery, opts.HelloBurst), routes: newKeyedLimiter(opts.RouteEvery, opts.RouteBurst)}
 }
 
@@ -98,6 +103,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a handshake; the request has its own bounds), and the connection is not
 // kept alive, so a slot is held for one request.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.active.Add(1)
+	s.mu.Unlock()
+	defer s.active.Done()
 	slot, _ := r.Context().Value(slotKey{}).(*limitedConn)
 	if slot != nil && slot.refused != "" {
 		s.refuse(w, slot.refused)
@@ -117,7 +131,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(body)
 		return
 	}
-	s.opts.Routes.ServeHTTP(w, r)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.routesCtx, cancel)()
+	s.opts.Routes.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // connCounts reports the connections Serve holds: admitted ones, and those
@@ -149,6 +166,7 @@ func remoteIPOf(addr string) string {
 // Close refuses new connections, closes every open one with 1001 (going
 // away) and waits for them to end. It is safe to call more than once.
 func (s *Server) Close() error {
+	s.routesCancel()
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.conns {
