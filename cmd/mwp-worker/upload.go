@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
 	"github.com/missionweave/mwp-worker/runtime"
 )
+
+// uploadTimeout bounds one upload (64 MiB at about 1 MB/s), dial included.
+const uploadTimeout = 2 * time.Minute
 
 // remoteArtifacts is run's artifact hook for a remote authority: handler
 // outputs are uploaded to its artifact route (PUT /mwp/artifacts/DIGEST,
@@ -22,6 +26,9 @@ func remoteArtifacts(ctx context.Context, cfg *runtime.WorkerConfig) func(data [
 	return func(data []byte) (string, bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
+		// A hung authority fails this one upload, not the worker.
+		ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
+		defer cancel()
 		if a == nil {
 			var err error
 			a, err = remote.Dial(ctx, remote.Config{URL: cfg.URL, Trust: cfg.Trust, AllowInsecureLoopback: cfg.AllowInsecureLoopback,
