@@ -166,33 +166,3 @@ func TestClientOverWSSWithPin(t *testing.T) {
 		t.Fatalf("Run returned %v, want the pin mismatch", err)
 	}
 }
-
-func TestCheckURL(t *testing.T) {
-	tests := []struct {
-		url      string
-		insecure bool
-		want     string // "" = error
-	}{
-		{"wss://authority.example:8443/mwp", false, "wss://authority.example:8443/mwp"},
-		{"wss://authority.example:8443", false, "wss://authority.example:8443/mwp"},
-		{"ws://127.0.0.1:8080/mwp", true, "ws://127.0.0.1:8080/mwp"},
-		{"ws://[::1]:8080/mwp", true, "ws://[::1]:8080/mwp"},
-		{"ws://localhost:8080/mwp", true, "ws://localhost:8080/mwp"},
-		{"ws://127.0.0.1:8080/mwp", false, ""},
-		{"ws://10.0.0.1:8080/mwp", true, ""},
-		{"ws://authority.example/mwp", true, ""},
-		{"https://authority.example/mwp", false, ""},
-		{"wss:///mwp", false, ""},
-		{"wss://user:pw@authority.example/mwp", false, ""},
-		{"::bad", false, ""},
-	}
-	for _, tt := range tests {
-		u, err := checkURL(tt.url, tt.insecure)
-		switch {
-		case tt.want == "" && err == nil:
-			t.Errorf("checkURL(%q, %v) accepted", tt.url, tt.insecure)
-		case tt.want != "" && (err != nil || u.String() != tt.want):
-			t.Errorf("checkURL(%q, %v) = %v, %v; want %s", tt.url, tt.insecure, u, err, tt.want)
-		}
-	}
-}
