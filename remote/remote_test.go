@@ -87,10 +87,10 @@ func TestHumanOverTheRoutes(t *testing.T) {
 	if h.SessionEpoch() != 0 {
 		t.Fatalf("a human's session epoch is %d", h.SessionEpoch())
 	}
-	k.submit(h, k.alice, protocol.CmdMissionCreate, protocol.Envelope{GroupID: "grp-r"},
-		&protocol.CreateMissionPayload{MissionID: "mis-r", Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal})
-	g, err := h.MissionGroup(ctx, "mis-r")
-	if err != nil || g != "grp-r" {
+	k.submit(h, k.alice, protocol.CmdMissionCreate, protocol.Envelope{GroupID: "grp:r.1_x"},
+		&protocol.CreateMissionPayload{MissionID: "mis:r.1_x", Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal})
+	g, err := h.MissionGroup(ctx, "mis:r.1_x")
+	if err != nil || g != "grp:r.1_x" {
 		t.Fatalf("MissionGroup = %q, %v", g, err)
 	}
 	evs, err := h.Events(ctx, g, 0, 0)
@@ -103,7 +103,7 @@ func TestHumanOverTheRoutes(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- h.Wait(ctx, g, 2) }()
 	k.submit(h, k.alice, protocol.CmdMissionAssignCoordinator, protocol.Envelope{GroupID: g, MembershipEpoch: protocol.Uint64(1)},
-		&protocol.AssignCoordinatorPayload{MissionID: "mis-r", AgentID: "coord", LeaseDurationMs: 3600000})
+		&protocol.AssignCoordinatorPayload{MissionID: "mis:r.1_x", AgentID: "coord", LeaseDurationMs: 3600000})
 	if err := <-waited; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
