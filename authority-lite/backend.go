@@ -15,24 +15,7 @@ var _ wss.Backend = (*Service)(nil)
 // Authorize lets an active member read a Group. Unknown and forbidden
 // Groups get the same GROUP_NOT_FOUND, so membership cannot be probed.
 func (s *Service) Authorize(peer, groupID string) error {
-	notFound := protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
-	gs := s.group(groupID)
-	if gs == nil {
-		return notFound
-	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	m := gs.members[actorKey(protocol.Actor{Kind: protocol.ActorAgent, ID: peer})]
-	active := m != nil && m.State == protocol.MembershipActive
-	// A damaged Group says so to its members, and to anyone when its
-	// members could not be read.
-	if err := s.groupDamage(groupID); err != nil && (active || len(gs.members) == 0) {
-		return err
-	}
-	if !active {
-		return notFound
-	}
-	return nil
+	return s.AuthorizeActor(protocol.Actor{Kind: protocol.ActorAgent, ID: peer}, groupID)
 }
 
 // Events returns up to max events of a Group after a sequence.

@@ -182,6 +182,16 @@ func (s *Service) AgentCard(agentID string) (protocol.AgentCard, bool) {
 	return a.Card, true
 }
 
+// AgentCardHash is the digest of a registered agent's card as registered
+// (what session_open names); "" for an unknown agent.
+func (s *Service) AgentCardHash(agentID string) string {
+	a := s.org.agent(agentID)
+	if a == nil {
+		return ""
+	}
+	return a.CardHash
+}
+
 // submit decides the Organization bootstrap commands.
 func (o *org) submit(c *call) (*protocol.Receipt, error) {
 	s := o.s
@@ -417,10 +427,7 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 	}
 	doc, _ := protocol.Parse(raw, protocol.DecodeOptions{})
 	now := s.clock.Now()
-	skew := s.cfg.MaxSkew
-	if skew == 0 {
-		skew = protocol.DefaultMaxSkew
-	}
+	skew := s.skew()
 	if err := protocol.VerifyFresh(doc.(map[string]any), s.org, now, skew); err != nil {
 		return 0, refused
 	}

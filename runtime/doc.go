@@ -130,11 +130,12 @@
 // lists them (Notices: pending, posted, dropped, skipped).
 //
 // Artifacts: with WorkerConfig.Artifacts (the embedded authority's
-// PutArtifact) the bytes go to the authority's store and a signed manifest
-// is published (artifact.publish, "mwp-artifact:" URI). Without it the
-// bytes stay in Dir/artifacts with a file:// URI and no manifest is
-// published: the binding has no upload frame and authority-lite refuses a
-// manifest whose content it lacks; work.submit still names the digests.
+// PutArtifact, or `run --authority`'s upload over the authority's HTTPS
+// artifact route) the bytes go to the authority's store and a signed
+// manifest is published (artifact.publish, "mwp-artifact:" URI). Without
+// it the bytes stay in Dir/artifacts with a file:// URI and no manifest is
+// published: authority-lite refuses a manifest whose content it lacks;
+// work.submit still names the digests.
 //
 // Offline (package offline): a disconnect stops new starts; renewals due
 // are signed with the offline binding (usage delta: the wall-clock time

@@ -49,7 +49,8 @@ func Command(opts Options) *cli.Command {
 			"self-signed certificate) and the worker connects to it over real wss with the certificate pinned;\n" +
 			"its URL and fingerprint are printed so coordinators can connect. With --authority the worker\n" +
 			"connects there; pin the certificate with --authority-fingerprint and verify events with\n" +
-			"--authority-key (the authority's authority.pub; without it events are not verified).\n\n" +
+			"--authority-key (the authority's authority.pub; without it events are not verified). Handler\n" +
+			"outputs are uploaded to the authority's artifact route (PUT /mwp/artifacts/DIGEST) and published.\n\n" +
 			"The agent id is the <id> of the key's id agent:<id>#<name> (mwp-worker keygen --key-id).\n" +
 			"A remote authority must know the agent before its first HELLO: write the enrollment with\n" +
 			"--enrollment FILE (valid for --enrollment-valid) and register it with the running authority\n" +
@@ -161,6 +162,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 		} else {
 			log.Warn("no --authority-key: event signatures are not verified")
 		}
+		cfg.Artifacts = remoteArtifacts(ctx, &cfg)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
 	} else {
 		emb, err := embed.Start(embed.Config{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/httpapi"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
@@ -81,6 +82,9 @@ func Start(cfg Config) (*Authority, error) {
 	if cfg.Server.Logger == nil {
 		cfg.Server.Logger = cfg.Logger
 	}
+	if cfg.Server.Routes == nil {
+		cfg.Server.Routes = httpapi.New(svc)
+	}
 	e := &Authority{
 		Service: svc, URL: fmt.Sprintf("wss://%s%s", ln.Addr(), wss.Path), Fingerprint: fp, Addr: ln.Addr(),
 		server: wss.NewServer(svc, cfg.Server), cancel: cancel, done: make(chan error, 1),
@@ -111,7 +115,7 @@ func (e *Authority) Artifacts(data []byte) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	return "mwp-artifact:" + d, true, nil
+	return protocol.ArtifactURI(d), true, nil
 }
 
 // Close stops the server (open connections get 1001) and closes the store.

@@ -111,12 +111,12 @@ func (c *conn) submit(ctx context.Context, s submission) {
 		if protocol.CodeOf(err) == protocol.CodeInternalError {
 			c.log.Error("wss: submit failed", "peer", s.peer, "actionId", s.actionID, "err", err)
 		}
-		frame = encodeError(c.ids.next(), wireError(err, s.frameID, s.actionID))
+		frame = encodeError(c.ids.next(), WireError(err, s.frameID, s.actionID))
 	}
 	c.out.pushControl(ctx, frame)
 }
 
 // busy answers a command refused because too many are pending.
 func busy(s submission) *protocol.Error {
-	return wireError(protocol.Errorf(protocol.CodeBackpressure, "too many commands pending on this connection; resend unchanged later"), s.frameID, s.actionID)
+	return WireError(protocol.Errorf(protocol.CodeBackpressure, "too many commands pending on this connection; resend unchanged later"), s.frameID, s.actionID)
 }

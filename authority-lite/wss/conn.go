@@ -195,7 +195,7 @@ func (c *conn) watchSession(ctx context.Context, writerDone <-chan struct{}) {
 	case <-ctx.Done():
 		return
 	}
-	c.out.finish(encodeError(c.ids.next(), wireError(c.sess.staleSession(), "", "")))
+	c.out.finish(encodeError(c.ids.next(), WireError(c.sess.staleSession(), "", "")))
 	select {
 	case <-writerDone:
 	case <-bound.C:
@@ -242,7 +242,7 @@ func (c *conn) startStream(ctx context.Context, sub subscription) {
 		stop()
 	} else if len(c.streams) >= c.opts.MaxGroups {
 		e := protocol.Errorf(protocol.CodeRateLimited, "this connection already streams %d groups", c.opts.MaxGroups)
-		c.out.pushControl(ctx, encodeError(c.ids.next(), withDetail(wireError(e, sub.frameID, ""), "groupId", sub.groupID)))
+		c.out.pushControl(ctx, encodeError(c.ids.next(), withDetail(WireError(e, sub.frameID, ""), "groupId", sub.groupID)))
 		return
 	}
 	gen := c.out.reset(sub.groupID)

@@ -29,30 +29,15 @@ func (f *frameIDs) next() string {
 	return f.prefix + strconv.FormatUint(f.n.Add(1), 10)
 }
 
-// validID reports whether s matches the wire id pattern
-// ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$; only such values may be echoed in
-// inReplyTo or actionId.
-func validID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validID: only ids of the wire form may be echoed in inReplyTo or
+// actionId.
+func validID(s string) bool { return protocol.ValidID(s) }
 
-// wireError turns any error into one that passes error.schema.json: a known
+// WireError turns any error into one that passes error.schema.json: a known
 // code (else INTERNAL_ERROR, whose message reveals nothing), retryable as
 // the code says, the pointer copied into details, and inReplyTo/actionId
 // only when they are valid ids. The caller's error is not modified.
-func wireError(err error, inReplyTo, actionID string) *protocol.Error {
+func WireError(err error, inReplyTo, actionID string) *protocol.Error {
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe == nil || !pe.Code.Known() {
 		pe = protocol.Errorf(protocol.CodeInternalError, "internal error")

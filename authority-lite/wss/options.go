@@ -2,6 +2,7 @@ package wss
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 )
 
@@ -17,6 +18,9 @@ const (
 
 // Options tune a Server. The zero value of every field takes its default.
 type Options struct {
+	// Routes, when set, serves every path under Path + "/" on the same
+	// listener (the authority's HTTPS routes, authority-lite/httpapi).
+	Routes http.Handler
 	// MaxFrameBytes is the largest inbound message accepted (default 1 MiB).
 	// A larger one is answered with PROTOCOL_VIOLATION and the connection is
 	// closed (1009), since the rest of the message is never read.
@@ -49,6 +53,12 @@ type Options struct {
 	// ERROR RATE_LIMITED with details.retryAfterMs; the connection stays.
 	HelloBurst int
 	HelloEvery time.Duration
+	// RouteBurst and RouteEvery bound requests to Routes per remote IP
+	// address (default 60 at once, then ten per second); each costs a
+	// signature check and a durable nonce write, as a HELLO does. Over it:
+	// HTTP 429, RATE_LIMITED with details.retryAfterMs.
+	RouteBurst int
+	RouteEvery time.Duration
 	// PingBurst and PingEvery bound the PINGs a client sends on one
 	// connection (default 10 at once, then one per second; a client needs
 	// one per PingInterval). Over it: ERROR RATE_LIMITED, no echo.
@@ -109,6 +119,8 @@ func (o Options) withDefaults() Options {
 	def(&o.HelloBurst, 10)
 	def(&o.PingBurst, 10)
 	defDur(&o.HelloEvery, time.Second)
+	def(&o.RouteBurst, 60)
+	defDur(&o.RouteEvery, 100*time.Millisecond)
 	defDur(&o.PingEvery, time.Second)
 	defDur(&o.HandshakeTimeout, 10*time.Second)
 	defDur(&o.IdleTimeout, 90*time.Second)

@@ -3,10 +3,13 @@ package wss
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,8 +25,13 @@ type Server struct {
 
 	ctx    context.Context // ends every connection when the server closes
 	cancel context.CancelFunc
+	// routesCtx ends every Routes request at the start of Close: a
+	// long-poll must not hold a shutdown.
+	routesCtx    context.Context
+	routesCancel context.CancelFunc
 
 	hellos *keyedLimiter  // HELLO attempts per remote IP
+	routes *keyedLimiter  // Routes requests per remote IP
 	ln     *limitListener // set by Serve, under mu
 
 	mu     sync.Mutex
@@ -36,14 +44,18 @@ type Server struct {
 func NewServer(b Backend, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
-	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
-		hellos: newKeyedLimiter(opts.HelloEvery, opts.HelloBurst)}
+	rctx, rcancel := context.WithCancel(context.Background())
+	return &Server{b: b, opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, routesCtx: rctx, routesCancel: rcancel, conns: map[*conn]struct{}{},
+		hellos: newKeyedLimiter(opts.HelloEvery, opts.HelloBurst), routes: newKeyedLimiter(opts.RouteEvery, opts.RouteBurst)}
 }
 
 // Handler returns a handler serving the binding at Path.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(Path, s)
+	if s.opts.Routes != nil {
+		mux.HandleFunc(Path+"/", s.route)
+	}
 	return mux
 }
 
@@ -86,6 +98,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 }
 
+// route serves one request of Options.Routes. The connection caps hold it
+// like any connection; the HELLO deadline does not (an HTTP request is not
+// a handshake; the request has its own bounds), and the connection is not
+// kept alive, so a slot is held for one request.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.active.Add(1)
+	s.mu.Unlock()
+	defer s.active.Done()
+	slot, _ := r.Context().Value(slotKey{}).(*limitedConn)
+	if slot != nil && slot.refused != "" {
+		s.refuse(w, slot.refused)
+		return
+	}
+	if slot != nil {
+		slot.hello()
+	}
+	w.Header().Set("Connection", "close")
+	if wait, ok := s.routes.allow(remoteIPOf(r.RemoteAddr), s.b.Now()); !ok {
+		e := rateLimited(wait, "too many requests from this address; retry after %v", wait)
+		e.Details["limit"] = "routeRequests"
+		body, _ := json.Marshal(e)
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(body)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.routesCtx, cancel)()
+	s.opts.Routes.ServeHTTP(w, r.WithContext(ctx))
+}
+
 // connCounts reports the connections Serve holds: admitted ones, and those
 // accepted only to be answered 503.
 func (s *Server) connCounts() (total, refusing int) {
@@ -115,6 +166,7 @@ func remoteIPOf(addr string) string {
 // Close refuses new connections, closes every open one with 1001 (going
 // away) and waits for them to end. It is safe to call more than once.
 func (s *Server) Close() error {
+	s.routesCancel()
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.conns {

@@ -90,7 +90,7 @@ func newSession(b Backend, ids *frameIDs, maxFrame int, log *slog.Logger) *sessi
 }
 
 func (s *session) fail(out *output, err error, inReplyTo, actionID string) {
-	out.send = append(out.send, encodeError(s.ids.next(), wireError(err, inReplyTo, actionID)))
+	out.send = append(out.send, encodeError(s.ids.next(), WireError(err, inReplyTo, actionID)))
 }
 
 func violation(format string, args ...any) *protocol.Error {
@@ -172,7 +172,7 @@ func decodeFrame(raw []byte, parsed any) (any, error) {
 		return nil, err
 	}
 	if err := protocol.Validate("websocket-frame", parsed); err != nil {
-		e := wireError(err, "", "")
+		e := WireError(err, "", "")
 		e.Code = protocol.CodeProtocolViolation
 		e.Retryable = false
 		return nil, e
@@ -276,7 +276,7 @@ func (s *session) subscribe(out *output, raw []byte, parsed any, frameID string)
 				if code == protocol.CodeInternalError {
 					s.log.Error("wss: backend failed", "op", "authorize", "peer", s.peer, "err", err)
 				}
-				e = withDetail(wireError(err, "", ""), "groupId", g.GroupID)
+				e = withDetail(WireError(err, "", ""), "groupId", g.GroupID)
 			}
 			s.fail(out, e, frameID, "")
 			continue

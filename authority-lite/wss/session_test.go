@@ -375,7 +375,7 @@ func TestWireError(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := wireError(tc.err, tc.inReplyTo, tc.actionID)
+			got := WireError(tc.err, tc.inReplyTo, tc.actionID)
 			a, _ := json.Marshal(got)
 			b, _ := json.Marshal(&tc.want)
 			if !bytes.Equal(a, b) {
@@ -385,6 +385,6 @@ func TestWireError(t *testing.T) {
 		})
 	}
 	if len(pe.Details) != 1 || pe.Pointer != "/x" {
-		t.Fatal("wireError modified its argument")
+		t.Fatal("WireError modified its argument")
 	}
 }

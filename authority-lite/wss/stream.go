@@ -127,6 +127,6 @@ func (c *conn) streamError(ctx context.Context, sub subscription, gen uint64, er
 	if protocol.CodeOf(err) == protocol.CodeInternalError {
 		c.log.Error("wss: backend events failed", "group", sub.groupID, "err", err)
 	}
-	e := withDetail(wireError(err, sub.frameID, ""), "groupId", sub.groupID)
+	e := withDetail(WireError(err, sub.frameID, ""), "groupId", sub.groupID)
 	c.out.pushControlFor(ctx, sub.groupID, gen, encodeError(c.ids.next(), e))
 }

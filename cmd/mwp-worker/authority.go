@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/httpapi"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -135,6 +136,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 		Help: "Times a Group's event stream to a connection paused on a full send queue (a BACKPRESSURE to a slow subscriber), by Group.",
 	}, []string{"group"})
 	limits.OnBackpressure = func(g string) { backpressure.WithLabelValues(g).Inc() }
+	limits.Routes = httpapi.New(svc)
 	server := wss.NewServer(svc, limits)
 	ctx, stopOnFailure := stopWhenFailed(ctx, svc, log)
 	defer stopOnFailure()

@@ -46,6 +46,7 @@ func newApp() *cli.Command {
 			checkCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
+			missionCommand(),
 			runCommand(),
 			pocCommand(),
 			benchCommand(),

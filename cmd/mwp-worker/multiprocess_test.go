@@ -445,6 +445,14 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if v := metricValue(t, k.authOps, `mwp_authority_commands_total{result="accepted",type="work.accept_result"}`); v != 1 {
 		t.Fatalf("authority work.accept_result accepted: %v, want 1", v)
 	}
+	// The handler's output went up the artifact route and was published:
+	// the bytes are in the authority's store under the manifest's digest.
+	if v := metricValue(t, k.authOps, `mwp_authority_commands_total{result="accepted",type="artifact.publish"}`); v != 1 {
+		t.Fatalf("authority artifact.publish accepted: %v, want 1:\n%s", v, worker.logs())
+	}
+	if m, _ := filepath.Glob(filepath.Join(k.authDir, "artifacts", "??", "*")); len(m) != 1 {
+		t.Fatalf("the authority's artifact store holds %v, want the one output", m)
+	}
 	if code, body := httpGet(t, k.workerOps+"/readyz"); code != 200 {
 		t.Fatalf("worker /readyz after work: %d %q", code, body)
 	}

@@ -71,6 +71,9 @@ var rules = map[string]rule{
 		noGo:   true,
 	},
 	"internal/clock": {},
+	// Authenticating the authority's certificate: the wss client and
+	// package remote share one description of it.
+	"internal/tlstrust": {imports: []string{}, never: []string{mod + "queue", mod + "authority-lite/..."}},
 	// Surviving a damaged bbolt file: guarded transactions, meta pages,
 	// the check report both stores print.
 	"internal/storecheck": {imports: []string{"protocol"}},
@@ -141,13 +144,16 @@ var rules = map[string]rule{
 		},
 	},
 	"authority-lite/wss": {imports: []string{"protocol"}},
+	// The HTTPS routes beside the binding, on its listener; they speak the
+	// binding's error form and event records.
+	"authority-lite/httpapi": {imports: []string{"protocol", "authority-lite/wss"}},
 	// Beside the authority, not in runtime: the worker must not link the
 	// authority it talks to.
-	"authority-lite/embed": {imports: []string{"authority-lite", "authority-lite/wss", "internal/clock", "protocol", "group"}},
+	"authority-lite/embed": {imports: []string{"authority-lite", "authority-lite/wss", "authority-lite/httpapi", "internal/clock", "protocol", "group"}},
 	// The wss client knows the wire and the store, not the worker; its
 	// timers come from Config.Clock so tests step them.
 	"runtime/client": {
-		imports: []string{"protocol", "queue", "internal/clock"},
+		imports: []string{"protocol", "queue", "internal/clock", "internal/tlstrust"},
 		never:   []string{mod + "authority-lite/...", mod + "runtime", mod + "poc"},
 		clock:   true,
 	},
@@ -165,11 +171,13 @@ var rules = map[string]rule{
 	},
 	// A Group Authority over the wire (wss and its HTTPS routes) for agents
 	// and humans that keep no worker store: coordinators, owners, tools.
+	// internal/tlstrust: the certificate pinning the worker's client uses;
+	// coordinator: only for its SignedEvent type, which coordinator.Authority's
+	// Events returns, so that remote.Authority implements that interface.
 	"remote": {
-		imports: []string{"protocol", "internal/clock"},
+		imports: []string{"protocol", "internal/clock", "internal/tlstrust", "coordinator"},
 		never:   []string{mod + "authority-lite/...", mod + "runtime", mod + "poc", mod + "queue"},
 		clock:   true,
-		planned: true,
 	},
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
 		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client"}},
@@ -184,7 +192,7 @@ var rules = map[string]rule{
 	// never the PoC.
 	"workercmd": {
 		imports: []string{"protocol", "checkpoint", "slots", "offline", "runtime", "runtime/client", "internal/ops",
-			"authority-lite", "authority-lite/embed"},
+			"authority-lite", "authority-lite/embed", "remote"},
 		never: []string{mod + "poc"},
 	},
 	// The embedding example of workercmd: a handler and Main, nothing else.

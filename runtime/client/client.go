@@ -63,7 +63,7 @@ func New(cfg Config) (*Client, error) {
 	case cfg.FetchSnapshot != nil && cfg.VerifySnapshot == nil && cfg.AuthorityKeys == nil:
 		return nil, errors.New("client: restoring snapshots needs VerifySnapshot or AuthorityKeys")
 	}
-	tc, err := cfg.Trust.tlsConfig()
+	tc, err := cfg.Trust.Config()
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func tlsServer(t *testing.T, cert tls.Certificate, maxVersion uint16) string {
 }
 
 func handshake(addr string, tr Trust) error {
-	cfg, err := tr.tlsConfig()
+	cfg, err := tr.Config()
 	if err != nil {
 		return err
 	}
@@ -123,12 +123,12 @@ func TestTrustConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.trust.tlsConfig(); err == nil {
-				t.Fatal("tlsConfig accepted it")
+			if _, err := tt.trust.Config(); err == nil {
+				t.Fatal("Config accepted it")
 			}
 		})
 	}
-	cfg, err := Trust{}.tlsConfig()
+	cfg, err := Trust{}.Config()
 	if err != nil || cfg.MinVersion != tls.VersionTLS13 || cfg.InsecureSkipVerify || cfg.RootCAs != nil {
 		t.Fatalf("system-roots config = %+v, %v", cfg, err)
 	}
@@ -164,35 +164,5 @@ func TestClientOverWSSWithPin(t *testing.T) {
 	}
 	if err := r2.stop(t); !errors.Is(err, ErrPinMismatch) {
 		t.Fatalf("Run returned %v, want the pin mismatch", err)
-	}
-}
-
-func TestCheckURL(t *testing.T) {
-	tests := []struct {
-		url      string
-		insecure bool
-		want     string // "" = error
-	}{
-		{"wss://authority.example:8443/mwp", false, "wss://authority.example:8443/mwp"},
-		{"wss://authority.example:8443", false, "wss://authority.example:8443/mwp"},
-		{"ws://127.0.0.1:8080/mwp", true, "ws://127.0.0.1:8080/mwp"},
-		{"ws://[::1]:8080/mwp", true, "ws://[::1]:8080/mwp"},
-		{"ws://localhost:8080/mwp", true, "ws://localhost:8080/mwp"},
-		{"ws://127.0.0.1:8080/mwp", false, ""},
-		{"ws://10.0.0.1:8080/mwp", true, ""},
-		{"ws://authority.example/mwp", true, ""},
-		{"https://authority.example/mwp", false, ""},
-		{"wss:///mwp", false, ""},
-		{"wss://user:pw@authority.example/mwp", false, ""},
-		{"::bad", false, ""},
-	}
-	for _, tt := range tests {
-		u, err := checkURL(tt.url, tt.insecure)
-		switch {
-		case tt.want == "" && err == nil:
-			t.Errorf("checkURL(%q, %v) accepted", tt.url, tt.insecure)
-		case tt.want != "" && (err != nil || u.String() != tt.want):
-			t.Errorf("checkURL(%q, %v) = %v, %v; want %s", tt.url, tt.insecure, u, err, tt.want)
-		}
 	}
 }

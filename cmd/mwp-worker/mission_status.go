@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/missionweave/mwp-worker/group"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/remote"
+)
+
+// missionStatus is `mission status --json`'s object (docs/shapes.md).
+type missionStatus struct {
+	MissionID   string                `json:"missionId"`
+	GroupID     string                `json:"groupId"`
+	Title       string                `json:"title"`
+	State       protocol.MissionState `json:"state"`
+	Owner       protocol.Actor        `json:"owner"`
+	Coordinator string                `json:"coordinator,omitempty"`
+	// Sequence is the last event of the Group's log this view includes.
+	Sequence uint64        `json:"sequence"`
+	Stages   []stageStatus `json:"stages"`
+}
+
+// stageStatus is one WorkItem of the Mission.
+type stageStatus struct {
+	WorkItemID string                 `json:"workItemId"`
+	Goal       string                 `json:"goal"`
+	State      protocol.WorkItemState `json:"state"`
+	Owner      string                 `json:"owner,omitempty"`
+	// ETA is the owner's latest estimate: its schedule disclosure at
+	// acceptance, then any revised estimate in its progress reports.
+	ETA *protocol.Time `json:"eta,omitempty"`
+}
+
+// missionView folds a Group's log into what status shows: the Group state
+// (group.Fold, the same fold as everyone's), estimates and memberships.
+type missionView struct {
+	g       *group.Group
+	last    uint64
+	eta     map[string]protocol.Time
+	members map[protocol.Actor]uint64 // active members' membership epochs
+}
+
+func newMissionView(groupID string) *missionView {
+	return &missionView{g: group.NewGroup(groupID, group.Limits{}), eta: map[string]protocol.Time{}, members: map[protocol.Actor]uint64{}}
+}
+
+// add folds one verified event's bytes.
+func (v *missionView) add(raw []byte) error {
+	parsed, err := protocol.Parse(raw, protocol.DecodeOptions{})
+	if err != nil {
+		return err
+	}
+	doc, _ := parsed.(map[string]any)
+	ev, _, err := protocol.InboundEvent(doc, nil) // verified by remote already
+	if err != nil {
+		return err
+	}
+	fe, err := group.FromWire(ev)
+	if err != nil {
+		return err
+	}
+	if err := v.g.Fold(fe); err != nil {
+		return err
+	}
+	v.last = ev.Seq()
+	var p struct {
+		WorkItemID         string                       `json:"workItemId"`
+		ScheduleDisclosure *protocol.ScheduleDisclosure `json:"scheduleDisclosure"`
+		Progress           *protocol.Progress           `json:"progress"`
+		Principal          protocol.Actor               `json:"principal"`
+		MembershipEpoch    uint64                       `json:"membershipEpoch"`
+		State              string                       `json:"state"`
+	}
+	_ = json.Unmarshal(ev.Payload, &p)
+	switch ev.Type {
+	case protocol.EvtWorkOfferAccepted:
+		if p.ScheduleDisclosure != nil {
+			v.eta[p.WorkItemID] = p.ScheduleDisclosure.EstimatedCompletion
+		}
+	case protocol.EvtWorkProgressed, protocol.EvtWorkCheckpointed, protocol.EvtWorkBlocked:
+		if p.Progress != nil && !p.Progress.RevisedEstimate.CompletionAt.IsZero() {
+			v.eta[p.WorkItemID] = p.Progress.RevisedEstimate.CompletionAt
+		}
+	case protocol.EvtMembershipChanged, protocol.EvtMembershipEnded:
+		if p.State == string(protocol.MembershipActive) {
+			v.members[p.Principal] = p.MembershipEpoch
+		} else {
+			delete(v.members, p.Principal)
+		}
+	}
+	return nil
+}
+
+// load folds every event after the view's last.
+func (v *missionView) load(ctx context.Context, a *remote.Authority) error {
+	evs, err := a.Events(ctx, v.g.GroupID, v.last, 0)
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if err := v.add(e.Raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *missionView) status() missionStatus {
+	s := missionStatus{GroupID: v.g.GroupID, Sequence: v.last, Stages: []stageStatus{}}
+	if m := v.g.Mission; m != nil {
+		s.MissionID, s.Title, s.State, s.Owner = m.MissionID, m.Title, m.State, m.Owner
+		if m.Coordinator != nil {
+			s.Coordinator = m.Coordinator.AgentID
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(v.g.Items)) {
+		w := v.g.Items[id]
+		st := stageStatus{WorkItemID: id, Goal: w.Contract.Goal, State: w.State}
+		if w.Ownership != nil && !w.State.Terminal() {
+			st.Owner = w.Ownership.OwnerAgentID
+		}
+		if t, ok := v.eta[id]; ok && !w.State.Terminal() {
+			st.ETA = &t
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	return s
+}
+
+// render writes the status as text: a Mission line, then one per stage.
+func (s missionStatus) render(w io.Writer) {
+	fmt.Fprintf(w, "mission %s (%s) %s", s.MissionID, s.GroupID, s.State)
+	if s.Coordinator != "" {
+		fmt.Fprintf(w, ", coordinator %s", s.Coordinator)
+	}
+	fmt.Fprintf(w, ", %d stages, log at %d\n", len(s.Stages), s.Sequence)
+	for _, st := range s.Stages {
+		fmt.Fprintf(w, "  %s\n", st.line())
+	}
+}
+
+func (st stageStatus) line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-24s %-18s", st.WorkItemID, st.State)
+	if st.Owner != "" {
+		fmt.Fprintf(&b, " owner %s", st.Owner)
+	}
+	if st.ETA != nil {
+		fmt.Fprintf(&b, " eta %s", st.ETA)
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// changes lists, as plain lines, what differs from before to now.
+func changes(before, now missionStatus) []string {
+	var out []string
+	if before.State != now.State || before.Coordinator != now.Coordinator {
+		out = append(out, fmt.Sprintf("mission %s %s coordinator %s", now.MissionID, now.State, orDash(now.Coordinator)))
+	}
+	old := map[string]stageStatus{}
+	for _, st := range before.Stages {
+		old[st.WorkItemID] = st
+	}
+	for _, st := range now.Stages {
+		if o, ok := old[st.WorkItemID]; !ok || o.State != st.State || o.Owner != st.Owner || !sameTime(o.ETA, st.ETA) {
+			out = append(out, "stage "+st.line())
+		}
+	}
+	return out
+}
+
+func sameTime(a, b *protocol.Time) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Equal(b.Time))
+}
+
+func missionStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show a Mission's stages: states, owners and estimated completion",
+		ArgsUsage: "MISSION",
+		Description: "Finds MISSION's Group with GET /mwp/missions/MISSION (members only), reads the Group's log\n" +
+			"(every event verified with --authority-key) and prints the Mission and one line per WorkItem:\n" +
+			"its state, owner and ETA (the owner's schedule disclosure or latest revised estimate). With\n" +
+			"--watch it follows the log until the Mission is approved, cancelled or terminated: on a\n" +
+			"terminal the display is redrawn, otherwise one line is appended per change. --json prints the\n" +
+			"status object (docs/shapes.md), one per line and per change with --watch.",
+		Flags: append(authorityFlags(),
+			&cli.BoolFlag{Name: "watch", Usage: "follow the Mission until it ends"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON objects, one per line"},
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			a, _, err := dialHuman(ctx, cmd, true)
+			if err != nil {
+				return failOrUsage(cmd, err)
+			}
+			g, err := a.MissionGroup(ctx, cmd.Args().First())
+			if err != nil {
+				return refusal(cmd, err)
+			}
+			v := newMissionView(g)
+			if err := v.load(ctx, a); err != nil {
+				return refusal(cmd, err)
+			}
+			out := cmd.Root().Writer
+			f, isFile := out.(*os.File)
+			redraw := cmd.Bool("watch") && !cmd.Bool("json") && isFile && isTerminal(f)
+			show := func(prev *missionStatus, s missionStatus) error {
+				switch {
+				case cmd.Bool("json"):
+					b, err := json.Marshal(s)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "%s\n", b)
+				case redraw:
+					fmt.Fprint(out, "\x1b[H\x1b[2J")
+					s.render(out)
+				case prev == nil:
+					s.render(out)
+				default:
+					for _, l := range changes(*prev, s) {
+						fmt.Fprintln(out, l)
+					}
+				}
+				return nil
+			}
+			s := v.status()
+			if err := show(nil, s); err != nil {
+				return err
+			}
+			for cmd.Bool("watch") && !s.State.Terminal() {
+				if err := a.Wait(ctx, g, v.last); err != nil {
+					return refusal(cmd, err)
+				}
+				if err := v.load(ctx, a); err != nil {
+					return refusal(cmd, err)
+				}
+				next := v.status()
+				if err := show(&s, next); err != nil {
+					return err
+				}
+				s = next
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,113 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/missionweave/mwp-worker/coordinator"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// SignedEvent is one event of a Group's log; coordinator's type, so
+// that Authority satisfies coordinator.Authority.
+type SignedEvent = coordinator.SignedEvent
+
+// pageSize is what one events request asks for (the routes' maximum).
+const pageSize = 1024
+
+// waitMs is one long-poll's length; Wait repeats it until ctx ends.
+const waitMs = 25000
+
+// Events returns up to max (0: all there are) events of groupID after
+// sequence after, in order, each verified with Config.AuthorityKeys.
+func (a *Authority) Events(ctx context.Context, groupID string, after uint64, max int) ([]SignedEvent, error) {
+	var out []SignedEvent
+	for {
+		n := pageSize
+		if max > 0 && max-len(out) < n {
+			n = max - len(out)
+		}
+		page, err := a.page(ctx, groupID, after, n, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < n || (max > 0 && len(out) >= max) {
+			return out, nil
+		}
+		after = page[len(page)-1].Sequence
+	}
+}
+
+// Wait returns when groupID's log holds an event after sequence after, or
+// when ctx ends (its error).
+func (a *Authority) Wait(ctx context.Context, groupID string, after uint64) error {
+	for {
+		page, err := a.page(ctx, groupID, after, 1, waitMs)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		if len(page) > 0 {
+			return nil
+		}
+	}
+}
+
+// page is one GET /mwp/groups/G/events.
+func (a *Authority) page(ctx context.Context, groupID string, after uint64, max int, wait int) ([]SignedEvent, error) {
+	if a.cfg.AuthorityKeys == nil {
+		return nil, errors.New("remote: reading events needs Config.AuthorityKeys to verify them")
+	}
+	path := "/groups/" + url.PathEscape(groupID) + "/events?after=" + itoa(after) + "&max=" + itoa(uint64(max))
+	if wait > 0 {
+		path += "&waitMs=" + itoa(uint64(wait))
+	}
+	var body []byte
+	if err := a.do(ctx, http.MethodGet, path, "", nil, true, func(b []byte) error { body = b; return nil }); err != nil {
+		return nil, err
+	}
+	return decodePage(body, groupID, after, a.cfg.AuthorityKeys)
+}
+
+// decodePage checks an events answer: {"events": [...]}, each event
+// verified, of groupID, in increasing sequence after after.
+func decodePage(b []byte, groupID string, after uint64, keys protocol.KeyResolver) ([]SignedEvent, error) {
+	var body struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, fmt.Errorf("remote: events answer: %w", err)
+	}
+	out := make([]SignedEvent, 0, len(body.Events))
+	next := after
+	for _, raw := range body.Events {
+		ev, canon, err := verifyEvent(raw, keys)
+		if err != nil {
+			return nil, err
+		}
+		seq := ev.Seq()
+		if ev.GroupID != groupID || seq <= next {
+			return nil, fmt.Errorf("remote: group %s answered event %s (group %s, sequence %d) after sequence %d", groupID, ev.EventID, ev.GroupID, seq, next)
+		}
+		next = seq
+		out = append(out, SignedEvent{Sequence: seq, Raw: canon})
+	}
+	return out, nil
+}
+
+// verifyEvent decodes one event of an answer and checks its signature.
+func verifyEvent(raw []byte, keys protocol.KeyResolver) (*protocol.Event, []byte, error) {
+	parsed, err := protocol.Parse(raw, protocol.DecodeOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, _ := parsed.(map[string]any)
+	return protocol.InboundEvent(doc, keys)
+}
