@@ -119,6 +119,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	group := c.cfg.Plan.Mission.GroupID
 	for {
+		if c.v.g.Mission == nil {
+			// Before mission.create the Group has no log to wait on.
+			if err := c.waitCreated(ctx); err != nil {
+				return err
+			}
+		}
 		if err := c.catchUp(ctx); err != nil {
 			return err
 		}
@@ -166,6 +172,24 @@ func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) err
 	case <-ctx.Done():
 	}
 	return context.Cause(ctx)
+}
+
+// waitCreated waits for the Mission's Group to have events, retrying
+// with a backoff from 10 ms to 1 s: an authority cannot signal a Group it
+// does not have yet.
+func (c *Coordinator) waitCreated(ctx context.Context) error {
+	for d := 10 * time.Millisecond; ; d = min(2*d, time.Second) {
+		if err := c.catchUp(ctx); err != nil || c.v.g.Mission != nil {
+			return err
+		}
+		t := newTimer(c.cfg.Clock, d)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
 
 // catchUp folds every new event (verified by the Authority) into the view.

@@ -219,8 +219,7 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 			}
 		}
 	}
-	rec.add(sem)
-	rec.Accepted = sem.Passed
+	rec.Accepted = rec.add(sem)
 	return rec
 }
 
