@@ -16,6 +16,7 @@ import (
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/group"
+	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -57,9 +58,12 @@ type rig struct {
 	ctx   context.Context
 }
 
-func newRig(t testing.TB, p *plan.Plan) *rig {
+func newRig(t testing.TB, p *plan.Plan) *rig { return newRigClock(t, p, nil) }
+
+// newRigClock is newRig on clk (nil: the real clock).
+func newRigClock(t testing.TB, p *plan.Plan, clk clock.Clock) *rig {
 	t.Helper()
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: filepath.Join(t.TempDir(), "authority"), Key: mustKey(t, protocol.ActorService, "authority-1")})
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: filepath.Join(t.TempDir(), "authority"), Clock: clk, Key: mustKey(t, protocol.ActorService, "authority-1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +175,26 @@ func (r *rig) waitMission(state protocol.MissionState, errc <-chan error) {
 			r.t.Fatalf("the coordinator ended before %s: %v\n%s", state, err, r.dump())
 		case <-deadline:
 			r.t.Fatalf("the Mission is not %s\n%s", state, r.dump())
+		}
+	}
+}
+
+// waitItem waits on the log until a WorkItem satisfies ok.
+func (r *rig) waitItem(id string, ok func(group.WorkItem) bool, errc <-chan error) {
+	r.t.Helper()
+	g := r.plan.Mission.GroupID
+	deadline := time.After(60 * time.Second)
+	for {
+		last := r.svc.LastSequence(g)
+		if w, found := r.svc.WorkItem(g, id); found && ok(w) {
+			return
+		}
+		select {
+		case <-r.svc.Changed(g, last):
+		case err := <-errc:
+			r.t.Fatalf("the coordinator ended early: %v\n%s", err, r.dump())
+		case <-deadline:
+			r.t.Fatalf("%s never got there\n%s", id, r.dump())
 		}
 	}
 }
