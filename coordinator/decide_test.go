@@ -70,7 +70,9 @@ func TestDecide(t *testing.T) {
 		{name: "adds a candidate worker", edit: func(v *view, _ *policy) { delete(v.members, agentActor("w1")) }, want: "member w1, authorize draft"},
 		{name: "offers an open item", states: []protocol.WorkItemState{protocol.WorkOpen}, want: "authorize proofread, offer draft"},
 		{name: "no eligible worker, no offer", states: []protocol.WorkItemState{protocol.WorkOpen, protocol.WorkOpen},
-			edit: func(v *view, _ *policy) { v.members[agentActor("w1")] = protocol.Membership{State: protocol.MembershipEnded} }, want: "member w1"},
+			edit: func(v *view, _ *policy) {
+				v.members[agentActor("w1")] = protocol.Membership{State: protocol.MembershipEnded}
+			}, want: "member w1"},
 		{name: "waits for a dependency", states: []protocol.WorkItemState{protocol.WorkActive, protocol.WorkOpen}, want: ""},
 		{name: "a submitted dependency is enough for a reviewer", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkOpen},
 			edit: func(v *view, pol *policy) { submitted(v, draft, 7); pol.prechecked[draft] = 7 }, want: "offer proofread"},
@@ -81,9 +83,13 @@ func TestDecide(t *testing.T) {
 		{name: "the verdict came: both reviewed, the reviewed first", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkSubmitted},
 			edit: func(v *view, pol *policy) { submitted(v, draft, 7); submitted(v, proof, 9); pol.prechecked[draft] = 7 }, want: "review draft, review proofread"},
 		{name: "an expired offer is made again", states: []protocol.WorkItemState{protocol.WorkOffered, protocol.WorkOpen}, now: t0.Add(2 * time.Minute),
-			edit: func(v *view, _ *policy) { v.g.Items[draft].Offer = &protocol.Offer{ExpiresAt: protocol.NewTime(t0.Add(time.Minute))} }, want: "offer draft"},
+			edit: func(v *view, _ *policy) {
+				v.g.Items[draft].Offer = &protocol.Offer{ExpiresAt: protocol.NewTime(t0.Add(time.Minute))}
+			}, want: "offer draft"},
 		{name: "a standing offer is not", states: []protocol.WorkItemState{protocol.WorkOffered, protocol.WorkOpen},
-			edit: func(v *view, _ *policy) { v.g.Items[draft].Offer = &protocol.Offer{ExpiresAt: protocol.NewTime(t0.Add(time.Minute))} }, want: ""},
+			edit: func(v *view, _ *policy) {
+				v.g.Items[draft].Offer = &protocol.Offer{ExpiresAt: protocol.NewTime(t0.Add(time.Minute))}
+			}, want: ""},
 		{name: "a lapsed owner is fenced by a new offer", states: []protocol.WorkItemState{protocol.WorkQueued, protocol.WorkOpen}, now: t0.Add(time.Minute),
 			edit: func(v *view, _ *policy) {
 				v.g.Items[draft].Ownership = &protocol.OwnershipGrant{OwnerAgentID: "w1", OwnershipEpoch: 1, StartDeadline: protocol.NewTime(t0)}
