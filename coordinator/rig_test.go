@@ -94,7 +94,7 @@ func (r *rig) coordinator(id string, workers ...string) Config {
 	log := slog.New(slog.NewTextHandler(testWriter{r.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return Config{Logger: log, OnReview: func(rv Review) { r.t.Logf("review %+v", rv) }, Authority: embed.NewActor(r.svc, agentActor(id)), AgentID: id, Key: key, Plan: r.plan, Workers: workers,
 		LeaseDuration: 10 * time.Minute, OfferTTL: time.Minute,
-		RunCheck: func(context.Context, CheckRun) (CheckResult, error) { return CheckResult{Stdout: "true"}, nil }}
+		RunCheck: passingCheck(r.plan)}
 }
 
 // start creates the Mission as its owner and assigns coordinator id.
@@ -393,3 +393,17 @@ func splitDots(s string) []string {
 type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// passingCheck is a RunCheck under which every check of p passes.
+func passingCheck(p *plan.Plan) func(context.Context, CheckRun) (CheckResult, error) {
+	return func(_ context.Context, run CheckRun) (CheckResult, error) {
+		for _, s := range p.Stages {
+			for _, c := range s.Checks {
+				if c.Name == run.Name && slices.Equal(c.Command, run.Command) {
+					return CheckResult{ExitCode: c.Pass.ExitCode, Stdout: c.Pass.StdoutContains}, nil
+				}
+			}
+		}
+		return CheckResult{}, fmt.Errorf("no check %s in the plan", run.Name)
+	}
+}
