@@ -69,6 +69,7 @@ func (c *Coordinator) review(ctx context.Context, a action, now time.Time) (bool
 	if c.cfg.OnReview != nil {
 		c.cfg.OnReview(rec)
 	}
+	c.cfg.Logger.Info("review", "item", a.item, "submission", rec.Submission, "accepted", rec.Accepted, "waiting", rec.Waiting, "steps", rec.Steps)
 	sub, w := c.v.item(a.item).submission, c.v.g.Items[a.item]
 	if rec.Waiting {
 		c.pol.prechecked[a.item] = sub.seq

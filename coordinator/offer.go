@@ -169,7 +169,7 @@ func offerContract(v *view, p *plan.Plan, w *group.WorkItem) protocol.WorkContra
 			continue
 		}
 		for _, a := range sub.artifacts {
-			inputs = append(inputs, protocol.InputRef{Artifact: a, Name: inputName(dep.Contract, v.manifests[a].MediaType, d.WorkItemID)})
+			inputs = append(inputs, protocol.InputRef{Artifact: a, Name: inputName(dep.Contract, v.manifests[[2]string{d.WorkItemID, a}].MediaType, d.WorkItemID)})
 		}
 	}
 	if !slices.Equal(inputs, c.Inputs) && !(len(inputs) == 0 && len(c.Inputs) == 0) {

@@ -85,7 +85,10 @@ func semanticState(v *view, p *plan.Plan, s *plan.Stage) semantic {
 		return st
 	}
 	sub, rs := v.item(s.WorkItemID).submission, v.item(st.reviewer.WorkItemID).submission
-	if sub == nil || rs == nil || rs.seq < sub.seq {
+	// A reviewer already verified gives no newer verdict: its last one
+	// (on an earlier submission) stands rather than waiting forever.
+	done := v.g.Items[st.reviewer.WorkItemID] != nil && v.g.Items[st.reviewer.WorkItemID].State == protocol.WorkVerified
+	if sub == nil || rs == nil || (rs.seq < sub.seq && !done) {
 		st.waiting = true
 		return st
 	}
@@ -150,9 +153,9 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 	integrity := Step{Name: StepIntegrity}
 	byType := map[string]bool{}
 	for _, a := range sub.artifacts {
-		m, ok := v.manifests[a]
+		m, ok := v.manifests[[2]string{s.WorkItemID, a}]
 		if !ok {
-			integrity.Problems = append(integrity.Problems, a+": no published manifest")
+			integrity.Problems = append(integrity.Problems, a+": no manifest published for this item")
 			continue
 		}
 		b, err := io.fetch(ctx, a)

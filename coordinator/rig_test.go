@@ -302,7 +302,9 @@ func (w *fakeWorker) maybeStart(ctx context.Context, id string) {
 		if f == noOutput {
 			mt = "application/octet-stream"
 		}
-		d, err := w.publish(ctx, cur, mt, []byte(fmt.Sprintf("%s %s attempt %d\n", id, o.Name, n)))
+		// The same bytes for every item and output: one content may be
+		// published for several items, each with its own manifest.
+		d, err := w.publish(ctx, cur, mt, []byte(fmt.Sprintf("output of attempt %d\n", n)))
 		if err != nil {
 			w.r.t.Errorf("%s publish: %v", w.id, err)
 			return

@@ -18,7 +18,9 @@ type view struct {
 	lastSeq uint64
 
 	members   map[protocol.Actor]protocol.Membership
-	manifests map[string]protocol.ArtifactManifest // published, by content hash
+	// manifests are the published manifests by WorkItem and content hash:
+	// the same bytes may be published for several items.
+	manifests map[[2]string]protocol.ArtifactManifest
 	items     map[string]*itemLog
 	agents    map[string]*agentLog
 }
@@ -57,7 +59,7 @@ type agentLog struct {
 
 func newView(groupID string) *view {
 	return &view{g: group.NewGroup(groupID, group.Limits{}), members: map[protocol.Actor]protocol.Membership{},
-		manifests: map[string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{}}
+		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{}}
 }
 
 func (v *view) item(id string) *itemLog {
@@ -103,7 +105,7 @@ func (v *view) apply(ev *protocol.Event) error {
 	case *protocol.Membership:
 		v.members[p.Principal] = *p
 	case *group.ArtifactPublished:
-		v.manifests[p.Manifest.ContentHash] = p.Manifest
+		v.manifests[[2]string{p.Manifest.WorkItemID, p.Manifest.ContentHash}] = p.Manifest
 	case group.WorkPayload:
 		v.applyWork(ev, before, p)
 	}

@@ -43,6 +43,7 @@ func newApp() *cli.Command {
 			toolkeyCommand(),
 			authorityCommand(),
 			runCommand(),
+			upCommand(),
 			pocCommand(),
 			benchCommand(),
 			versionCommand(),
