@@ -302,9 +302,9 @@ func (w *fakeWorker) maybeStart(ctx context.Context, id string) {
 		if f == noOutput {
 			mt = "application/octet-stream"
 		}
-		// The same bytes for every item and output: one content may be
-		// published for several items, each with its own manifest.
-		d, err := w.publish(ctx, cur, mt, []byte(fmt.Sprintf("output of attempt %d\n", n)))
+		// The same bytes for every item with an output of this type: one
+		// content may be published for several items, each with its manifest.
+		d, err := w.publish(ctx, cur, mt, []byte(fmt.Sprintf("%s output of attempt %d\n", mt, n)))
 		if err != nil {
 			w.r.t.Errorf("%s publish: %v", w.id, err)
 			return

@@ -17,7 +17,7 @@ type view struct {
 	g       *group.Group
 	lastSeq uint64
 
-	members   map[protocol.Actor]protocol.Membership
+	members map[protocol.Actor]protocol.Membership
 	// manifests are the published manifests by WorkItem and content hash:
 	// the same bytes may be published for several items.
 	manifests map[[2]string]protocol.ArtifactManifest
