@@ -19,6 +19,7 @@ import (
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	plancoord "github.com/missionweave/mwp-worker/coordinator"
 	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/poc"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -125,6 +126,10 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 	w, err := runtime.NewWorker(wcfg)
 	if err != nil {
 		return fail("worker: %v", err)
+	}
+	if err := startOps(ctx, cmd, out, log, append(w.Collectors(), svc.Collectors()...),
+		ops.Checks{Live: allOf(w.Live, svc.Err), Ready: allOf(w.Ready, svc.Err)}); err != nil {
+		return fail("%v", err)
 	}
 	werr := make(chan error, 1)
 	go func() { werr <- w.Run(ctx) }()
