@@ -204,3 +204,48 @@ func TestMissedStartDeadlineReoffersElsewhere(t *testing.T) {
 		t.Fatalf("new ownership epoch %d is not above the fenced %d", w.Ownership.OwnershipEpoch, *offers[1].FencedOwnershipEpoch)
 	}
 }
+
+// Reassigning the Mission fences the first coordinator: its Run ends with
+// AUTH_STALE_COORDINATOR, and the new one finishes the Mission.
+func TestReassignmentFencesTheOldCoordinator(t *testing.T) {
+	p := parsePlan(t, reviewedPlan)
+	r := newRig(t, p)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	w := r.worker("w1", capsOf(p), func(stage string, _ int) fault {
+		if stage == "draft" {
+			return stall // hold the Mission open until c2 takes over
+		}
+		return good
+	})
+	c1, err := New(r.coordinator("c1", "w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := r.coordinator("c2", "w1")
+	c2, err := New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c1.Run(ctx) }()
+	r.start("c1")
+	go w.run(ctx)
+	go r.approve(ctx)
+	r.waitItem(p.Stages[0].WorkItemID, func(w group.WorkItem) bool { return w.State == protocol.WorkQueued }, errc)
+	r.assign("c2")
+	select {
+	case err := <-errc:
+		if protocol.CodeOf(err) != protocol.CodeAuthStaleCoordinator {
+			t.Fatalf("c1 Run = %v, want AUTH_STALE_COORDINATOR", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("c1 kept running after its replacement")
+	}
+	go func() { errc <- c2.Run(ctx) }()
+	// The worker now starts the item it held (its ownership stands under
+	// the new coordinator) and the rest follows.
+	w.setBehaviour(func(string, int) fault { return good })
+	w.maybeStart(ctx, p.Stages[0].WorkItemID)
+	r.waitMission(protocol.MissionApproved, errc)
+}

@@ -250,6 +250,12 @@ func (r *rig) worker(id string, caps []protocol.Capability, do behaviour) *fakeW
 	return w
 }
 
+func (w *fakeWorker) setBehaviour(do behaviour) {
+	w.mu.Lock()
+	w.do = do
+	w.mu.Unlock()
+}
+
 func (w *fakeWorker) run(ctx context.Context) {
 	g := w.r.plan.Mission.GroupID
 	follow(ctx, w.r.svc, g, func(ev *protocol.Event, p any) {
@@ -287,8 +293,8 @@ func (w *fakeWorker) maybeStart(ctx context.Context, id string) {
 	w.mu.Lock()
 	w.attempts[id]++
 	n := w.attempts[id]
-	w.mu.Unlock()
 	f := w.do(stage, n)
+	w.mu.Unlock()
 	if f == stall {
 		return
 	}
