@@ -160,18 +160,25 @@ func follow(ctx context.Context, svc *authoritylite.Service, groupID string, fn 
 }
 
 // waitMission waits on the log until the Mission reaches state.
-func (r *rig) waitMission(state protocol.MissionState, errc <-chan error) {
+// A Run that ends is handed back on errc (buffered, size 1) when the
+// Mission did reach state: it may end before this sees the last event.
+func (r *rig) waitMission(state protocol.MissionState, errc chan error) {
 	r.t.Helper()
 	g := r.plan.Mission.GroupID
 	deadline := time.After(60 * time.Second)
+	reached := func() bool { m, ok := r.svc.Mission(g); return ok && m.State == state }
 	for {
 		last := r.svc.LastSequence(g)
-		if m, ok := r.svc.Mission(g); ok && m.State == state {
+		if reached() {
 			return
 		}
 		select {
 		case <-r.svc.Changed(g, last):
 		case err := <-errc:
+			if reached() {
+				errc <- err
+				return
+			}
 			r.t.Fatalf("the coordinator ended before %s: %v\n%s", state, err, r.dump())
 		case <-deadline:
 			r.t.Fatalf("the Mission is not %s\n%s", state, r.dump())
