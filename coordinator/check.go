@@ -13,7 +13,8 @@ import (
 
 // ExecCheck returns the RunCheck that runs a check's command (argv, no
 // shell) in a fresh temporary directory holding the outputs, killed after
-// timeout, with at most maxOutput bytes of its standard output kept.
+// timeout with every process it started, with at most maxOutput bytes of
+// its standard output kept.
 func ExecCheck(timeout time.Duration, maxOutput int) func(ctx context.Context, run CheckRun) (CheckResult, error) {
 	return func(ctx context.Context, run CheckRun) (CheckResult, error) {
 		if len(run.Command) == 0 {
@@ -36,6 +37,8 @@ func ExecCheck(timeout time.Duration, maxOutput int) func(ctx context.Context, r
 		defer cancel()
 		cmd := exec.CommandContext(ctx, run.Command[0], run.Command[1:]...)
 		cmd.Dir = dir
+		ownGroup(cmd)
+		cmd.WaitDelay = time.Second // a child still holding stdout does not hold the review
 		out := &limited{max: maxOutput}
 		cmd.Stdout = out
 		err = cmd.Run()
