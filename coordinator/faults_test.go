@@ -196,6 +196,15 @@ func TestMissedStartDeadlineReoffersElsewhere(t *testing.T) {
 			offers = append(offers, o)
 		}
 	})
+	renewed := 0
+	follow1(r, func(ev *protocol.Event) {
+		if ev.Type == protocol.EvtMissionCoordinatorRenewed {
+			renewed++
+		}
+	})
+	if renewed == 0 {
+		t.Errorf("six minutes into a ten-minute coordinator lease it was not renewed\n%s", r.dump())
+	}
 	if len(offers) != 2 || offers[1].FencedOwnershipEpoch == nil || offers[1].Candidates[0].AgentID != "w2" {
 		t.Fatalf("offers of draft: %+v\n%s", offers, r.dump())
 	}
