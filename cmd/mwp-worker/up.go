@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/missionweave/mwp-worker/poc"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
+	"github.com/missionweave/mwp-worker/slots"
 )
 
 // The agents `up` runs besides the plan's owner.
@@ -81,6 +84,9 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), demoHandler{agentID: upWorker, step: 100 * time.Millisecond}, log)
 	if err != nil {
 		return fail("--handler-exec: %v", err)
+	}
+	if err := handlersCover(p, handlers); err != nil {
+		return fail("%v", err)
 	}
 	dir := cmd.String("data")
 	if dir == "" {
@@ -167,6 +173,25 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 		return fail("%v", err)
 	case end != protocol.MissionApproved:
 		return fail("mission %s %s: %s", p.Mission.ID, end, reason)
+	}
+	return nil
+}
+
+// handlersCover refuses a plan with a stage no handler can run: its
+// Mission would wait for a worker that never comes.
+func handlersCover(p *plan.Plan, hs []slots.Handler) error {
+	var have []string
+	for _, h := range hs {
+		have = append(have, h.Capability().ID+"@"+h.Capability().Version)
+	}
+	for _, st := range p.Stages {
+		if !slices.ContainsFunc(hs, func(h slots.Handler) bool {
+			c := h.Capability()
+			return c.ID == st.Capability.ID && protocol.VersionSatisfies(c.Version, st.Capability.Version)
+		}) {
+			return fmt.Errorf("stage %s needs capability %s %s, and the handlers provide %s (--handler-exec CAP=PATH)",
+				st.ID, st.Capability.ID, st.Capability.Version, strings.Join(have, ", "))
+		}
 	}
 	return nil
 }

@@ -98,3 +98,26 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// up refuses, before starting anything, a plan it could not finish: a
+// stage no handler provides, or a bad plan (its problems with lines).
+func TestUpRefusesWhatItCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{name: "no handler for a stage", args: []string{"up", "../../examples/plans/bugfix.yaml", "--data", t.TempDir()},
+			code: 1, want: "up: stage analyze needs capability code.analyze 1.x, and the handlers provide demo.steps@1.0.0"},
+		{name: "no plan", args: []string{"up"}, code: 2, want: "mwp-worker up: want PLAN, got 0 arguments"},
+		{name: "a bad plan", args: []string{"up", writeTemp(t, `{"version": 2}`)}, code: 1, want: ":1:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
