@@ -35,9 +35,7 @@ type Authority interface {
 	SessionEpoch() uint64
 }
 
-// SignedEvent is one event of a Group's log.
-type SignedEvent struct {
-	Sequence uint64
-	// Raw is the signed event envelope's JCS bytes.
-	Raw []byte
-}
+// SignedEvent is one event of a Group's log. It is protocol's type so
+// that an implementation (authority-lite/embed, remote) need not import
+// this package to satisfy Authority.
+type SignedEvent = protocol.LogEvent

@@ -44,6 +44,19 @@ func TestExamples(t *testing.T) {
 				t.Errorf("api risk %+v", c.Risk)
 			}
 		},
+		// The two plans `mwp-worker up` runs with the example Python
+		// handler: every stage needs its one capability and one JSON output.
+		"echo-hello.yaml": func(t *testing.T, p *Plan) {
+			assertOrder(t, p, "echo")
+			assertEchoHandler(t, p)
+		},
+		"echo-pipeline.yaml": func(t *testing.T, p *Plan) {
+			assertOrder(t, p, "gather", "summarize", "check")
+			assertEchoHandler(t, p)
+			if !reflect.DeepEqual(p.Stage("check").Reviews, []string{"summarize"}) {
+				t.Errorf("check reviews %v", p.Stage("check").Reviews)
+			}
+		},
 		"release-notes.json": func(t *testing.T, p *Plan) {
 			assertOrder(t, p, "draft", "proofread")
 			c, _ := p.Contract("proofread", start)
@@ -88,5 +101,16 @@ func assertOrder(t *testing.T, p *Plan, ids ...string) {
 	}
 	if !reflect.DeepEqual(got, ids) {
 		t.Errorf("order %v, want %v", got, ids)
+	}
+}
+
+// assertEchoHandler holds a plan to what examples/handlers/echo-handler.py
+// can do: capability echo.run 1.x, one application/json output per stage.
+func assertEchoHandler(t *testing.T, p *Plan) {
+	t.Helper()
+	for _, st := range p.Stages {
+		if st.Capability != (protocol.Capability{ID: "echo.run", Version: "1.x"}) || len(st.Outputs) != 1 || st.Outputs[0].MediaType != "application/json" {
+			t.Errorf("stage %s: %+v %+v is not what the echo handler provides", st.ID, st.Capability, st.Outputs)
+		}
 	}
 }

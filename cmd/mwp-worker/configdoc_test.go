@@ -26,7 +26,7 @@ func configDoc() string {
 	for _, c := range []struct {
 		title string
 		cmd   *cli.Command
-	}{{"mwp-worker run", runCommand()}, {"mwp-worker authority serve", serve},
+	}{{"mwp-worker run", runCommand()}, {"mwp-worker up", upCommand()}, {"mwp-worker authority serve", serve},
 		{"mwp-worker mission status", missionStatusCommand()}} {
 		fmt.Fprintf(&b, "\n## `%s`\n\n| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n", c.title)
 		for _, f := range c.cmd.Flags {

@@ -48,6 +48,7 @@ func newApp() *cli.Command {
 			authorityCommand(),
 			missionCommand(),
 			runCommand(),
+			upCommand(),
 			pocCommand(),
 			benchCommand(),
 			versionCommand(),

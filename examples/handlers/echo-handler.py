@@ -5,7 +5,8 @@ It counts from its last checkpoint to context["steps"] (default 3), reporting
 structured progress and taking a checkpoint at each step (its safe points);
 it yields when the host says "preempt"; optionally runs one tool operation
 through the host (context["toolOp"]); then publishes an artifact echoing the
-Mission context and submits a result.
+Mission context and submits a result with one passing Evidence per
+acceptance criterion of its contract.
 
 context["pauseAfter"] = n makes it wait at the safe point after step n until
 the host preempts it (used by the tests to preempt deterministically).
@@ -14,6 +15,7 @@ Run it through slots.Exec{Path: "/usr/bin/python3", Args: ["echo-handler.py"]}.
 Only the standard library is used.
 """
 import base64
+import datetime
 import json
 import os
 import sys
@@ -118,7 +120,14 @@ def main():
     if reply["type"] == "error":
         send({"type": "fail", "reason": "publish refused: " + reply["message"]})
         return
-    send({"type": "result", "artifacts": [reply["digest"]]})
+    # One passing Evidence per acceptance criterion: work.submit must map
+    # evidence to every criterion (spec 13.2). The producer is this program.
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    evidence = [{"subject": start["slot"]["workItemId"], "criteria": [c["id"]], "method": "echo-handler",
+                 "result": "pass", "producer": {"kind": "service", "id": "echo-handler"},
+                 "timestamp": now, "artifacts": [reply["digest"]]}
+                for c in (start.get("contract") or {}).get("acceptanceCriteria", [])]
+    send({"type": "result", "artifacts": [reply["digest"]], "evidence": evidence})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/plan"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// `up` runs the example plans with the example Python handler, in a real
+// process, to an approved Mission; a plan whose check fails ends with the
+// Mission terminated, exit 1 and the reason on one line.
+func TestUpRunsExamplePlans(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: the example handler cannot run")
+	}
+	bin := buildBinary(t)
+	handler, err := filepath.Abs("../../examples/handlers/echo-handler.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := filepath.Join(t.TempDir(), "failing.yaml")
+	raw, err := os.ReadFile("../../examples/plans/echo-hello.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(raw), `"import json; json.load(open('echo.json')); print('ok')"`, `"import sys; sys.exit(3)"`, 1)
+	if bad == string(raw) {
+		t.Fatal("the failing plan is the same as the example")
+	}
+	if err := os.WriteFile(failing, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		plan     string
+		exit     int
+		state    protocol.MissionState
+		stderrRe string
+	}{
+		{plan: "../../examples/plans/echo-hello.yaml", state: protocol.MissionApproved},
+		{plan: "../../examples/plans/echo-pipeline.yaml", state: protocol.MissionApproved},
+		{plan: failing, exit: 1, state: protocol.MissionTerminated, stderrRe: "up: mission mis-echo-hello terminated: stage echo failed 1 time(s)"},
+	} {
+		t.Run(filepath.Base(tc.plan), func(t *testing.T) {
+			data := t.TempDir()
+			p := startProc(t, bin, "up", tc.plan, "--auto-approve", "--data", data, "--log-level", "warn",
+				"--handler-exec", "echo.run="+handler)
+			var code int
+			select {
+			case err := <-p.done:
+				p.done <- err
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("up did not end:\n%s", p.logs())
+			}
+			if code != tc.exit {
+				t.Fatalf("exit %d, want %d:\n%s", code, tc.exit, p.logs())
+			}
+			if tc.stderrRe != "" && !strings.Contains(p.logs(), tc.stderrRe) {
+				t.Fatalf("no %q:\n%s", tc.stderrRe, p.logs())
+			}
+			pl, err := plan.Parse("x", mustRead(t, tc.plan))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "mission " + pl.Mission.ID + " " + string(tc.state) + "\n"
+			if !strings.Contains(p.stdout(), want) {
+				t.Fatalf("no progress line %q:\n%s", want, p.stdout())
+			}
+			// The log itself says how the Mission ended.
+			svc, err := authoritylite.Open(authoritylite.Config{Dir: filepath.Join(data, "authority")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			if m, ok := svc.Mission(pl.Mission.GroupID); !ok || m.State != tc.state {
+				t.Fatalf("the log has the Mission %s, want %s", m.State, tc.state)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// up refuses, before starting anything, a plan it could not finish: a
+// stage no handler provides, or a bad plan (its problems with lines).
+func TestUpRefusesWhatItCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{name: "no handler for a stage", args: []string{"up", "../../examples/plans/bugfix.yaml", "--data", t.TempDir()},
+			code: 1, want: "up: stage analyze needs capability code.analyze 1.x, and the handlers provide demo.steps@1.0.0"},
+		{name: "no plan", args: []string{"up"}, code: 2, want: "mwp-worker up: want PLAN, got 0 arguments"},
+		{name: "a bad plan", args: []string{"up", writeTemp(t, `{"version": 2}`)}, code: 1, want: ":1:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}

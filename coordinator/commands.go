@@ -1,0 +1,112 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/plan"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// execute turns one action into its command; it reports whether one was
+// sent (a review still waiting for its reviewer's verdict sends none).
+func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (bool, error) {
+	m := c.cfg.Plan.Mission
+	switch a.kind {
+	case actRenew:
+		return true, c.do(ctx, protocol.CmdMissionRenewCoordinator, a, now, &protocol.RenewCoordinatorPayload{MissionID: m.ID, LeaseDurationMs: uint64(c.cfg.LeaseDuration.Milliseconds())})
+	case actMember:
+		return true, c.do(ctx, protocol.CmdMembershipChange, a, now, &protocol.ChangeMembershipPayload{
+			Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: a.item}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+	case actAuthorize:
+		p, err := c.cfg.Plan.Authorize(a.stage.ID, c.v.g.Mission.CreatedAt.Time)
+		if err != nil {
+			return false, err
+		}
+		return true, c.do(ctx, protocol.CmdWorkAuthorize, a, now, &p)
+	case actOffer:
+		return true, c.do(ctx, protocol.CmdWorkOffer, a, now, offerPayload(c.v, c.cfg.Plan, c.v.g.Items[a.item], c.workers, now, c.pol))
+	case actReview:
+		return c.review(ctx, a, now)
+	case actApproval:
+		return true, c.do(ctx, protocol.CmdMissionSubmitForApproval, a, now, approvalPayload(c.v, c.cfg.Plan))
+	case actTerminate:
+		return true, c.do(ctx, protocol.CmdMissionTerminate, a, now, &protocol.TerminateMissionPayload{MissionID: m.ID, Reason: a.reason})
+	}
+	return false, fmt.Errorf("coordinator: unknown action %s", a.kind)
+}
+
+// do signs and sends one command. Its action id derives from the log
+// position it was decided at, so a coordinator restarted on the same log
+// that decides the same sends the same id, and the authority answers it
+// from its record instead of acting twice.
+func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action, now time.Time, payload any) error {
+	me := protocol.Actor{Kind: protocol.ActorAgent, ID: c.cfg.AgentID}
+	env := protocol.Envelope{
+		GroupID:         c.cfg.Plan.Mission.GroupID,
+		ActionID:        fmt.Sprintf("act-%s-%d-%s-%s", c.cfg.AgentID, c.v.lastSeq, a.kind, a.item),
+		CorrelationID:   c.cfg.Plan.Mission.ID,
+		SessionEpoch:    protocol.Uint64(c.cfg.Authority.SessionEpoch()),
+		MembershipEpoch: protocol.Uint64(c.v.membershipEpoch(me)),
+	}
+	if protocol.CarriesCoordinatorEpoch(typ) {
+		env.CoordinatorEpoch = protocol.Uint64(c.Epoch())
+	}
+	_, raw, err := protocol.BuildCommand(me, c.cfg.Key, typ, env, payload, now)
+	if err != nil {
+		return err
+	}
+	_, err = c.cfg.Authority.Submit(ctx, raw)
+	return err
+}
+
+// review runs the 13.2 review of a submission and accepts or fails it.
+func (c *Coordinator) review(ctx context.Context, a action, now time.Time) (bool, error) {
+	rec := review(ctx, c.v, c.cfg.Plan, a.stage, reviewIO{fetch: c.cfg.Authority.Artifact, runCheck: c.cfg.RunCheck})
+	if c.cfg.OnReview != nil {
+		c.cfg.OnReview(rec)
+	}
+	c.cfg.Logger.Info("review", "item", a.item, "submission", rec.Submission, "accepted", rec.Accepted, "waiting", rec.Waiting, "steps", rec.Steps)
+	sub, w := c.v.item(a.item).submission, c.v.g.Items[a.item]
+	if rec.Waiting {
+		c.pol.prechecked[a.item] = sub.seq
+		return false, nil
+	}
+	if rec.Accepted {
+		return true, c.do(ctx, protocol.CmdWorkAcceptResult, a, now, &protocol.AcceptResultPayload{WorkItemID: a.item, ContractRevision: w.Contract.Revision,
+			ReviewEvidence: acceptEvidence(rec, w.Contract, c.cfg.AgentID, now, sub.artifacts), Comment: "accepted after the spec 13.2 review"})
+	}
+	ev, reason := failEvidence(rec, c.cfg.AgentID, now, sub.artifacts)
+	return true, c.do(ctx, protocol.CmdWorkFail, a, now, &protocol.FailWorkPayload{WorkItemID: a.item, Reason: reason, Evidence: ev})
+}
+
+// approvalPayload gathers, for the approvers, every stage's accepted
+// artifacts and review evidence (spec 13.2: all results are kept for the
+// final human approval).
+func approvalPayload(v *view, p *plan.Plan) *protocol.SubmitForApprovalPayload {
+	out := &protocol.SubmitForApprovalPayload{MissionID: p.Mission.ID, Artifacts: protocol.List[string]{}, Evidence: protocol.List[protocol.Evidence]{}}
+	var verified []string
+	for _, s := range p.Stages {
+		if l := v.items[s.WorkItemID]; l != nil && l.accepted != nil {
+			verified = append(verified, s.ID)
+			out.Artifacts = append(out.Artifacts, l.accepted.artifacts...)
+			out.Evidence = append(out.Evidence, l.evidence...)
+		}
+	}
+	out.Summary = fmt.Sprintf("%s: %d stage(s) verified (%s); approvers: %s", p.Mission.Title, len(verified),
+		strings.Join(verified, ", "), strings.Join(p.Approval.Approvers, ", "))
+	if p.Approval.Instructions != "" {
+		out.Summary += ". " + p.Approval.Instructions
+	}
+	return out
+}
+
+func newTimer(clk clock.Clock, d time.Duration) clock.Timer {
+	if t, ok := clk.(clock.Timers); ok {
+		return t.NewTimer(d)
+	}
+	return clock.Real{}.NewTimer(d)
+}

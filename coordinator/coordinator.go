@@ -1,0 +1,256 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/missionweave/mwp-worker/internal/clock"
+	"github.com/missionweave/mwp-worker/plan"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// Config sets up the coordinator of one plan's Mission.
+type Config struct {
+	Authority Authority
+	// AgentID and Key are the coordinator agent's; its Agent Card is
+	// registered and its session open before Run.
+	AgentID string
+	Key     protocol.PrivateKey
+	Plan    *plan.Plan
+	// Workers are the candidate worker agents; their registered Agent
+	// Cards say what they can do.
+	Workers []string
+	// LeaseDuration is the coordinator lease it renews, at half-life
+	// (default ten minutes).
+	LeaseDuration time.Duration
+	// OfferTTL is how long an offer stands (default one minute).
+	OfferTTL time.Duration
+	// MaxCandidates bounds an urgent item's candidate set (default 3).
+	MaxCandidates int
+	// RunCheck runs one deterministic check (default ExecCheck with a
+	// two-minute timeout and 1 MiB of output).
+	RunCheck func(ctx context.Context, run CheckRun) (CheckResult, error)
+	// Clock is the time (default the system clock); with clock.Timers the
+	// waits use its timers too.
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// OnReview, when set, sees every review as it is decided.
+	OnReview func(Review)
+}
+
+// Coordinator follows its Mission's Group log and drives the plan through
+// signed commands on its coordinator lease (docs/design.md §3, §11).
+type Coordinator struct {
+	cfg     Config
+	pol     policy
+	v       *view
+	workers []Worker
+	// blocked remembers an action refused at a log position, so it is not
+	// retried until the log or the time moves.
+	blocked map[string]uint64
+
+	mu    sync.Mutex
+	epoch uint64 // the coordinator epoch held, 0 before assignment
+	poke  chan struct{}
+}
+
+// New checks cfg and returns a coordinator; Run starts it.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Authority == nil || cfg.AgentID == "" || cfg.Key.KeyID == "" || cfg.Plan == nil {
+		return nil, errors.New("coordinator: an authority, an agent id, a key and a plan are required")
+	}
+	if !protocol.KeyBelongsTo(cfg.Key.KeyID, protocol.ActorAgent, cfg.AgentID) {
+		return nil, fmt.Errorf("coordinator: key %s is not agent %s's", cfg.Key.KeyID, cfg.AgentID)
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = 10 * time.Minute
+	}
+	if cfg.OfferTTL <= 0 {
+		cfg.OfferTTL = time.Minute
+	}
+	if cfg.MaxCandidates <= 0 {
+		cfg.MaxCandidates = 3
+	}
+	if cfg.RunCheck == nil {
+		cfg.RunCheck = ExecCheck(2*time.Minute, 1<<20)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Coordinator{cfg: cfg, v: newView(cfg.Plan.Mission.GroupID), blocked: map[string]uint64{}, poke: make(chan struct{}, 1),
+		pol: policy{me: cfg.AgentID, leaseDuration: cfg.LeaseDuration, offerTTL: cfg.OfferTTL, maxCandidates: cfg.MaxCandidates, prechecked: map[string]uint64{}}}, nil
+}
+
+// Poke makes Run re-evaluate time-based decisions now (after a fake clock
+// moved).
+func (c *Coordinator) Poke() {
+	select {
+	case c.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Epoch is the coordinator epoch held (0 before the assignment was seen).
+func (c *Coordinator) Epoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// Run follows the Group log and acts until the Mission is approved,
+// cancelled or terminated (nil), the coordinator is fenced by a newer
+// assignment (AUTH_STALE_COORDINATOR) or ctx ends. Before its assignment
+// it waits for it.
+func (c *Coordinator) Run(ctx context.Context) error {
+	for _, id := range c.cfg.Workers {
+		card, err := c.cfg.Authority.AgentCard(ctx, id)
+		if err != nil {
+			return fmt.Errorf("coordinator: worker %s: %w", id, err)
+		}
+		c.workers = append(c.workers, Worker{AgentID: id, Capabilities: card.Capabilities})
+	}
+	group := c.cfg.Plan.Mission.GroupID
+	for {
+		if c.v.g.Mission == nil {
+			// Before mission.create the Group has no log to wait on.
+			if err := c.waitCreated(ctx); err != nil {
+				return err
+			}
+		}
+		if err := c.catchUp(ctx); err != nil {
+			return err
+		}
+		if m := c.v.missionState(); m == protocol.MissionApproved || m == protocol.MissionCancelled || m == protocol.MissionTerminated {
+			return nil
+		}
+		if err := c.fenced(); err != nil {
+			return err
+		}
+		now := c.cfg.Clock.Now()
+		acted, err := c.step(ctx, now)
+		if err != nil {
+			return err
+		}
+		if !acted {
+			if err := c.wait(ctx, group, now); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// wait blocks until the log grows, the next deadline passes, a poke or
+// ctx ends; no polling.
+func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan error, 1)
+	go func() { changed <- c.cfg.Authority.Wait(ctx, group, c.v.lastSeq) }()
+	var timer <-chan time.Time
+	if next := nextDeadline(c.v, now, c.cfg.LeaseDuration); !next.IsZero() {
+		t := newTimer(c.cfg.Clock, next.Sub(now))
+		defer t.Stop()
+		timer = t.C()
+	}
+	select {
+	case err := <-changed:
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	case <-timer:
+		clear(c.blocked)
+	case <-c.poke:
+		clear(c.blocked)
+	case <-ctx.Done():
+	}
+	return context.Cause(ctx)
+}
+
+// waitCreated waits for the Mission's Group to have events, retrying
+// with a backoff from 10 ms to 1 s: an authority cannot signal a Group it
+// does not have yet.
+func (c *Coordinator) waitCreated(ctx context.Context) error {
+	for d := 10 * time.Millisecond; ; d = min(2*d, time.Second) {
+		if err := c.catchUp(ctx); err != nil || c.v.g.Mission != nil {
+			return err
+		}
+		t := newTimer(c.cfg.Clock, d)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// catchUp folds every new event (verified by the Authority) into the view.
+func (c *Coordinator) catchUp(ctx context.Context) error {
+	evs, err := c.cfg.Authority.Events(ctx, c.cfg.Plan.Mission.GroupID, c.v.lastSeq, 0)
+	if err != nil {
+		if protocol.CodeOf(err) == protocol.CodeGroupNotFound && c.v.lastSeq == 0 {
+			return nil // the Mission is not created yet
+		}
+		return err
+	}
+	for _, se := range evs {
+		var ev protocol.Event
+		if err := json.Unmarshal(se.Raw, &ev); err != nil {
+			return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %d: %v", se.Sequence, err)
+		}
+		if err := c.v.apply(&ev); err != nil {
+			return err
+		}
+	}
+	if lease := c.v.coordinator(); lease != nil && lease.AgentID == c.cfg.AgentID {
+		c.mu.Lock()
+		c.epoch = lease.CoordinatorEpoch
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// fenced is AUTH_STALE_COORDINATOR once the log names another
+// coordinator after this one held the lease.
+func (c *Coordinator) fenced() error {
+	e, lease := c.Epoch(), c.v.coordinator()
+	if e != 0 && lease != nil && (lease.CoordinatorEpoch != e || lease.AgentID != c.cfg.AgentID) {
+		return protocol.Errorf(protocol.CodeAuthStaleCoordinator, "coordinator %s (epoch %d) was replaced by %s (epoch %d)", c.cfg.AgentID, e, lease.AgentID, lease.CoordinatorEpoch)
+	}
+	return nil
+}
+
+// step carries out the first decided action not refused at this log
+// position; it reports whether it sent a command.
+func (c *Coordinator) step(ctx context.Context, now time.Time) (bool, error) {
+	for _, a := range decide(c.v, c.cfg.Plan, c.workers, now, c.pol) {
+		if seq, ok := c.blocked[a.key()]; ok && seq == c.v.lastSeq {
+			continue
+		}
+		sent, err := c.execute(ctx, a, now)
+		if err == nil {
+			if sent {
+				return true, nil
+			}
+			continue
+		}
+		switch code := protocol.CodeOf(err); {
+		case code == protocol.CodeAuthStaleCoordinator:
+			return false, err
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		default:
+			c.cfg.Logger.Warn("coordinator action refused", "action", a.kind, "item", a.item, "err", err)
+			c.blocked[a.key()] = c.v.lastSeq
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,189 @@
+package coordinator
+
+import (
+	"slices"
+	"time"
+
+	"github.com/missionweave/mwp-worker/group"
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// view is what the coordinator knows of its Group: group.Fold's Mission
+// and WorkItems, plus what the state machine does not keep and a review
+// or an offer needs (memberships, manifests, submissions, each agent's
+// record in this log). It is a pure fold of the authority's events, so a
+// coordinator restarted on the same log decides the same.
+type view struct {
+	g       *group.Group
+	lastSeq uint64
+
+	members map[protocol.Actor]protocol.Membership
+	// manifests are the published manifests by WorkItem and content hash:
+	// the same bytes may be published for several items.
+	manifests map[[2]string]protocol.ArtifactManifest
+	items     map[string]*itemLog
+	agents    map[string]*agentLog
+}
+
+// itemLog is one WorkItem's history beyond its current record.
+type itemLog struct {
+	offers int // work.offer.created so far
+	// offered are the agents offered the item since it was last taken,
+	// failed or fenced: an exclusive offer goes to the next one.
+	offered []string
+	// fenced are the agents whose ownership of it lapsed.
+	fenced   []string
+	failures int
+	failedAt time.Time
+	// submission is the last work.submitted; accepted is set once a
+	// work.result.accepted follows it.
+	submission *submission
+	accepted   *submission
+	evidence   []protocol.Evidence // the accepting review's evidence
+}
+
+type submission struct {
+	seq       uint64
+	agent     string
+	artifacts []string
+	evidence  []protocol.Evidence
+	reviewed  bool // a result or a failure followed it
+}
+
+// agentLog is an agent's record in this log: its reliability and the
+// schedule it disclosed when it last accepted an offer.
+type agentLog struct {
+	accepted, failed, lapsed uint64
+	disclosure               *protocol.ScheduleDisclosure
+}
+
+func newView(groupID string) *view {
+	return &view{g: group.NewGroup(groupID, group.Limits{}), members: map[protocol.Actor]protocol.Membership{},
+		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{}}
+}
+
+func (v *view) item(id string) *itemLog {
+	l := v.items[id]
+	if l == nil {
+		l = &itemLog{}
+		v.items[id] = l
+	}
+	return l
+}
+
+func (v *view) agent(id string) *agentLog {
+	a := v.agents[id]
+	if a == nil {
+		a = &agentLog{}
+		v.agents[id] = a
+	}
+	return a
+}
+
+// apply folds one event. Events come in sequence order; a gap, another
+// Group's event or a payload that does not decode is PROTOCOL_VIOLATION.
+func (v *view) apply(ev *protocol.Event) error {
+	if ev.GroupID != v.g.GroupID || ev.Seq() != v.lastSeq+1 {
+		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s is %s/%d, expected %s/%d", ev.EventID, ev.GroupID, ev.Seq(), v.g.GroupID, v.lastSeq+1)
+	}
+	v.lastSeq = ev.Seq()
+	if _, known := group.Events[ev.Type]; !known {
+		return nil // an extension this coordinator does not follow
+	}
+	fe, err := group.FromWire(ev)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s: %v", ev.EventID, err)
+	}
+	var before *group.WorkItem
+	if wp, ok := fe.Payload.(group.WorkPayload); ok {
+		before = v.g.Items[wp.Ref().WorkItemID]
+	}
+	if err := v.g.Fold(fe); err != nil {
+		return err
+	}
+	switch p := fe.Payload.(type) {
+	case *protocol.Membership:
+		v.members[p.Principal] = *p
+	case *group.ArtifactPublished:
+		v.manifests[[2]string{p.Manifest.WorkItemID, p.Manifest.ContentHash}] = p.Manifest
+	case group.WorkPayload:
+		v.applyWork(ev, before, p)
+	}
+	return nil
+}
+
+func (v *view) applyWork(ev *protocol.Event, before *group.WorkItem, p group.WorkPayload) {
+	l := v.item(p.Ref().WorkItemID)
+	switch p := p.(type) {
+	case *group.OfferCreated:
+		l.offers++
+		if p.FencedOwnershipEpoch != nil && before != nil && before.Ownership != nil {
+			owner := before.Ownership.OwnerAgentID
+			v.agent(owner).lapsed++
+			l.fenced = append(l.fenced, owner)
+			l.offered = nil
+		}
+		for _, c := range p.Candidates {
+			if !slices.Contains(l.offered, c.AgentID) {
+				l.offered = append(l.offered, c.AgentID)
+			}
+		}
+	case *group.OfferAccepted:
+		if !p.RenewedAcceptance && p.Ownership != nil {
+			a := v.agent(p.Ownership.OwnerAgentID)
+			if p.ScheduleDisclosure != nil {
+				sd := *p.ScheduleDisclosure
+				a.disclosure = &sd
+			}
+			l.offered = nil
+		}
+	case *group.Submitted:
+		l.submission = &submission{seq: ev.Seq(), agent: ev.Actor.ID, artifacts: p.Artifacts, evidence: p.Evidence}
+	case *group.ResultAccepted:
+		if s := l.submission; s != nil {
+			s.reviewed = true
+			l.accepted, l.evidence = s, p.Evidence
+			v.agent(s.agent).accepted++
+		}
+	case *group.Failed:
+		l.failures++
+		l.failedAt = ev.OccurredAt.Time
+		l.offered = nil
+		if s := l.submission; s != nil && !s.reviewed {
+			s.reviewed = true
+			v.agent(s.agent).failed++
+		} else if p.Ownership != nil {
+			v.agent(p.Ownership.OwnerAgentID).failed++
+		}
+	}
+}
+
+// membershipEpoch is a's membership epoch in the Group (0: none).
+func (v *view) membershipEpoch(a protocol.Actor) uint64 {
+	return v.members[a].MembershipEpoch
+}
+
+func (v *view) isMember(agentID string) bool {
+	return v.members[protocol.Actor{Kind: protocol.ActorAgent, ID: agentID}].State == protocol.MembershipActive
+}
+
+// coordinator is the Mission's coordinator lease, or nil.
+func (v *view) coordinator() *protocol.CoordinatorLease {
+	if v.g.Mission == nil {
+		return nil
+	}
+	return v.g.Mission.Coordinator
+}
+
+func (v *view) missionState() protocol.MissionState {
+	if v.g.Mission == nil {
+		return ""
+	}
+	return v.g.Mission.State
+}
+
+// lapsed reports whether w's owner no longer holds it at now: an owner
+// whose start deadline or lease passed, fenced by the next offer.
+func lapsed(w *group.WorkItem, now time.Time) bool {
+	return w.Ownership != nil && (w.State == protocol.WorkQueued || w.State == protocol.WorkActive || w.State == protocol.WorkBlocked) && !w.OwnerActive(now)
+}
