@@ -105,6 +105,11 @@ func (c *Coordinator) Epoch() uint64 {
 	return c.epoch
 }
 
+// MissionState is the Mission's state in the log as Run last saw it (""
+// before its creation). Read it after Run returned: Run's goroutine owns
+// the view while it runs.
+func (c *Coordinator) MissionState() protocol.MissionState { return c.v.missionState() }
+
 // Run follows the Group log and acts until the Mission is approved,
 // cancelled or terminated (nil), the coordinator is fenced by a newer
 // assignment (AUTH_STALE_COORDINATOR) or ctx ends. Before its assignment

@@ -27,7 +27,7 @@ func configDoc() string {
 		title string
 		cmd   *cli.Command
 	}{{"mwp-worker run", runCommand()}, {"mwp-worker up", upCommand()}, {"mwp-worker authority serve", serve},
-		{"mwp-worker mission status", missionStatusCommand()}} {
+		{"mwp-worker mission status", missionStatusCommand()}, {"mwp-worker coordinator run", coordinatorCommand().Commands[0]}} {
 		fmt.Fprintf(&b, "\n## `%s`\n\n| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n", c.title)
 		for _, f := range c.cmd.Flags {
 			d, ok := f.(cli.DocGenerationFlag)

@@ -47,6 +47,7 @@ func newApp() *cli.Command {
 			toolkeyCommand(),
 			authorityCommand(),
 			missionCommand(),
+			coordinatorCommand(),
 			runCommand(),
 			upCommand(),
 			pocCommand(),

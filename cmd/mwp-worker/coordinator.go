@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	plancoord "github.com/missionweave/mwp-worker/coordinator"
+	"github.com/missionweave/mwp-worker/internal/ops"
+	"github.com/missionweave/mwp-worker/plan"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/remote"
+)
+
+// The coordinator as its own long-running agent on a remote authority: the
+// same package `up` runs in process, reaching the authority over its HTTPS
+// routes (package remote).
+
+func coordinatorCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "coordinator",
+		Usage: "a plan's coordinator as its own agent on a remote authority",
+		Commands: []*cli.Command{{
+			Name:                      "run",
+			DisableSliceFlagSeparator: true,
+			Usage:                     "coordinate the Mission of PLAN: authorize, offer, review and submit it for approval",
+			ArgsUsage:                 "PLAN",
+			Description: "Connects to --authority as the agent of --key (enrolled with the coordinator role, e.g. by\n" +
+				"`authority enroll`), opens its next session and waits until the plan's Mission exists and names\n" +
+				"this agent its coordinator (`mission start PLAN --coordinator AGENT`). It then adds the --worker\n" +
+				"agents as members, authorizes and offers the stages, reviews each submission (spec 13.2: integrity,\n" +
+				"the plan's checks, the reviewer stage's verdict), retries per the plan and submits the Mission for\n" +
+				"approval. Exit 0 once the Mission is approved; 1 when it is cancelled or terminated, when this\n" +
+				"agent is replaced as coordinator (AUTH_STALE_COORDINATOR) or on any other failure, one line on\n" +
+				"stderr. Stopped by SIGINT/SIGTERM, it exits 1; started again with the same plan it resumes from the\n" +
+				"log without repeating a step.",
+			Flags: append([]cli.Flag{
+				&cli.StringFlag{Name: "key", Usage: "the coordinator agent's private key file (key id agent:ID#NAME)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
+				&cli.StringSliceFlag{Name: "worker", Usage: "a candidate worker agent id (repeatable, or comma-separated)", Required: true, Sources: cli.EnvVars("MWP_WORKERS")},
+				&cli.DurationFlag{Name: "lease", Usage: "the coordinator lease it renews at half-life", Value: 10 * time.Minute, Sources: cli.EnvVars("MWP_COORDINATOR_LEASE")},
+				&cli.DurationFlag{Name: "offer-ttl", Usage: "how long an offer stands", Value: time.Minute, Sources: cli.EnvVars("MWP_OFFER_TTL")},
+				&cli.IntFlag{Name: "max-candidates", Usage: "bound of an urgent item's candidate set", Value: 3, Sources: cli.EnvVars("MWP_MAX_CANDIDATES")},
+			}, append(remoteFlags(), opsFlags()...)...),
+			Action: coordinatorRun,
+		}},
+	}
+}
+
+// remoteFlags reach the authority; the same as the mission commands' but
+// for the key, which is an agent's here.
+func remoteFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range authorityFlags() {
+		if f.Names()[0] != "owner-key" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
+	stderr := &syncWriter{W: cmd.Root().ErrWriter}
+	fail := func(err error) error {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			fmt.Fprintf(stderr, "coordinator run: %s: %s\n", pe.Code, oneLine(pe.Message))
+		} else {
+			fmt.Fprintf(stderr, "coordinator run: %s\n", oneLine(err.Error()))
+		}
+		return exitError{1}
+	}
+	if cmd.Args().Len() != 1 {
+		return usagef(cmd, "want PLAN, got %d arguments", cmd.Args().Len())
+	}
+	raw, err := os.ReadFile(cmd.Args().First())
+	if err != nil {
+		return fail(err)
+	}
+	p, err := plan.Parse(cmd.Args().First(), raw)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	key, err := protocol.LoadPrivateKey(cmd.String("key"))
+	if err != nil {
+		return usagef(cmd, "--key: %v", err)
+	}
+	kind, id, ok := keyOwner(key.KeyID)
+	if !ok || kind != protocol.ActorAgent {
+		return usagef(cmd, "--key: key %s is not an agent's (want agent:ID#NAME)", key.KeyID)
+	}
+	if cmd.String("authority-key") == "" {
+		return usagef(cmd, "--authority-key is required: events are read only once their signatures are verified")
+	}
+	apub, err := protocol.LoadPublicKey(cmd.String("authority-key"))
+	if err != nil {
+		return usagef(cmd, "--authority-key: %v", err)
+	}
+	log, err := newLogger(cmd, stderr)
+	if err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := remote.Dial(ctx, remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
+		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
+		Actor: protocol.Actor{Kind: kind, ID: id}, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := a.OpenSession(ctx); err != nil {
+		return fail(fmt.Errorf("open session: %w", err))
+	}
+	workers := splitWorkers(cmd.StringSlice("worker"))
+	c, err := plancoord.New(plancoord.Config{Authority: a, AgentID: id, Key: key, Plan: p, Workers: workers,
+		LeaseDuration: cmd.Duration("lease"), OfferTTL: cmd.Duration("offer-ttl"), MaxCandidates: int(cmd.Int("max-candidates")),
+		Logger: log.With("component", "coordinator")})
+	if err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	ready := func() error {
+		if c.Epoch() == 0 {
+			return errors.New("not yet assigned as the Mission's coordinator")
+		}
+		return nil
+	}
+	if err := startOps(ctx, cmd, cmd.Root().Writer, log, nil, ops.Checks{Live: func() error { return nil }, Ready: ready}); err != nil {
+		return fail(err)
+	}
+	log.Info("coordinating", "mission", p.Mission.ID, "group", p.Mission.GroupID, "workers", workers)
+	if err := c.Run(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fail(errors.New("stopped before the Mission ended"))
+		}
+		return fail(err)
+	}
+	state := c.MissionState()
+	fmt.Fprintf(cmd.Root().Writer, "mission %s %s\n", p.Mission.ID, state)
+	if state != protocol.MissionApproved {
+		return exitError{1}
+	}
+	return nil
+}
+
+func splitWorkers(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, w := range strings.Split(v, ",") {
+			if w = strings.TrimSpace(w); w != "" {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
