@@ -100,5 +100,20 @@ func (s *Service) Collectors() []prometheus.Collector {
 		}
 		return 1
 	})
-	return []prometheus.Collector{m.commands, m.commitBatch, m.commitSeconds, m.writeSeconds, m.failedWrites, groups, events, healthy}
+	return []prometheus.Collector{m.commands, m.commitBatch, m.commitSeconds, m.writeSeconds, m.failedWrites, groups, events, healthy, headCollector{s}}
+}
+
+var descGroupHead = prometheus.NewDesc("mwp_authority_group_head",
+	"The last sequence of the Group's log; a worker's lag is this minus its mwp_worker_group_cursor.", []string{"group"}, nil)
+
+// headCollector reports every Group's log head when scraped, so a worker's
+// cursor lag is one subtraction across the two processes' series.
+type headCollector struct{ s *Service }
+
+func (c headCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descGroupHead }
+
+func (c headCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, id := range c.s.GroupIDs() {
+		ch <- prometheus.MustNewConstMetric(descGroupHead, prometheus.GaugeValue, float64(c.s.LastSequence(id)), id)
+	}
 }

@@ -40,6 +40,7 @@ type limitListener struct {
 	total    int
 	perIP    map[string]int
 	refusing int // connections accepted only to be answered 503
+	sessions int // admitted connections whose HELLO completed, still open
 }
 
 func (s *Server) limit(ln net.Listener) *limitListener {
@@ -84,10 +85,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 // counts reports the connections held (tests, diagnostics).
-func (l *limitListener) counts() (total, refusing int) {
+func (l *limitListener) counts() (total, refusing, sessions int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.total, l.refusing
+	return l.total, l.refusing, l.sessions
 }
 
 // limitedConn is one accepted connection and its slot.
@@ -132,10 +133,16 @@ func (c *limitedConn) upgraded(polite func()) {
 // hello records a completed HELLO: the handshake deadline no longer applies.
 func (c *limitedConn) hello() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	first := !c.helloed && !c.released
 	c.helloed = true
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	if first {
+		c.l.mu.Lock()
+		c.l.sessions++
+		c.l.mu.Unlock()
 	}
 }
 
@@ -143,6 +150,7 @@ func (c *limitedConn) Close() error {
 	c.mu.Lock()
 	first := !c.released
 	c.released = true
+	helloed := c.helloed
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -150,6 +158,9 @@ func (c *limitedConn) Close() error {
 	if first {
 		l := c.l
 		l.mu.Lock()
+		if helloed {
+			l.sessions--
+		}
 		if c.refused != "" {
 			l.refusing--
 		} else {

@@ -90,10 +90,15 @@ func TestServeConnectionCap(t *testing.T) {
 		t.Fatal("a WebSocket upgrade over the cap succeeded")
 	}
 
+	// Of the two admitted connections one completed HELLO.
+	if total, _, sessions := srv.connCounts(); total != 2 || sessions != 1 {
+		t.Fatalf("admitted %d, in session %d; want 2 and 1", total, sessions)
+	}
+
 	_ = a.ws.Close(websocket.StatusNormalClosure, "")
 	until(t, "the closed connection's slot to be free", func() bool {
-		total, refusing := srv.connCounts()
-		return total == 1 && refusing == 0
+		total, refusing, sessions := srv.connCounts()
+		return total == 1 && refusing == 0 && sessions == 0
 	})
 	c := openClient(t, url, fb, key, "nonce-3333333333333333", nil)
 	c.send(`{"type":"PING","frameId":"p1","nonce":"` + testNonce + `"}`)
@@ -149,7 +154,7 @@ func TestServeHandshakeTimeout(t *testing.T) {
 	if code := upgraded.closeStatus(); code != websocket.StatusPolicyViolation {
 		t.Fatalf("upgraded without HELLO: close %v, want 1008", code)
 	}
-	until(t, "both slots released", func() bool { total, _ := srv.connCounts(); return total == 1 })
+	until(t, "both slots released", func() bool { total, _, _ := srv.connCounts(); return total == 1 })
 	helloed.send(`{"type":"PING","frameId":"p1","nonce":"` + testNonce + `"}`)
 	if p, ok := helloed.read().(*protocol.Ping); !ok || !p.Reply {
 		t.Fatalf("the HELLO'd connection: %#v", p)
@@ -180,7 +185,7 @@ func TestServeRefusalPoolBounded(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	until(t, "the cap and the pool to fill", func() bool { total, refusing := srv.connCounts(); return total == 1 && refusing == 16 })
+	until(t, "the cap and the pool to fill", func() bool { total, refusing, _ := srv.connCounts(); return total == 1 && refusing == 16 })
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

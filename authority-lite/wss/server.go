@@ -137,22 +137,23 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	s.opts.Routes.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// connCounts reports the connections Serve holds: admitted ones, and those
-// accepted only to be answered 503.
-func (s *Server) connCounts() (total, refusing int) {
+// connCounts reports the connections Serve holds: admitted ones, those
+// accepted only to be answered 503, and the admitted ones in session.
+func (s *Server) connCounts() (total, refusing, sessions int) {
 	s.mu.Lock()
 	ln := s.ln
 	s.mu.Unlock()
 	if ln == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	return ln.counts()
 }
 
 // Connections reports the connections Serve holds now: admitted ones
-// (handshaking or in session) and those accepted only to be answered 503,
-// for the operator's metrics.
-func (s *Server) Connections() (admitted, refusing int) { return s.connCounts() }
+// (handshaking or in session), those accepted only to be answered 503, and
+// of the admitted ones those whose HELLO completed, for the operator's
+// metrics.
+func (s *Server) Connections() (admitted, refusing, sessions int) { return s.connCounts() }
 
 // remoteIPOf is the IP address of an http.Request's RemoteAddr.
 func remoteIPOf(addr string) string {

@@ -152,7 +152,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	return failedWrite(stderr, "authority serve", svc)
 }
 
-const connectionsHelp = "Connections the binding holds, by state: admitted (handshaking or in session; at most --max-conns) or refusing (accepted only to be answered 503 over a cap)."
+const connectionsHelp = "Connections the binding holds, by state: admitted (handshaking or in session; at most --max-conns), in_session (of those, HELLO completed) or refusing (accepted only to be answered 503 over a cap)."
 
 // connectionGauges are the binding's connection counts, read when scraped.
 func connectionGauges(server *wss.Server) []prometheus.Collector {
@@ -161,11 +161,16 @@ func connectionGauges(server *wss.Server) []prometheus.Collector {
 			Name:        "mwp_authority_connections",
 			Help:        connectionsHelp,
 			ConstLabels: prometheus.Labels{"state": "admitted"},
-		}, func() float64 { a, _ := server.Connections(); return float64(a) }),
+		}, func() float64 { a, _, _ := server.Connections(); return float64(a) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mwp_authority_connections",
+			Help:        connectionsHelp,
+			ConstLabels: prometheus.Labels{"state": "in_session"},
+		}, func() float64 { _, _, n := server.Connections(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "mwp_authority_connections",
 			Help:        connectionsHelp,
 			ConstLabels: prometheus.Labels{"state": "refusing"},
-		}, func() float64 { _, r := server.Connections(); return float64(r) }),
+		}, func() float64 { _, r, _ := server.Connections(); return float64(r) }),
 	}
 }

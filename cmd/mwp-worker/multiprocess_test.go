@@ -459,6 +459,21 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	if v := metricValue(t, k.authOps, `mwp_authority_connections{state="admitted"}`); v < 2 {
 		t.Fatalf("authority connections admitted: %v, want the worker's and the coordinator's", v)
 	}
+	if v := metricValue(t, k.authOps, `mwp_authority_connections{state="in_session"}`); v < 2 {
+		t.Fatalf("authority connections in session: %v, want the worker's and the coordinator's", v)
+	}
+	// Lag is the authority's head minus the worker's cursor: caught up, 0.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		head := metricValue(t, k.authOps, `mwp_authority_group_head{group="grp-a"}`)
+		cursor := metricValue(t, k.workerOps, `mwp_worker_group_cursor{group="grp-a"}`)
+		if head >= 5 && cursor == head {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grp-a: authority head %v, worker cursor %v; want the worker caught up with wi-1's events", head, cursor)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	// A second item is running when the worker is interrupted.
 	k.offer("wi-2")
 	co.waitState("wi-2", protocol.WorkActive)
