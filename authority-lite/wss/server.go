@@ -59,23 +59,35 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// ServeHTTP upgrades one request and runs the connection until it ends.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// admit lets one request in while the server is open and its connection
+// is within the caps, counting it in active (the caller calls Done); else
+// it answers the request itself. slot is the connection's, nil when the
+// server was not started by Serve.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (slot *limitedConn, ok bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
-		return
+		return nil, false
 	}
 	s.active.Add(1)
 	s.mu.Unlock()
-	defer s.active.Done()
-
-	slot, _ := r.Context().Value(slotKey{}).(*limitedConn)
+	slot, _ = r.Context().Value(slotKey{}).(*limitedConn)
 	if slot != nil && slot.refused != "" {
 		s.refuse(w, slot.refused)
+		s.active.Done()
+		return nil, false
+	}
+	return slot, true
+}
+
+// ServeHTTP upgrades one request and runs the connection until it ends.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	slot, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
+	defer s.active.Done()
 	start := s.b.Now() // before the client can see the upgrade succeed
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{Subprotocol},
@@ -103,20 +115,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a handshake; the request has its own bounds), and the connection is not
 // kept alive, so a slot is held for one request.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+	slot, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
-	s.active.Add(1)
-	s.mu.Unlock()
 	defer s.active.Done()
-	slot, _ := r.Context().Value(slotKey{}).(*limitedConn)
-	if slot != nil && slot.refused != "" {
-		s.refuse(w, slot.refused)
-		return
-	}
 	if slot != nil {
 		slot.hello()
 	}
