@@ -284,6 +284,7 @@ type cluster struct {
 	auth, worker       *proc
 	authOps, workerOps string // http://ADDR of --metrics-listen
 	workerDir, authDir string
+	workerArgs         []string // the worker's command line, to start it again
 	co                 *coordinator
 	coordActor         protocol.Actor
 	coordEnv           protocol.Envelope
@@ -325,6 +326,7 @@ func newCluster(t *testing.T, workerArgs ...string) *cluster {
 
 	args := append([]string{"run", "--data", d2, "--key", filepath.Join(keys, "w1.key"), "--authority", url,
 		"--authority-fingerprint", fp, "--authority-key", authPub, "--group", "grp-a", "--metrics-listen", "127.0.0.1:0"}, workerArgs...)
+	k.workerArgs = args
 	k.worker = startProc(t, k.bin, args...)
 	t.Logf("authority up after %v", time.Since(k.t0))
 	k.workerOps = k.worker.await(t, metricsLine, 10*time.Second)[1]
