@@ -101,7 +101,12 @@
 // conversation (conversationId = the WorkItem id), text/markdown: one human
 // line, then a fenced json block with the JCS bytes of
 // {kind: "admission.rejection", groupId, workItemId, offerId, reason, detail}
-// or {kind: "schedule.disclosure", groupId, workItemId, ...ScheduleDisclosure};
+// or {kind: "schedule.disclosure", groupId, workItemId, ...ScheduleDisclosure}
+// or {kind: "contract.ambiguity", groupId, workItemId, offerId,
+// contractRevision, questions} — the questions a handler that implements
+// slots.Clarifier raised about an offered contract (spec 10.1: an
+// essential ambiguity is raised before acceptance; the offer is not
+// accepted, and only a new offer or revision is judged again);
 // the same object rides as the non-critical command extension
 // NoticeExtensionURI. A refusal is posted once per offer: its messageId
 // and actionId derive from (agent, Group, offer), and a durable record

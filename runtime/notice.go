@@ -23,7 +23,26 @@ const NoticeExtensionURI = "urn:missionweave:mwp-worker:notice"
 const (
 	NoticeRejection  = "admission.rejection"
 	NoticeDisclosure = "schedule.disclosure"
+	NoticeAmbiguity  = "contract.ambiguity"
 )
+
+// AmbiguityNotice is the object of an essential ambiguity (spec 10.1): the
+// questions a handler raised about an offered contract, which this worker
+// therefore did not accept.
+type AmbiguityNotice struct {
+	Kind             string   `json:"kind"`
+	GroupID          string   `json:"groupId"`
+	WorkItemID       string   `json:"workItemId"`
+	OfferID          string   `json:"offerId"`
+	ContractRevision uint64   `json:"contractRevision"`
+	Questions        []string `json:"questions"`
+}
+
+// ambiguityKey is the id key of an ambiguity notice: one per offer and
+// contract revision.
+func ambiguityKey(offerID string, rev uint64) string {
+	return offerID + "@q" + strconv.FormatUint(rev, 10)
+}
 
 // RejectionNotice is the object of a refusal notice: the docs/wire.md
 // AdmissionRejection plus the ids it is about.

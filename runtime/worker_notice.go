@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -75,25 +77,41 @@ func (e *engine) noticeRenewalRefusal(k itemKey, en queue.Entry, offerID string,
 }
 
 func (e *engine) postRefusal(k itemKey, en queue.Entry, obj RejectionNotice, key string, now time.Time) {
+	e.postOnce(k, en, NoticeRejection, obj.OfferID, rejectionLine(obj), obj, key, now)
+}
+
+// noticeAmbiguity raises a handler's questions about an offered contract
+// in the WorkItem's conversation (spec 10.1), once per offer and revision.
+func (e *engine) noticeAmbiguity(k itemKey, en queue.Entry, questions []string, now time.Time) {
+	obj := AmbiguityNotice{Kind: NoticeAmbiguity, GroupID: k.group, WorkItemID: k.id, OfferID: en.Offer.OfferID,
+		ContractRevision: en.ContractRevision, Questions: questions}
+	line := fmt.Sprintf("Offer %s for %s not accepted: the contract (revision %d) is ambiguous — %s", obj.OfferID, obj.WorkItemID,
+		obj.ContractRevision, strings.Join(questions, "; "))
+	e.postOnce(k, en, NoticeAmbiguity, obj.OfferID, line, obj, ambiguityKey(obj.OfferID, obj.ContractRevision), now)
+}
+
+// postOnce posts a notice of kind about an offer unless one with the same
+// key was decided before (a restart judges the offer again: the first
+// notice stands).
+func (e *engine) postOnce(k itemKey, en queue.Entry, kind, offerID, line string, obj any, key string, now time.Time) {
 	if e.notes.off {
 		return
 	}
-	msgID, actID := noticeIDs(e.cfg.AgentID, k.group, NoticeRejection, key)
+	msgID, actID := noticeIDs(e.cfg.AgentID, k.group, kind, key)
 	if r, found, err := e.notes.store.get(msgID); err != nil {
 		e.log.Error("read notice record", "message", msgID, "err", err)
 	} else if found {
-		// Judged again (a restart): the first judgement's notice stands.
-		e.log_.notice(NoticeLog{Kind: r.Kind, GroupID: k.group, WorkItemID: k.id, OfferID: obj.OfferID, MessageID: msgID,
+		e.log_.notice(NoticeLog{Kind: r.Kind, GroupID: k.group, WorkItemID: k.id, OfferID: offerID, MessageID: msgID,
 			State: noticeSkipped, Why: "already " + r.State, At: now})
 		return
 	}
 	raw, err := protocol.Marshal(obj)
 	if err != nil {
-		e.log.Error("rejection notice", "item", k.sched(), "err", err)
+		e.log.Error(kind+" notice", "item", k.sched(), "err", err)
 		return
 	}
-	e.decideNotice(noticeRecord{Kind: NoticeRejection, GroupID: k.group, WorkItemID: k.id, OfferID: obj.OfferID,
-		MissionID: en.MissionID, MessageID: msgID, ActionID: actID, Text: noticeText(rejectionLine(obj), raw), Object: raw,
+	e.decideNotice(noticeRecord{Kind: kind, GroupID: k.group, WorkItemID: k.id, OfferID: offerID,
+		MissionID: en.MissionID, MessageID: msgID, ActionID: actID, Text: noticeText(line, raw), Object: raw,
 		State: noticePending, At: now}, now)
 }
 

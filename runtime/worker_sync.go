@@ -10,6 +10,7 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/scheduler"
+	"github.com/missionweave/mwp-worker/slots"
 )
 
 // onApplied feeds what a store transaction changed to the scheduler:
@@ -109,7 +110,7 @@ func (e *engine) sync(k itemKey) {
 			e.drop(it)
 		}
 	case en.State == protocol.WorkOffered && en.OfferedTo(me) && en.Offer != nil:
-		if r, ok := e.refused[k]; ok && r.offerID == en.Offer.OfferID && !e.reconsider(r) {
+		if r, ok := e.refused[k]; ok && r.offerID == en.Offer.OfferID && !e.reconsider(r) && !(r.ambiguous && r.revision != en.ContractRevision) {
 			return // judged already, and nothing that decided it has changed
 		}
 		if it == nil || (it.offerID != en.Offer.OfferID && it.phase != phRunning && it.phase != phFinishing) {
@@ -221,6 +222,16 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 	contract, err := e.store.Contract(k.group, k.id)
 	if err != nil {
 		e.log.Warn("offer without a readable contract", "item", k.sched(), "err", err)
+		return
+	}
+	// An essential ambiguity (spec 10.1) is raised before acceptance, and
+	// the item is not taken: the coordinator answers with a corrected
+	// contract (a new revision or a new offer), judged afresh.
+	if qs := e.ambiguities(contract); len(qs) > 0 {
+		e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
+			"contractRevision", en.ContractRevision, "questions", qs)
+		e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
+		e.noticeAmbiguity(k, en, qs, now)
 		return
 	}
 	e.ensureGroup(k.group)
@@ -342,6 +353,28 @@ type refusal struct {
 	// revision is the contract revision of a refused renewal (spec 10.1):
 	// that revision is not judged again.
 	revision uint64
+	// ambiguous: a handler raised questions about this offer's contract at
+	// revision; only a new offer or revision is judged again.
+	ambiguous bool
+}
+
+// ambiguities are the questions the handlers that would run the contract
+// raise about it (slots.Clarifier), in handler order.
+func (e *engine) ambiguities(c protocol.WorkContract) []string {
+	var qs []string
+	for _, h := range e.cfg.Handlers {
+		cl, ok := h.(slots.Clarifier)
+		if !ok {
+			continue
+		}
+		for _, req := range c.RequiredCapabilities {
+			if hc := h.Capability(); hc.ID == req.ID && slots.VersionSatisfies(hc.Version, req.Version) {
+				qs = append(qs, cl.Clarify(c)...)
+				break
+			}
+		}
+	}
+	return qs
 }
 
 // reconsider reports whether a refused, still open offer is judged again

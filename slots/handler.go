@@ -19,6 +19,17 @@ type Handler interface {
 	Run(ctx context.Context, w *Work) (Result, error)
 }
 
+// Clarifier is a Handler that can tell, before its worker accepts an
+// offer, what in a Work Contract it cannot act on without guessing: an
+// essential ambiguity (spec 10.1). The worker then raises the questions in
+// the WorkItem's conversation and does not accept the item; the
+// coordinator answers with a corrected contract in a new offer. No
+// questions: nothing is ambiguous. Clarify must be quick and pure: it runs
+// in the worker's decision loop.
+type Clarifier interface {
+	Clarify(c protocol.WorkContract) []string
+}
+
 // Result is what a finished handler hands over for work.submit.
 type Result struct {
 	Artifacts []string            // digests returned by Work.PublishArtifact
