@@ -60,7 +60,7 @@ func (s *Service) checkPolicy(c *call, gs *groupState) error {
 			return protocol.WithDetails(err.(*protocol.Error), "policy", PolicyMessageRate)
 		}
 	case protocol.CmdWorkPropose:
-		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
+		if err := s.proposals.allow(c.cmd.Actor, c.now); err != nil {
 			return protocol.WithDetails(err.(*protocol.Error), "policy", PolicyProposalRate)
 		}
 	case protocol.CmdWorkAuthorize:

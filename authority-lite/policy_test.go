@@ -91,6 +91,35 @@ func TestRateLimitNamesPolicy(t *testing.T) {
 	}
 }
 
+// Messages and proposals have buckets of their own (spec 20 names two
+// limits): an agent that used up its messages can still propose, and one
+// out of proposals can still post; each refusal names its policy.
+func TestMessageAndProposalRatesApart(t *testing.T) {
+	k := newSvc(t)
+	k.s.rates = &rateLimiter{Burst: 1, Every: time.Hour}
+	k.s.proposals = &rateLimiter{Burst: 1, Every: time.Hour}
+	post := func(id string) error {
+		_, err := k.do(k.w["w1"], protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: id, ConversationID: "c", Text: "x"})
+		return err
+	}
+	propose := func(id string) error {
+		_, err := k.do(k.w["w1"], protocol.CmdWorkPropose, &protocol.ProposeWorkPayload{ProposalID: id, MissionID: "mis-a", Summary: "more"})
+		return err
+	}
+	if err := post("m1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := post("m2"); protocol.CodeOf(err) != protocol.CodeRateLimited || policyOf(err) != PolicyMessageRate {
+		t.Fatalf("second message: %v", err)
+	}
+	if err := propose("p1"); err != nil {
+		t.Fatalf("a proposal after the messages ran out: %v", err)
+	}
+	if err := propose("p2"); protocol.CodeOf(err) != protocol.CodeRateLimited || policyOf(err) != PolicyProposalRate {
+		t.Fatalf("second proposal: %v", err)
+	}
+}
+
 // One human creating Groups in a loop is refused with RATE_LIMITED and the
 // wait; a byte-identical retry of an accepted create still gets its receipt.
 func TestMissionCreateRateLimited(t *testing.T) {

@@ -47,10 +47,15 @@ type Config struct {
 	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
 	// then only agents registered with RegisterAgent may join.
 	ClosedRegistration bool
-	// RateBurst and RateEvery bound each actor's messages and proposals
-	// (spec 20); zero RateBurst means 60 per minute.
+	// RateBurst and RateEvery bound each actor's messages (spec 20's
+	// message rate); zero RateBurst means a burst of 60, then one a second.
 	RateBurst int
 	RateEvery time.Duration
+	// ProposalBurst and ProposalEvery bound each actor's work.propose
+	// (spec 20's proposal rate), a bucket of its own; zero ProposalBurst
+	// takes RateBurst and RateEvery.
+	ProposalBurst int
+	ProposalEvery time.Duration
 	// Init allows a new, empty log beside an existing DIR/authority.key
 	// (`authority serve --init`); without it Open refuses a key whose log
 	// is missing or empty (LOG_MISSING), and with it Open refuses a log that
@@ -95,9 +100,12 @@ type Service struct {
 	mu     sync.Mutex // guards groups
 	groups map[string]*groupState
 	acks   map[string]uint64
-	rates  *rateLimiter
-	writer *writer
-	m      *metrics
+	rates  *rateLimiter // messages, per actor
+	// proposals is work.propose's own bucket, per actor: a chatty agent's
+	// messages do not use up its proposals, nor the other way round.
+	proposals *rateLimiter
+	writer    *writer
+	m         *metrics
 	// refusals samples the INFO lines about refused commands.
 	refusals refusalLog
 	// creates limits mission.create and create_follow_up, per human.
@@ -215,7 +223,11 @@ func Open(cfg Config) (*Service, error) {
 	if cfg.RateBurst == 0 {
 		cfg.RateBurst, cfg.RateEvery = 60, time.Second
 	}
+	if cfg.ProposalBurst == 0 {
+		cfg.ProposalBurst, cfg.ProposalEvery = cfg.RateBurst, cfg.RateEvery
+	}
 	s.rates = &rateLimiter{Burst: cfg.RateBurst, Every: cfg.RateEvery}
+	s.proposals = &rateLimiter{Burst: cfg.ProposalBurst, Every: cfg.ProposalEvery}
 	if cfg.CreateBurst == 0 {
 		cfg.CreateBurst, cfg.CreateEvery = 20, 3*time.Second
 	}
