@@ -10,7 +10,9 @@ import (
 // Membership, delegation and messages live in the service layer: they
 // gate who may send what, but never move Mission or WorkItem state.
 
-// MaxDelegationDepth bounds re-delegation chains (spec 20).
+// MaxDelegationDepth is the default bound of re-delegation chains
+// (spec 20), Policy.MaxDelegationDepth; a maxDelegationDepth grant lifts it
+// for one command.
 const MaxDelegationDepth = 3
 
 func membershipAggregate(a protocol.Actor) protocol.Aggregate {
@@ -123,23 +125,10 @@ func (s *Service) grantDelegation(c *call, gs *groupState, pl *protocol.GrantDel
 	if m == nil || m.State != protocol.MembershipActive {
 		return protocol.Errorf(protocol.CodeMembershipRequired, "delegate %s is not a member", pl.Delegate.ID).At("/payload/delegate")
 	}
-	depth, seen := 1, map[string]bool{pl.DelegationID: true}
-	for parent := pl.ParentDelegationID; parent != ""; depth++ {
-		if seen[parent] {
-			return protocol.InvalidCommand("delegation chain through %s is cyclic", parent).At("/payload/parentDelegationId")
-		}
-		seen[parent] = true
-		d := findDelegation(gs, parent)
-		if d == nil {
-			return protocol.InvalidCommand("parent delegation %s not found", parent).At("/payload/parentDelegationId")
-		}
-		if d.Delegate == pl.Delegate {
-			return protocol.InvalidCommand("delegation back to %s is cyclic", pl.Delegate.ID).At("/payload/delegate")
-		}
-		parent = d.ParentDelegationID
-	}
-	if depth > MaxDelegationDepth {
-		return protocol.InvalidCommand("delegation depth %d exceeds %d", depth, MaxDelegationDepth).At("/payload/parentDelegationId")
+	// The chain's depth is a policy limit (checkPolicy, a grant may lift
+	// it); its shape is checked here.
+	if _, err := delegationDepth(gs, pl); err != nil {
+		return err
 	}
 	if findDelegation(gs, pl.DelegationID) != nil {
 		return protocol.InvalidCommand("delegation %s already exists", pl.DelegationID).At("/payload/delegationId")
@@ -153,6 +142,28 @@ func (s *Service) grantDelegation(c *call, gs *groupState, pl *protocol.GrantDel
 	gs.members[actorKey(pl.Delegate)] = &nm
 	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtMembershipDelegationGranted, Aggregate: membershipAggregate(pl.Delegate), Revision: nm.Revision, Actor: c.cmd.Actor, Payload: &nm})
 	return nil
+}
+
+// delegationDepth is the length of the chain pl would end (1 without a
+// parent), or why the chain is malformed: cyclic, or through an unknown
+// delegation.
+func delegationDepth(gs *groupState, pl *protocol.GrantDelegationPayload) (int, error) {
+	depth, seen := 1, map[string]bool{pl.DelegationID: true}
+	for parent := pl.ParentDelegationID; parent != ""; depth++ {
+		if seen[parent] {
+			return 0, protocol.InvalidCommand("delegation chain through %s is cyclic", parent).At("/payload/parentDelegationId")
+		}
+		seen[parent] = true
+		d := findDelegation(gs, parent)
+		if d == nil {
+			return 0, protocol.InvalidCommand("parent delegation %s not found", parent).At("/payload/parentDelegationId")
+		}
+		if d.Delegate == pl.Delegate {
+			return 0, protocol.InvalidCommand("delegation back to %s is cyclic", pl.Delegate.ID).At("/payload/delegate")
+		}
+		parent = d.ParentDelegationID
+	}
+	return depth, nil
 }
 
 func findDelegation(gs *groupState, id string) *protocol.Delegation {

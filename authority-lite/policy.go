@@ -28,6 +28,8 @@ type Policy struct {
 	// MaxOpenWorkItems bounds WorkItems not yet verified, cancelled or
 	// failed (active and queued work, spec 20).
 	MaxOpenWorkItems int
+	// MaxDelegationDepth bounds re-delegation chains (0: MaxDelegationDepth).
+	MaxDelegationDepth int
 }
 
 // grantRecord is a cooperation-override grant and its consumption.
@@ -62,6 +64,15 @@ func (s *Service) checkPolicy(c *call, gs *groupState) error {
 	case protocol.CmdWorkPropose:
 		if err := s.proposals.allow(c.cmd.Actor, c.now); err != nil {
 			return protocol.WithDetails(err.(*protocol.Error), "policy", PolicyProposalRate)
+		}
+	case protocol.CmdMembershipGrantDelegation:
+		max := s.cfg.Policy.MaxDelegationDepth
+		if max <= 0 {
+			max = MaxDelegationDepth
+		}
+		// A malformed chain is not a policy matter: dispatch refuses it.
+		if depth, err := delegationDepth(gs, c.payload.(*protocol.GrantDelegationPayload)); err == nil && depth > max {
+			return policyError(protocol.CodeAuthForbidden, PolicyDelegationDepth, "delegation depth %d exceeds the policy's %d", depth, max).At("/payload/parentDelegationId")
 		}
 	case protocol.CmdWorkAuthorize:
 		max := s.cfg.Policy.MaxOpenWorkItems

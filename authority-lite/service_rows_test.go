@@ -70,7 +70,18 @@ func TestDelegationRows(t *testing.T) {
 	k.join("w3")
 	k.ok(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
 	k.ok(k.coord, protocol.CmdMembershipGrantDelegation, grant("d7", "d5", agent("w3"), time.Hour))                            // depth 3
-	k.refuse(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour), protocol.CodeInvalidCommand) // depth 4
+	// Depth 4 is over the policy (AUTH_FORBIDDEN naming maxDelegationDepth);
+	// the owner's grant for exactly this command lets it through once.
+	k.refuse(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour), protocol.CodeAuthForbidden)
+	_, err := k.do(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour))
+	if policyOf(err) != PolicyDelegationDepth {
+		t.Fatalf("depth 4: %v, want the maxDelegationDepth policy named", err)
+	}
+	k.ok(k.alice, protocol.CmdPolicyGrantCooperationOverride, &protocol.CooperationOverrideGrant{GrantID: "ovr-depth", MissionID: "mis-a", GroupID: "grp-a",
+		Policy: PolicyDelegationDepth, Grantee: agent("coord"), TargetCommandType: protocol.CmdMembershipGrantDelegation, TargetActionID: "act-d8",
+		Reason: "one more hand-off", Approver: owner, GrantedAt: protocol.NewTime(k.clk.Now()), ExpiresAt: protocol.NewTime(k.clk.Now().Add(time.Hour))})
+	k.ok(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour),
+		func(e *protocol.Envelope) { e.ActionID, e.OverrideGrantID = "act-d8", "ovr-depth" })
 	// Only the coordinator grants.
 	k.refuse(k.w["w1"], protocol.CmdMembershipGrantDelegation, grant("d9", "", agent("w2"), time.Hour), protocol.CodeAuthForbidden,
 		func(e *protocol.Envelope) { e.CoordinatorEpoch = protocol.Uint64(m.Coordinator.CoordinatorEpoch) })
