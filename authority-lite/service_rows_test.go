@@ -69,7 +69,7 @@ func TestDelegationRows(t *testing.T) {
 	k.refuse(k.coord, protocol.CmdMembershipGrantDelegation, grant("d6", "d5", agent("w1"), time.Hour), protocol.CodeInvalidCommand) // back to w1: cyclic
 	k.join("w3")
 	k.ok(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
-	k.ok(k.coord, protocol.CmdMembershipGrantDelegation, grant("d7", "d5", agent("w3"), time.Hour))                            // depth 3
+	k.ok(k.coord, protocol.CmdMembershipGrantDelegation, grant("d7", "d5", agent("w3"), time.Hour)) // depth 3
 	// Depth 4 is over the policy (AUTH_FORBIDDEN naming maxDelegationDepth);
 	// the owner's grant for exactly this command lets it through once.
 	k.refuse(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour), protocol.CodeAuthForbidden)
