@@ -1,0 +1,103 @@
+package group
+
+import (
+	"testing"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+// The "coordinator or policy" sender column: an Organization service is
+// admitted without a coordinator lease, an agent only as the coordinator.
+func TestCoordinatorOrPolicySender(t *testing.T) {
+	terminate := &protocol.TerminateMissionPayload{MissionID: "mis-a", Reason: "budget spent"}
+	policy := protocol.Actor{Kind: protocol.ActorService, ID: "policy-1"}
+	for _, tc := range []struct {
+		name string
+		in   func(k *kit) Input
+		code protocol.Code // "" accepted
+	}{
+		{"an agent that is not the coordinator, on the coordinator's epoch", func(k *kit) Input {
+			in := k.worker("w1", protocol.CmdMissionTerminate, terminate)
+			in.CoordinatorEpoch = protocol.Uint64(k.epoch)
+			return in
+		}, protocol.CodeAuthForbidden},
+		{"a policy service", func(k *kit) Input { return k.input(policy, protocol.CmdMissionTerminate, terminate) }, ""},
+		{"the coordinator", func(k *kit) Input { return k.coordIn(protocol.CmdMissionTerminate, terminate) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKit(t)
+			if tc.code == "" {
+				k.must(tc.in(k))
+				return
+			}
+			k.refuse(tc.in(k), tc.code)
+		})
+	}
+}
+
+// work.fail without a lease is the coordinator's or a policy service's;
+// a worker fails only what it owns.
+func TestFailWithoutLeaseSender(t *testing.T) {
+	fail := &protocol.FailWorkPayload{WorkItemID: "wi", Reason: "cannot be done", Evidence: failureEv}
+	for _, tc := range []struct {
+		name string
+		in   func(k *kit) Input
+		code protocol.Code // "" accepted
+	}{
+		{"a worker, on the coordinator's epoch", func(k *kit) Input {
+			in := k.worker("w1", protocol.CmdWorkFail, fail)
+			in.CoordinatorEpoch = protocol.Uint64(k.epoch)
+			return in
+		}, protocol.CodeAuthForbidden},
+		{"a policy service", func(k *kit) Input {
+			return k.input(protocol.Actor{Kind: protocol.ActorService, ID: "policy-1"}, protocol.CmdWorkFail, fail)
+		}, ""},
+		{"the coordinator", func(k *kit) Input { return k.coordIn(protocol.CmdWorkFail, fail) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKit(t)
+			k.to("wi", protocol.WorkQueued)
+			if tc.code == "" {
+				k.must(tc.in(k))
+				k.wantState("wi", protocol.WorkFailed)
+				return
+			}
+			k.refuse(tc.in(k), tc.code)
+		})
+	}
+}
+
+// Client-supplied durations: 1 ms up to maxDurationMs inclusive.
+func TestDurationBounds(t *testing.T) {
+	for _, tc := range []struct {
+		ms uint64
+		ok bool
+	}{{0, false}, {1, true}, {maxDurationMs, true}, {maxDurationMs + 1, false}} {
+		_, err := durationMs(tc.ms, "/payload/x")
+		if (err == nil) != tc.ok || (err != nil && protocol.CodeOf(err) != protocol.CodeInvalidCommand) {
+			t.Errorf("durationMs(%d): %v, want ok %v", tc.ms, err, tc.ok)
+		}
+	}
+}
+
+// A contract's first revision is 1, and it names at least one output and
+// one capability.
+func TestCheckContractMinimums(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(c *protocol.WorkContract)
+		ok   bool
+	}{
+		{"as built", func(*protocol.WorkContract) {}, true},
+		{"revision 1", func(c *protocol.WorkContract) { c.Revision = 1 }, true},
+		{"revision 0", func(c *protocol.WorkContract) { c.Revision = 0 }, false},
+		{"no required outputs", func(c *protocol.WorkContract) { c.RequiredOutputs = nil }, false},
+		{"no required capabilities", func(c *protocol.WorkContract) { c.RequiredCapabilities = nil }, false},
+	} {
+		c := testContract("wi")
+		tc.edit(&c)
+		if err := CheckContract(&c); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
