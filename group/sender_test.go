@@ -80,8 +80,8 @@ func TestDurationBounds(t *testing.T) {
 	}
 }
 
-// A contract's first revision is 1, and it names at least one output and
-// one capability.
+// A contract's first revision is 1; it names at least one output and one
+// capability, allows at least one attempt and a backoff that does not shrink.
 func TestCheckContractMinimums(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -93,6 +93,9 @@ func TestCheckContractMinimums(t *testing.T) {
 		{"revision 0", func(c *protocol.WorkContract) { c.Revision = 0 }, false},
 		{"no required outputs", func(c *protocol.WorkContract) { c.RequiredOutputs = nil }, false},
 		{"no required capabilities", func(c *protocol.WorkContract) { c.RequiredCapabilities = nil }, false},
+		{"one attempt, backoff multiplier 1", func(c *protocol.WorkContract) { c.RetryPolicy.MaxAttempts, c.RetryPolicy.Backoff.Multiplier = 1, 1 }, true},
+		{"no attempts", func(c *protocol.WorkContract) { c.RetryPolicy.MaxAttempts = 0 }, false},
+		{"a backoff that shrinks", func(c *protocol.WorkContract) { c.RetryPolicy.Backoff.Multiplier = 0.5 }, false},
 	} {
 		c := testContract("wi")
 		tc.edit(&c)
