@@ -1,6 +1,8 @@
 package group
 
 import (
+	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -102,5 +104,49 @@ func TestCheckContractMinimums(t *testing.T) {
 		if err := CheckContract(&c); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// A refusal for missing evidence names the criteria: those left uncovered
+// and those the contract does not have.
+func TestEvidenceCoverageNamesCriteria(t *testing.T) {
+	c := testContract("wi")
+	for _, tc := range []struct {
+		name               string
+		ev                 []protocol.Evidence
+		uncovered, unknown []string
+	}{
+		{"all covered", []protocol.Evidence{evidence("wi", "ac-1", "ac-2")}, nil, nil},
+		{"one uncovered", []protocol.Evidence{evidence("wi", "ac-1")}, []string{"ac-2"}, []string{}},
+		{"one unknown", []protocol.Evidence{evidence("wi", "ac-1", "ac-2", "ac-9")}, []string{}, []string{"ac-9"}},
+	} {
+		err := checkEvidenceCoverage(&c, tc.ev)
+		if tc.uncovered == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || !reflect.DeepEqual(pe.Details["uncoveredCriteria"], tc.uncovered) || !reflect.DeepEqual(pe.Details["unknownCriteria"], tc.unknown) {
+			t.Errorf("%s: %v, details %v", tc.name, err, pe)
+		}
+	}
+}
+
+// DependenciesMet lists what a WorkItem still waits for; nothing for an
+// unknown WorkItem.
+func TestDependenciesMet(t *testing.T) {
+	k := newKit(t)
+	k.authorize("a")
+	k.authorize("b", protocol.Dependency{WorkItemID: "a", Policy: protocol.DependencyVerified})
+	if got := k.g.DependenciesMet("b"); len(got) != 1 || got[0].WorkItemID != "a" {
+		t.Fatalf("b waits for %v, want a", got)
+	}
+	if got := k.g.DependenciesMet("a"); len(got) != 0 {
+		t.Fatalf("a waits for %v", got)
+	}
+	if got := k.g.DependenciesMet("nope"); got != nil {
+		t.Fatalf("unknown item waits for %v", got)
 	}
 }
