@@ -45,6 +45,28 @@ func TestEntryHeapCompactKeepsOrder(t *testing.T) {
 	}
 }
 
+// Removing every entry, in any order, leaves an empty heap: the last
+// removal may find a dead node on top and no live one left.
+func TestEntryHeapRemoveAll(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 10))
+	for round := range 50 {
+		var h entryHeap
+		es := make([]*entry, 2+r.IntN(60))
+		for i := range es {
+			es[i] = &entry{seq: uint64(i)}
+			h.push(es[i], r.Int64N(20))
+		}
+		for _, i := range r.Perm(len(es)) {
+			es[i].stamp++
+			h.remove(es[i])
+		}
+		if h.top() != nil || h.live != 0 {
+			t.Fatalf("round %d: top %v, %d live after removing all", round, h.top(), h.live)
+		}
+	}
+}
+
 func TestCeilMulDiv(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ a, b, c, want int64 }{
