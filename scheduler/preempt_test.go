@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,5 +73,39 @@ func TestPreemptionBoundaries(t *testing.T) {
 				t.Fatalf("rules %v, want the fair-share floor %v", p.Basis.PolicyRulesApplied.Names(), tc.across)
 			}
 		})
+	}
+}
+
+// EDFBurst bounds how many deadline picks in a row pass over an overdue
+// item: the default is 4, a negative value none. The item is overdue from
+// its aging key (1 ms after it was queued) on, that instant included.
+func TestEDFBurst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		burst int
+		start int64 // the first pick
+		want  int   // deadline items started before the overdue one
+	}{{0, 10, 4}, {2, 10, 2}, {-1, 10, 0}, {-1, 1, 0}, {2, 1, 2}} {
+		s := newSched(t, scheduler.Config{Slots: 1, SlackWindow: time.Hour, EDFBurst: tc.burst,
+			MaxWait: [4]time.Duration{scheduler.UrgencyLow: time.Millisecond}}, map[string]scheduler.GroupConfig{"g": {Weight: 1}})
+		must(t, s.Enqueue(scheduler.Item{ID: "old", Group: "g", Urgency: scheduler.UrgencyLow, Estimate: est(1)}, at(0)))
+		for i := range 6 {
+			must(t, s.Enqueue(scheduler.Item{ID: fmt.Sprintf("d%d", i), Group: "g", Urgency: scheduler.UrgencyNormal, Estimate: est(1), Deadline: at(int64(10_000 + i))}, at(0)))
+		}
+		got := -1
+		for n, now := 0, tc.start; n < 7; n, now = n+1, now+2 {
+			d, ok := s.Next(at(now))
+			if !ok {
+				t.Fatalf("burst %d: nothing started at %d", tc.burst, now)
+			}
+			if d.Item == "old" {
+				got = n
+				break
+			}
+			must(t, s.Finish(d.Item, at(now+1)))
+		}
+		if got != tc.want {
+			t.Errorf("EDFBurst %d from %d: the overdue item started after %d deadline items, want %d", tc.burst, tc.start, got, tc.want)
+		}
 	}
 }
