@@ -126,3 +126,21 @@ func TestDisclosureDeadlineOrder(t *testing.T) {
 		}
 	}
 }
+
+// Next follows the same boundary: the deadline item whose slack ends at
+// exactly now + SlackWindow starts before older work, one a millisecond
+// later does not.
+func TestSlackWindowPromotion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		deadline int64
+		first    string
+	}{{1110, "due"}, {1111, "old"}} {
+		s := newSched(t, scheduler.Config{Slots: 1, SlackWindow: est(1000)}, map[string]scheduler.GroupConfig{"A": {Weight: 1}})
+		must(t, s.Enqueue(scheduler.Item{ID: "old", Group: "A", Estimate: est(100)}, at(0)))
+		must(t, s.Enqueue(scheduler.Item{ID: "due", Group: "A", Estimate: est(100), Deadline: at(tc.deadline)}, at(5)))
+		if d, ok := s.Next(at(10)); !ok || d.Item != tc.first {
+			t.Errorf("deadline %d: started %+v (%v), want %s", tc.deadline, d, ok, tc.first)
+		}
+	}
+}
