@@ -109,3 +109,34 @@ func TestEDFBurst(t *testing.T) {
 		}
 	}
 }
+
+// With a free slot the pressing item fits, Preempt names no victim (Next
+// starts it); a Group at its quota cannot use the free slot, so its own
+// lower item yields.
+func TestPreemptWithFreeSlot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		quota int
+		want  string
+	}{
+		{"a free slot", 0, ""},
+		{"a free slot, but the Group is at its quota", 1, "b"},
+	} {
+		s := newSched(t, scheduler.Config{Slots: 2}, map[string]scheduler.GroupConfig{"g": {Weight: 1, Quota: tc.quota}, "h": {Weight: 1}})
+		// a takes slot 0 and b slot 1; a finishes: slot 0 is free.
+		for i, it := range []scheduler.Item{{ID: "a", Group: "h", Preemptible: true, Estimate: est(1000)},
+			{ID: "b", Group: "g", Urgency: scheduler.UrgencyLow, Preemptible: true, Estimate: est(1000)}} {
+			must(t, s.Enqueue(it, at(0)))
+			if d, ok := s.Next(at(0)); !ok || d.Item != it.ID || d.Slot != i {
+				t.Fatalf("setup: %+v %v, want %s in slot %d", d, ok, it.ID, i)
+			}
+		}
+		must(t, s.Finish("a", at(10)))
+		must(t, s.Enqueue(scheduler.Item{ID: "c", Group: "g", Urgency: scheduler.UrgencyCritical, Estimate: est(100)}, at(10)))
+		p, ok := s.Preempt(at(20))
+		if got := map[bool]string{true: p.Item}[ok]; got != tc.want {
+			t.Errorf("%s: victim %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
