@@ -140,3 +140,24 @@ func TestPreemptWithFreeSlot(t *testing.T) {
 		}
 	}
 }
+
+// A deadline item asks for a slot only when its latest start comes before
+// the next running item's estimated end.
+func TestPreemptOnlyWhenTheDeadlineCannotWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		deadline int64 // estimate 100: latest start deadline-100; r ends at 1000
+		want     string
+	}{{1100, ""}, {1099, "r"}} {
+		s := newSched(t, scheduler.Config{Slots: 1}, map[string]scheduler.GroupConfig{"g": {Weight: 1}})
+		must(t, s.Enqueue(scheduler.Item{ID: "r", Group: "g", Urgency: scheduler.UrgencyLow, Preemptible: true, Estimate: est(1000)}, at(0)))
+		if d, ok := s.Next(at(0)); !ok || d.Item != "r" {
+			t.Fatalf("setup: %+v %v", d, ok)
+		}
+		must(t, s.Enqueue(scheduler.Item{ID: "d", Group: "g", Estimate: est(100), Deadline: at(tc.deadline)}, at(5)))
+		p, ok := s.Preempt(at(10))
+		if got := map[bool]string{true: p.Item}[ok]; got != tc.want {
+			t.Errorf("deadline %d: victim %q, want %q", tc.deadline, got, tc.want)
+		}
+	}
+}
