@@ -3,6 +3,8 @@ package group
 import (
 	"testing"
 	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // The defaults are the figures docs/wire.md's limits table gives; a zero or
@@ -24,6 +26,25 @@ func TestLimitsDefaults(t *testing.T) {
 	} {
 		if got := tc.in.WithDefaults(); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// mission.create names this Group or none.
+func TestMissionCreateNamesThisGroup(t *testing.T) {
+	for _, tc := range []struct {
+		group string
+		ok    bool
+	}{{"grp-b", false}, {"grp-a", true}, {"", true}} {
+		k := &kit{t: t, g: NewGroup("grp-a", testLimits()), now: t0}
+		in := k.human(protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal})
+		in.GroupID = tc.group
+		if tc.ok {
+			k.must(in)
+			continue
+		}
+		if e := k.refuse(in, protocol.CodeInvalidCommand); e.Pointer != "/groupId" {
+			t.Errorf("group %q: refused at %q", tc.group, e.Pointer)
 		}
 	}
 }
