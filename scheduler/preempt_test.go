@@ -161,3 +161,20 @@ func TestPreemptOnlyWhenTheDeadlineCannotWait(t *testing.T) {
 		}
 	}
 }
+
+// Between the pressing items of two Groups at the same virtual time, the
+// Group with the smaller id asks first.
+func TestPreemptCandidateTie(t *testing.T) {
+	t.Parallel()
+	s := newSched(t, scheduler.Config{Slots: 1}, map[string]scheduler.GroupConfig{"a": {Weight: 1}, "b": {Weight: 1}, "z": {Weight: 1}})
+	must(t, s.Enqueue(scheduler.Item{ID: "r", Group: "z", Urgency: scheduler.UrgencyLow, Preemptible: true, Estimate: est(1000)}, at(0)))
+	if d, ok := s.Next(at(0)); !ok || d.Item != "r" {
+		t.Fatalf("setup: %+v %v", d, ok)
+	}
+	must(t, s.Enqueue(scheduler.Item{ID: "cb", Group: "b", Urgency: scheduler.UrgencyCritical, Estimate: est(100)}, at(5)))
+	must(t, s.Enqueue(scheduler.Item{ID: "ca", Group: "a", Urgency: scheduler.UrgencyCritical, Estimate: est(100)}, at(5)))
+	p, ok := s.Preempt(at(10))
+	if !ok || p.Item != "r" || p.For != "ca" {
+		t.Fatalf("preemption %+v %v, want r for ca", p, ok)
+	}
+}
