@@ -150,3 +150,33 @@ func TestDependenciesMet(t *testing.T) {
 		t.Fatalf("unknown item waits for %v", got)
 	}
 }
+
+// work.propose may name a parent WorkItem only if it exists.
+func TestProposeParent(t *testing.T) {
+	for _, tc := range []struct {
+		parent string
+		ok     bool
+	}{{"wi", true}, {"wi-x", false}, {"", true}} {
+		k := newKit(t)
+		k.authorize("wi")
+		in := k.worker("w1", protocol.CmdWorkPropose, &protocol.ProposeWorkPayload{ProposalID: "p1", MissionID: "mis-a", Summary: "split", ParentWorkItemID: tc.parent})
+		if tc.ok {
+			k.must(in)
+			continue
+		}
+		if e := k.refuse(in, protocol.CodeInvalidCommand); e.Pointer != "/payload/parentWorkItemId" {
+			t.Errorf("parent %q: refused at %q", tc.parent, e.Pointer)
+		}
+	}
+}
+
+// Offering a WorkItem with an active owner is refused, naming the owner's
+// ownership epoch.
+func TestOfferWithActiveOwner(t *testing.T) {
+	k := newKit(t)
+	k.to("wi", protocol.WorkQueued)
+	e := k.refuse(k.coordIn(protocol.CmdWorkOffer, k.offerPayload("wi", "of-2", "w2")), protocol.CodeInvalidStateTransition)
+	if e.Details["reason"] != "active_owner" || e.Details["ownershipEpoch"] != k.g.Items["wi"].Ownership.OwnershipEpoch {
+		t.Fatalf("details %v", e.Details)
+	}
+}
