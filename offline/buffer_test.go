@@ -176,6 +176,14 @@ func TestBufferBounds(t *testing.T) {
 			t.Fatalf("%d bytes over the bound %d", sz, buf.Limits().MaxBytes)
 		}
 	})
+	t.Run("exactly full", func(t *testing.T) {
+		// A command of exactly MaxBytes fits an empty buffer and fills it.
+		buf := openBuffer(t, tempDB(t), Limits{MaxBytes: size})
+		mustAppend(t, buf, raw(0))
+		if n, sz, _ := buf.Len(); n != 1 || sz != size {
+			t.Fatalf("%d commands, %d bytes buffered, want 1 and %d", n, sz, size)
+		}
+	})
 	t.Run("larger than the buffer", func(t *testing.T) {
 		buf := openBuffer(t, tempDB(t), Limits{MaxBytes: size - 1})
 		if _, err := buf.Append(raw(0)); !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrFull) {
@@ -277,5 +285,38 @@ func TestOpenBufferSchema(t *testing.T) {
 	}
 	if _, err := OpenBuffer(db, Limits{}); !errors.Is(err, ErrSchema) {
 		t.Fatalf("open of schema 99: %v", err)
+	}
+}
+
+// A record is a length-prefixed header and the bytes after it; any prefix
+// that does not fit the record is an error, never a panic or a short read.
+func TestSplitRecord(t *testing.T) {
+	t.Parallel()
+	hdr := entryHeader{ActionID: "a", Type: protocol.CmdLeaseRenew, GroupID: "g"}
+	for _, payload := range [][]byte{nil, []byte(`{}`)} {
+		rec, err := encodeRecord(hdr, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got entryHeader
+		p, err := splitRecord(rec, &got)
+		if err != nil || !bytes.Equal(p, payload) || got.ActionID != "a" {
+			t.Fatalf("round trip of %q: %q, %+v, %v", payload, p, got, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		v    []byte
+	}{
+		{"empty", nil},
+		{"prefix only", []byte{5}},
+		{"header one byte short", append([]byte{5}, "{}{}"...)},
+		{"header as long as the record", append([]byte{5}, "{}"...)},
+		{"prefix overflows", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+	} {
+		var h entryHeader
+		if _, err := splitRecord(tc.v, &h); err == nil || err.Error() != "offline: corrupt record" {
+			t.Errorf("%s: %v, want the corrupt record error", tc.name, err)
+		}
 	}
 }

@@ -88,6 +88,7 @@ func TestRebaseRefuses(t *testing.T) {
 func TestPrepareReuse(t *testing.T) {
 	t.Parallel()
 	key := testKey(t)
+	in := protocol.Inbound{Keys: protocol.NewKeySet(key.Public())}
 	s := func(session, membership uint64, d time.Duration) CurrentSession {
 		return CurrentSession{SessionEpoch: session, MembershipEpochs: map[string]uint64{"grp-a": membership}, Now: at(time.Hour + d)}
 	}
@@ -114,6 +115,11 @@ func TestPrepareReuse(t *testing.T) {
 		}
 		if bytes.Equal(got, first) != tc.same {
 			t.Errorf("%s: reused %v, want %v", tc.name, !tc.same, tc.same)
+		}
+		// Reused bytes are still fresh to an authority whose clock runs up
+		// to ReuseRebasedFor ahead (half the freshness window is left).
+		if _, err := in.DecodeCommand(got, tc.s.Now.Add(ReuseRebasedFor)); err != nil {
+			t.Errorf("%s: the bytes Prepare returned are refused: %v", tc.name, err)
 		}
 		if decodeCommand(t, got).ActionID != decodeCommand(t, first).ActionID {
 			t.Errorf("%s: actionId changed", tc.name)

@@ -20,30 +20,37 @@ func TestDecide(t *testing.T) {
 		rec    *Record
 		budget uint64
 		want   verdict
-		err    error // matched with errors.Is
+		err    error  // matched with errors.Is
+		text   string // the refusal says this
 	}{
-		{"new", 0, nil, 0, verdictStart, nil},
-		{"new at the fence", 3, nil, 0, verdictStart, nil},
-		{"new below the fence", 4, nil, 0, verdictRefuse, &protocol.Error{Code: protocol.CodeWorkStaleOwnership}},
-		{"completed", 0, rec(StateCompleted, 5), 2, verdictReplay, nil},
-		{"completed below the fence", 4, rec(StateCompleted, 1), 0, verdictRefuse, &protocol.Error{Code: protocol.CodeWorkStaleOwnership}},
-		{"failed, no budget", 0, rec(StateFailed, 100), 0, verdictStart, nil},
-		{"failed within budget", 0, rec(StateFailed, 1), 2, verdictStart, nil},
-		{"failed at budget", 0, rec(StateFailed, 2), 2, verdictRefuse, ErrExhausted},
-		{"interrupted within budget", 0, rec(StateStarted, 1), 2, verdictStart, nil},
-		{"interrupted at budget", 0, rec(StateStarted, 2), 2, verdictRefuse, ErrExhausted},
-		{"permanent", 0, rec(StateFailedPermanently, 1), 0, verdictRefuse, ErrPermanent},
+		{"new", 0, nil, 0, verdictStart, nil, ""},
+		{"new at the fence", 3, nil, 0, verdictStart, nil, ""},
+		{"new below the fence", 4, nil, 0, verdictRefuse, &protocol.Error{Code: protocol.CodeWorkStaleOwnership}, ""},
+		{"completed", 0, rec(StateCompleted, 5), 2, verdictReplay, nil, ""},
+		{"completed below the fence", 4, rec(StateCompleted, 1), 0, verdictRefuse, &protocol.Error{Code: protocol.CodeWorkStaleOwnership}, ""},
+		{"failed, no budget", 0, rec(StateFailed, 100), 0, verdictStart, nil, ""},
+		{"failed within budget", 0, rec(StateFailed, 1), 2, verdictStart, nil, ""},
+		{"failed at budget", 0, rec(StateFailed, 2), 2, verdictRefuse, ErrExhausted, "(2 of 2): last"},
+		{"interrupted within budget", 0, rec(StateStarted, 1), 2, verdictStart, nil, ""},
+		{"interrupted at budget", 0, rec(StateStarted, 2), 2, verdictRefuse, ErrExhausted, "(2 of 2): the last attempt was interrupted"},
+		{"permanent", 0, rec(StateFailedPermanently, 1), 0, verdictRefuse, ErrPermanent, ""},
 	}
 	for _, c := range cases {
 		got, err := decide(op, c.fence, c.rec, c.budget)
 		if got != c.want || (c.err == nil) != (err == nil) || (c.err != nil && !errors.Is(err, c.err)) {
 			t.Errorf("%s: %v, %v; want %v, %v", c.name, got, err, c.want, c.err)
 		}
+		if err != nil && !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: %q does not say %q", c.name, err, c.text)
+		}
 	}
 }
 
 func TestTruncateKeepsUTF8(t *testing.T) {
-	for _, s := range []string{strings.Repeat("é", 400), strings.Repeat("x", maxErrorLen-1) + "🚀", "short"} {
+	// Exactly the limit is kept whole; bytes that are all continuation
+	// bytes (not UTF-8 at all) are cut to nothing rather than panicking.
+	for _, s := range []string{strings.Repeat("é", 400), strings.Repeat("x", maxErrorLen-1) + "🚀", "short",
+		strings.Repeat("x", maxErrorLen), strings.Repeat("\x80", maxErrorLen+1)} {
 		got := truncate(s)
 		if !utf8.ValidString(got) || len(got) > maxErrorLen+len("…") || (len(s) <= maxErrorLen && got != s) {
 			t.Errorf("truncate(%d bytes) = %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
