@@ -66,6 +66,11 @@ func TestArtifactPublishChecks(t *testing.T) {
 		MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-1", SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{"go": "1.26"},
 		CreatedAt: protocol.NewTime(k.clk.Now()), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: "mwp-artifact:" + digest}
 	epoch := w.Ownership.OwnershipEpoch
+	// producer names an agent as a manifest must: its registered card.
+	producer := func(id string) protocol.ArtifactProducer {
+		card, _ := k.s.AgentCard(id)
+		return protocol.ArtifactProducer{AgentID: id, AgentVersion: card.AgentVersion, AgentCardHash: k.s.org.agent(id).CardHash}
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -93,7 +98,12 @@ func TestArtifactPublishChecks(t *testing.T) {
 		{name: "epoch without a lease id", payload: func(p *protocol.PublishArtifactPayload) { p.LeaseID = "" }, code: protocol.CodeSchemaValidationFailed, pointer: "/payload"},
 		{name: "not the current lease", payload: func(p *protocol.PublishArtifactPayload) { p.LeaseID = "lease-old" }, code: protocol.CodeWorkLeaseExpired, pointer: "/payload/leaseId"},
 		{name: "an epoch never granted", payload: func(p *protocol.PublishArtifactPayload) { p.OwnershipEpoch = protocol.Uint64(epoch + 1) }, code: protocol.CodeInvalidCommand, pointer: "/payload/ownershipEpoch"},
-		{name: "another worker under the owner's lease", by: "w2", edit: func(m *protocol.ArtifactManifest) { m.Producer.AgentID = "w2" }, code: protocol.CodeAuthForbidden},
+		{name: "another card hash", edit: func(m *protocol.ArtifactManifest) { m.Producer.AgentCardHash = protocol.Digest([]byte("other card")) }, code: protocol.CodeInvalidCommand, pointer: "/payload/manifest/producer/agentCardHash"},
+		{name: "another agent version", edit: func(m *protocol.ArtifactManifest) { m.Producer.AgentVersion = "9.9.9" }, code: protocol.CodeInvalidCommand, pointer: "/payload/manifest/producer/agentVersion"},
+		{name: "a source the Group cannot account for", edit: func(m *protocol.ArtifactManifest) {
+			m.SourceArtifacts = protocol.List[string]{protocol.Digest([]byte("never published"))}
+		}, code: protocol.CodeInvalidCommand, pointer: "/payload/manifest/sourceArtifacts/0"},
+		{name: "another worker under the owner's lease", by: "w2", edit: func(m *protocol.ArtifactManifest) { m.Producer = producer("w2") }, code: protocol.CodeAuthForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			by, signer := tc.by, tc.signer
@@ -126,13 +136,17 @@ func TestArtifactPublishChecks(t *testing.T) {
 	// The unchanged manifest is accepted, and so is the coordinator's own
 	// artifact without a lease (it holds none).
 	k.ok(k.w["w1"], protocol.CmdArtifactPublish, &protocol.PublishArtifactPayload{Manifest: signedManifest(t, base, k.w["w1"].Key), OwnershipEpoch: protocol.Uint64(epoch), LeaseID: w.Lease.LeaseID})
+	// A source published in the Group is accounted for.
+	derived := base
+	derived.SourceArtifacts = protocol.List[string]{digest}
+	k.ok(k.w["w1"], protocol.CmdArtifactPublish, &protocol.PublishArtifactPayload{Manifest: signedManifest(t, derived, k.w["w1"].Key), OwnershipEpoch: protocol.Uint64(epoch), LeaseID: w.Lease.LeaseID})
 	cm := base
 	cm.Producer = protocol.ArtifactProducer{AgentID: "coord", AgentVersion: "1.0.0", AgentCardHash: k.s.org.agent("coord").CardHash}
 	k.ok(k.coord, protocol.CmdArtifactPublish, &protocol.PublishArtifactPayload{Manifest: signedManifest(t, cm, k.coord.Key)})
 	// A worker is not the coordinator: without a lease it is refused even
 	// for an item it does not own.
 	wm := base
-	wm.Producer.AgentID = "w2"
+	wm.Producer = producer("w2")
 	_, err = k.do(k.w["w2"], protocol.CmdArtifactPublish, &protocol.PublishArtifactPayload{Manifest: signedManifest(t, wm, k.w["w2"].Key)})
 	wantRefusal(t, err, protocol.CodeInvalidCommand, "/payload/leaseId")
 

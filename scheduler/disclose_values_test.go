@@ -15,7 +15,10 @@ import (
 //	from        now + ceil(own work ahead / the Group's quota)
 //	to          now + slot wait + ceil(own work ahead / fair share), the
 //	            slot wait being the Group's observed mean when no slot is
-//	            free
+//	            free; then widened by the estimates' doubt: plus
+//	            ceil((1 - n/(n+4)) × (to - now)), n the runs observed
+//	            (before any halving), and by the observed start latency
+//	            (none here)
 //	completion  to + estimate (running: max(start + estimate, now))
 //
 // Two slots; A and B weigh 1 each, so A's fair share is one slot.
@@ -62,27 +65,29 @@ func TestDisclosureValues(t *testing.T) {
 	// Overrunning: the completion is now, the confidence halved.
 	check("a-run", 700, want{200, 200, 700, 0.1, scheduler.CapacitySaturated})
 	// a-q1: ahead is what remains of a-run, 600-250 = 350; from 250+350/2,
-	// to 250 + 200 (mean) + 350/1; completion to + 300; saturated: 0.1.
-	check("a-q1", 250, want{425, 800, 1100, 0.1, scheduler.CapacitySaturated})
-	// a-q2 also waits for a-q1's 300: ahead 650.
-	check("a-q2", 250, want{575, 1100, 1600, 0.1, scheduler.CapacitySaturated})
+	// to 250 + 200 (mean) + 350/1 = 800, widened by 0.8 × 550 = 440;
+	// completion to + 300; saturated: 0.1.
+	check("a-q1", 250, want{425, 800 + 440, 1240 + 300, 0.1, scheduler.CapacitySaturated})
+	// a-q2 also waits for a-q1's 300: ahead 650; to 1100 + 0.8 × 850.
+	check("a-q2", 250, want{575, 1100 + 680, 1780 + 500, 0.1, scheduler.CapacitySaturated})
 	// Blocked: the same arithmetic (ahead 350+300+500), confidence 0.
-	check("a-blocked", 250, want{250 + 575, 250 + 200 + 1150, 250 + 200 + 1150 + 50, 0, scheduler.CapacitySaturated})
+	check("a-blocked", 250, want{250 + 575, 1600 + 1080, 2680 + 50, 0, scheduler.CapacitySaturated})
 	// At exactly its estimated end a-run is not yet overrunning.
 	check("a-run", 600, want{200, 200, 600, 0.2, scheduler.CapacitySaturated})
 	// B has observed nothing: confidence 0, and its slot wait is the
-	// item's own estimate. Ahead: b-run's remaining 950.
+	// item's own estimate. Ahead: b-run's remaining 950; to 1900, widened
+	// by all of its 1650 (nothing observed).
 	must(t, s.Enqueue(scheduler.Item{ID: "b-q", Group: "B", Estimate: est(700)}, at(250)))
-	check("b-q", 250, want{250 + 475, 250 + 700 + 950, 250 + 700 + 950 + 700, 0, scheduler.CapacitySaturated})
+	check("b-q", 250, want{250 + 475, 1900 + 1650, 3550 + 700, 0, scheduler.CapacitySaturated})
 	must(t, s.Remove("b-q"))
 
 	// b-run finishes: a slot is free, and with B idle A's fair share is
 	// both slots. a-run has overrun (600 < 1200): none of it is ahead.
 	must(t, s.Finish("b-run", at(1200)))
 	check("a-q1", 1200, want{1200, 1200, 1500, 0.2, scheduler.CapacityAvailable})
-	check("a-q2", 1200, want{1350, 1350, 1850, 0.2, scheduler.CapacityAvailable})
+	check("a-q2", 1200, want{1350, 1350 + 120, 1470 + 500, 0.2, scheduler.CapacityAvailable})
 	s.SetOffline(true)
-	check("a-q1", 1200, want{1200, 1400, 1700, 0, scheduler.CapacityOffline})
+	check("a-q1", 1200, want{1200, 1400 + 160, 1560 + 300, 0, scheduler.CapacityOffline})
 	s.SetOffline(false)
 
 	// A second observation (a-run ran 1000 ms) moves the mean by an eighth
@@ -92,7 +97,8 @@ func TestDisclosureValues(t *testing.T) {
 	start("a-q1", 1200)
 	must(t, s.Enqueue(scheduler.Item{ID: "b-2", Group: "B", Estimate: est(100)}, at(1200)))
 	start("b-2", 1200)
-	check("a-q2", 1300, want{1300 + 100, 1300 + 300 + 200, 1300 + 300 + 200 + 500, 0.17, scheduler.CapacitySaturated})
+	// to 1800, widened by ceil(4/6 × 500) = 334.
+	check("a-q2", 1300, want{1300 + 100, 1800 + 334, 2134 + 500, 0.17, scheduler.CapacitySaturated})
 }
 
 // An item whose deadline slack is inside SlackWindow goes ahead of older
