@@ -158,7 +158,10 @@ func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) err
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan error, 1)
-	go func() { changed <- c.cfg.Authority.Wait(ctx, group, c.v.lastSeq) }()
+	// The position is read here: the goroutine may outlive this call (a
+	// deadline or a poke returns first) while Run folds the view on.
+	after := c.v.lastSeq
+	go func() { changed <- c.cfg.Authority.Wait(ctx, group, after) }()
 	var timer <-chan time.Time
 	if next := nextDeadline(c.v, now, c.cfg.LeaseDuration); !next.IsZero() {
 		t := newTimer(c.cfg.Clock, next.Sub(now))
