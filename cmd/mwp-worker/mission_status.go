@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -183,6 +186,25 @@ func sameTime(a, b *protocol.Time) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.Equal(b.Time))
 }
 
+// The watch's back-off after a lost connection or a retryable answer.
+const (
+	watchRetryFrom = 250 * time.Millisecond
+	watchRetryMax  = 10 * time.Second
+)
+
+// watchRetryable reports whether the watch waits an error out: the
+// authority's retryable codes, and a request that got no answer (the
+// connection: *url.Error from the HTTP client). Anything else, a bad event
+// or a refusal, ends the watch.
+func watchRetryable(err error) bool {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Code.Retryable()
+	}
+	var ue *url.Error
+	return errors.As(err, &ue)
+}
+
 func missionStatusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
@@ -238,13 +260,29 @@ func missionStatusCommand() *cli.Command {
 			if err := show(nil, s); err != nil {
 				return err
 			}
+			backoff := watchRetryFrom
 			for cmd.Bool("watch") && !s.State.Terminal() {
-				if err := a.Wait(ctx, g, v.last); err != nil {
-					return refusal(cmd, err)
+				err := a.Wait(ctx, g, v.last)
+				if err == nil {
+					err = v.load(ctx, a)
 				}
-				if err := v.load(ctx, a); err != nil {
-					return refusal(cmd, err)
+				if err != nil {
+					// A lost connection or a retryable answer (RATE_LIMITED,
+					// INTERNAL_ERROR) is waited out, the wait doubling; a
+					// refusal ends the watch.
+					if ctx.Err() != nil || !watchRetryable(err) {
+						return refusal(cmd, err)
+					}
+					fmt.Fprintf(cmd.Root().ErrWriter, "%s: %s; trying again in %s\n", cmd.FullName(), oneLine(err.Error()), backoff)
+					select {
+					case <-time.After(backoff):
+					case <-ctx.Done():
+						return refusal(cmd, ctx.Err())
+					}
+					backoff = min(2*backoff, watchRetryMax)
+					continue
 				}
+				backoff = watchRetryFrom
 				next := v.status()
 				if err := show(&s, next); err != nil {
 					return err

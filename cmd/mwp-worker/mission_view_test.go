@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -103,5 +106,25 @@ func TestMissionViewETA(t *testing.T) {
 	}
 	if len(changes(after, after)) != 0 {
 		t.Fatal("no change reported as a change")
+	}
+}
+
+// The watch waits out a lost connection and the authority's retryable
+// answers; a refusal or a bad event ends it.
+func TestWatchRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", fmt.Errorf("remote: GET /mwp/groups/g/events: %w", &url.Error{Op: "Get", URL: "https://127.0.0.1:1/mwp", Err: errors.New("connection refused")}), true},
+		{"rate limited", protocol.Errorf(protocol.CodeRateLimited, "slow down"), true},
+		{"internal error", protocol.Errorf(protocol.CodeInternalError, "try again"), true},
+		{"not a member", protocol.Errorf(protocol.CodeGroupNotFound, "no such group"), false},
+		{"a gap in the answer", errors.New("remote: group g answered event e after sequence 3"), false},
+	} {
+		if got := watchRetryable(tc.err); got != tc.want {
+			t.Errorf("%s: retryable %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
