@@ -211,6 +211,15 @@ func (e *engine) settle(it *item, m msgSent, now time.Time) {
 				e.sync(m.key)
 				break
 			}
+			if !answered(m.err) {
+				// No answer came (the connection went): back to the
+				// queue to be started again. Had the authority applied
+				// it, the replay shows the lease and the new start is
+				// refused as not startable; nothing runs twice.
+				it.phase = phQueued
+				e.sync(m.key)
+				break
+			}
 			// Not startable now (dependencies, approval, deadline):
 			// back to the queue, held until its view changes.
 			it.phase, it.hold = phQueued, true
