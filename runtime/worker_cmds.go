@@ -214,8 +214,9 @@ func (e *engine) settle(it *item, m msgSent, now time.Time) {
 			if !answered(m.err) {
 				// No answer came (the connection went): back to the
 				// queue to be started again. Had the authority applied
-				// it, the replay shows the lease and the new start is
-				// refused as not startable; nothing runs twice.
+				// it, a new start is refused (the item is active) and
+				// nothing runs twice, but the lease it granted is not
+				// adopted: it lapses and the coordinator re-offers.
 				it.phase = phQueued
 				e.sync(m.key)
 				break
