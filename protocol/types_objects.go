@@ -44,6 +44,22 @@ const (
 	ClassRestricted   Classification = "restricted"
 )
 
+// Rank orders the classifications, least restricted first from 1; an
+// unknown one is 0.
+func (c Classification) Rank() int {
+	switch c {
+	case ClassPublic:
+		return 1
+	case ClassInternal:
+		return 2
+	case ClassConfidential:
+		return 3
+	case ClassRestricted:
+		return 4
+	}
+	return 0
+}
+
 // AgentCard declares an agent: keys, capabilities, roles and execution slots
 // (agent-card.schema.json). Its hash is the digest of the JCS bytes of the
 // whole card, signature included.
