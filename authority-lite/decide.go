@@ -65,7 +65,7 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if err := s.checkPrincipal(c, gs); err != nil {
 		return nil, nil, nil, err
 	}
-	grant, err := s.policyGate(c, gs)
+	grant, near, err := s.policyGate(c, gs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -86,6 +86,9 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	}
 	if grant != nil {
 		s.consumeGrant(c, gs, grant, &p)
+	}
+	if near != nil {
+		s.tellSoftLimit(c, gs, near, &p)
 	}
 	p.leases = append(p.leases, s.trackLeases(gs, p.drafts, c.now)...)
 	if err := s.issueTokens(gs, p.drafts); err != nil {
