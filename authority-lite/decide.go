@@ -367,6 +367,9 @@ func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.Even
 			Type: d.Type, Actor: d.Actor, CausationID: c.cmd.ActionID, CorrelationID: c.cmd.CorrelationID,
 			OccurredAt: protocol.NewTime(c.now), AcceptedBy: s.cfg.ID, Payload: payload,
 		}
+		if d.Actor == c.cmd.Actor {
+			ev.Extensions = protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)
+		}
 		raw, err := signEvent(ev, s.key)
 		if err != nil {
 			return nil, nil, err

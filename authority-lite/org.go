@@ -257,7 +257,8 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 		rec.SessionEpoch = prev.SessionEpoch
 	}
 	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtAgentCardRegistered, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
-		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
+		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID,
+		Extensions: protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)}
 	ev.Payload, _ = json.Marshal(group.AgentCardRegistered{AgentCard: card, AgentCardHash: rec.CardHash})
 	return o.commit(c, ev, func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(card.AgentID), rec)
@@ -287,7 +288,8 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 	rec := *a
 	rec.SessionEpoch = p.SessionEpoch
 	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtSessionOpened, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
-		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
+		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID,
+		Extensions: protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)}
 	ev.Payload, _ = json.Marshal(p)
 
 	// Lock every Group in id order, revoke, and write everything at once.

@@ -7,6 +7,23 @@ func KnownExtension(uri string) bool {
 	return uri == OfflineExtensionURI || uri == EnrollmentExtensionURI
 }
 
+// Relayed is what of a command's extensions its events carry: the entries
+// that are neither critical nor interpreted here (known), unchanged; nil
+// when there are none. Interpreted ones have their effect in the payload.
+func Relayed(exts Extensions, known func(uri string) bool) Extensions {
+	var out Extensions
+	for uri, e := range exts {
+		if e.Critical || known(uri) {
+			continue
+		}
+		if out == nil {
+			out = Extensions{}
+		}
+		out[uri] = e
+	}
+	return out
+}
+
 // CheckExtensions applies spec 17.4/18 to the top-level `extensions` member of
 // a parsed document: an unknown extension marked critical is
 // UNKNOWN_CRITICAL_EXTENSION; unknown non-critical ones are left untouched so
