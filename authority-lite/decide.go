@@ -65,6 +65,9 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if err := s.checkPrincipal(c, gs); err != nil {
 		return nil, nil, nil, err
 	}
+	if err := s.checkGroupExtensions(c, gs); err != nil {
+		return nil, nil, nil, err
+	}
 	grant, near, err := s.policyGate(c, gs)
 	if err != nil {
 		return nil, nil, nil, err

@@ -51,10 +51,11 @@ func TestExtensionsRelayed(t *testing.T) {
 	if got := protocol.Relayed(protocol.Extensions{
 		protocol.OfflineExtensionURI: {Critical: true, Data: json.RawMessage(`{}`)},
 		"urn:example:ext:known":      {Data: json.RawMessage(`1`)},
-		"urn:example:ext:crit":       {Critical: true, Data: json.RawMessage(`2`)},
+		"urn:example:ext:pinned":     {Critical: true, Data: json.RawMessage(`2`)},
 		"urn:example:ext:other":      {Data: json.RawMessage(`3`)},
-	}, func(uri string) bool { return uri == "urn:example:ext:known" || protocol.KnownExtension(uri) }); len(got) != 1 || string(got["urn:example:ext:other"].Data) != "3" {
-		t.Fatalf("Relayed kept %v, want only the unknown non-critical entry", got)
+	}, func(uri string) bool { return uri == "urn:example:ext:known" || protocol.KnownExtension(uri) }); len(got) != 2 ||
+		string(got["urn:example:ext:other"].Data) != "3" || !got["urn:example:ext:pinned"].Critical {
+		t.Fatalf("Relayed kept %v, want every entry not interpreted", got)
 	}
 }
 

@@ -207,6 +207,10 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 	if c.cmd.Actor.Kind != protocol.ActorAgent && !o.registersForOrg(c) {
 		return nil, protocol.Forbidden("%s is an agent's own command (an agent card may also be registered by a registered policy service)", c.cmd.Type)
 	}
+	// No Group pins a profile for an Organization command.
+	if err := s.checkExtensions(c, nil); err != nil {
+		return nil, err
+	}
 	switch p := c.payload.(type) {
 	case *protocol.RegisterAgentCardPayload:
 		return o.register(c, p)

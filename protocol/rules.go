@@ -7,13 +7,15 @@ func KnownExtension(uri string) bool {
 	return uri == OfflineExtensionURI || uri == EnrollmentExtensionURI
 }
 
-// Relayed is what of a command's extensions its events carry: the entries
-// that are neither critical nor interpreted here (known), unchanged; nil
-// when there are none. Interpreted ones have their effect in the payload.
-func Relayed(exts Extensions, known func(uri string) bool) Extensions {
+// Relayed is what of an accepted command's extensions its events carry:
+// every entry the receiver does not interpret itself (interpreted),
+// unchanged; nil when there are none. Interpreted ones have their effect
+// in the payload. An accepted command's other critical entries are those
+// of profiles its Group pins (an unknown critical one refuses it).
+func Relayed(exts Extensions, interpreted func(uri string) bool) Extensions {
 	var out Extensions
 	for uri, e := range exts {
-		if e.Critical || known(uri) {
+		if interpreted(uri) {
 			continue
 		}
 		if out == nil {

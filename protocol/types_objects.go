@@ -186,7 +186,9 @@ type Group struct {
 // ProfilePin fixes the compatible major version of an extension profile a
 // Group uses (spec 18).
 type ProfilePin struct {
-	URI   string `json:"uri"`
+	// URI is the profile's URI.
+	URI string `json:"uri"`
+	// Major is the major version of the profile the Group accepts.
 	Major uint64 `json:"major"`
 }
 

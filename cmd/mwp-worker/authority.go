@@ -46,6 +46,7 @@ func authorityCommand() *cli.Command {
 				&cli.BoolFlag{Name: "insecure-loopback", Usage: "serve plain ws:// (tests only; refused on non-loopback addresses)"},
 				&cli.StringSliceFlag{Name: "human", Usage: "register a human principal: ID=PUBKEYFILE (repeatable)"},
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
+				&cli.StringSliceFlag{Name: "profile", Usage: "register an extension profile the Organization approved: `PROFILE=SCHEMA` files (from authority sign-profile; repeatable)"},
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register `FILE` at start (from run --enrollment; repeatable)"},
 				&cli.IntFlag{Name: "max-conns", Usage: "connections held at once, handshaking or not; more get HTTP 503 (docs/operations.md)", Value: 1024, Sources: cli.EnvVars("MWP_MAX_CONNS")},
@@ -55,7 +56,7 @@ func authorityCommand() *cli.Command {
 				&cli.FloatFlag{Name: "policy-soft-limit", Usage: "the fraction of a counted limit at which the authority posts a policy.softLimit notice to the Group; 0 posts none", Value: 0.8, Sources: cli.EnvVars("MWP_POLICY_SOFT_LIMIT")},
 			}, opsFlags()...),
 			Action: serveAuthority,
-		}, authorityInspectCommand(), authorityCheckCommand(), authorityEnrollCommand()},
+		}, authorityInspectCommand(), authorityCheckCommand(), authorityEnrollCommand(), authoritySignProfileCommand()},
 	}
 }
 
@@ -104,6 +105,9 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 				return fail("--%s %s: %v", p.flag, id, err)
 			}
 		}
+	}
+	if err := registerProfiles(svc, cmd.StringSlice("profile")); err != nil {
+		return fail("%v", err)
 	}
 	// The binding cannot authenticate an agent the authority does not
 	// know yet, so its first card arrives out of band.
