@@ -350,7 +350,8 @@ func typesPayloadExamples() map[CommandType]any {
 	card := typesAgentCard()
 	return map[CommandType]any{
 		CmdMissionCreate: CreateMissionPayload{MissionID: "mis-a", Title: "Rate limiter", Objective: "Ship it",
-			PriorityClass: PriorityNormal, Budgets: &Budgets{Money: Float64(50)}, Deadline: typesAtPtr(72 * time.Hour)},
+			PriorityClass: PriorityNormal, Budgets: &Budgets{Money: Float64(50)}, Deadline: typesAtPtr(72 * time.Hour),
+			ExtensionProfiles: []ProfilePin{{URI: "urn:example:ext:gpu", Major: 1}}},
 		CmdMissionAssignCoordinator: AssignCoordinatorPayload{MissionID: "mis-a", AgentID: "coord-1", LeaseDurationMs: 60000},
 		CmdMissionRenewCoordinator:  RenewCoordinatorPayload{MissionID: "mis-a", LeaseDurationMs: 60000},
 		CmdMissionSubmitForApproval: SubmitForApprovalPayload{MissionID: "mis-a", Summary: "all items verified",

@@ -43,10 +43,10 @@ func TestTuningFlags(t *testing.T) {
 	}
 	cfg, err = parseTuning(t, map[string]string{"MWP_GROUP_QUOTAS": "grp-a=1,grp-b=2"},
 		"--drain-timeout", "90s", "--group-weight", "grp-a=4", "--group-weight", "grp-b=2,grp-c=1", "--queue-depth", "8",
-		"--offline-grace", "5m", "--offline-buffer-commands", "100", "--preempt-timeout", "10s", "--estimate", "3m", "--artifact-classification", "confidential")
+		"--offline-grace", "5m", "--offline-buffer-commands", "100", "--preempt-timeout", "10s", "--estimate", "3m", "--artifact-classification", "confidential", "--extension", "urn:example:ext:gpu")
 	if err != nil || cfg.DrainTimeout != 90*time.Second || cfg.GroupWeights["grp-a"] != 4 || cfg.GroupWeights["grp-c"] != 1 ||
 		cfg.GroupQuotas["grp-b"] != 2 || cfg.QueueDepth != 8 || cfg.OfflineGrace != 5*time.Minute || cfg.OfflineLimits.MaxCommands != 100 ||
-		cfg.PreemptTimeout != 10*time.Second || cfg.Estimate != 3*time.Minute || cfg.Classification != protocol.ClassConfidential {
+		cfg.PreemptTimeout != 10*time.Second || cfg.Estimate != 3*time.Minute || cfg.Classification != protocol.ClassConfidential || len(cfg.Extensions) != 1 {
 		t.Fatalf("set: %+v %v", cfg, err)
 	}
 	for _, tc := range []struct {
