@@ -128,7 +128,7 @@ func TestAdmitBasisContents(t *testing.T) {
 		*b.ExpectedCost.WallClockSeconds != 600 || b.AvailabilityEstimate.Confidence != 0.7 {
 		t.Fatalf("basis %+v", b)
 	}
-	if !slices.Equal(b.PolicyRulesApplied, []string{RuleAdmitAuthorization, RuleAdmitCapability, RuleAdmitCapacity,
+	if !slices.Equal(b.PolicyRulesApplied, []string{RuleAdmitAuthorization, RuleAdmitCapability, RuleAdmitExtensions, RuleAdmitCapacity,
 		RuleAdmitDeadline, RuleAdmitDependency, RuleAdmitBudget, RuleAdmitBudgetLimit}) {
 		t.Fatalf("rules %v", b.PolicyRulesApplied)
 	}
