@@ -65,7 +65,10 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if err := s.checkPrincipal(c, gs); err != nil {
 		return nil, nil, nil, err
 	}
-	grant, err := s.policyGate(c, gs)
+	if err := s.checkGroupExtensions(c, gs); err != nil {
+		return nil, nil, nil, err
+	}
+	grant, near, err := s.policyGate(c, gs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -86,6 +89,9 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	}
 	if grant != nil {
 		s.consumeGrant(c, gs, grant, &p)
+	}
+	if near != nil {
+		s.tellSoftLimit(c, gs, near, &p)
 	}
 	p.leases = append(p.leases, s.trackLeases(gs, p.drafts, c.now)...)
 	if err := s.issueTokens(gs, p.drafts); err != nil {
@@ -363,6 +369,9 @@ func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.Even
 			EventID: newEventID(), GroupID: groupID, Sequence: &seq, Aggregate: &agg, Revision: &rev,
 			Type: d.Type, Actor: d.Actor, CausationID: c.cmd.ActionID, CorrelationID: c.cmd.CorrelationID,
 			OccurredAt: protocol.NewTime(c.now), AcceptedBy: s.cfg.ID, Payload: payload,
+		}
+		if d.Actor == c.cmd.Actor {
+			ev.Extensions = protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)
 		}
 		raw, err := signEvent(ev, s.key)
 		if err != nil {

@@ -46,6 +46,9 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		in.Predecessor = pred
 	}
 	gs := newGroupState(cmd.GroupID, s.cfg.Limits)
+	if err := s.checkGroupExtensions(c, gs); err != nil {
+		return nil, err
+	}
 	out, err := gs.g.Apply(in, c.now)
 	if err != nil {
 		return nil, err

@@ -207,6 +207,10 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 	if c.cmd.Actor.Kind != protocol.ActorAgent && !o.registersForOrg(c) {
 		return nil, protocol.Forbidden("%s is an agent's own command (an agent card may also be registered by a registered policy service)", c.cmd.Type)
 	}
+	// No Group pins a profile for an Organization command.
+	if err := s.checkExtensions(c, nil); err != nil {
+		return nil, err
+	}
 	switch p := c.payload.(type) {
 	case *protocol.RegisterAgentCardPayload:
 		return o.register(c, p)
@@ -257,7 +261,8 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 		rec.SessionEpoch = prev.SessionEpoch
 	}
 	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtAgentCardRegistered, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
-		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
+		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID,
+		Extensions: protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)}
 	ev.Payload, _ = json.Marshal(group.AgentCardRegistered{AgentCard: card, AgentCardHash: rec.CardHash})
 	return o.commit(c, ev, func(tx *bolt.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(card.AgentID), rec)
@@ -287,7 +292,8 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 	rec := *a
 	rec.SessionEpoch = p.SessionEpoch
 	ev := &protocol.Event{EventID: newEventID(), Type: protocol.EvtSessionOpened, Actor: c.cmd.Actor, CausationID: c.cmd.ActionID,
-		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID}
+		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID,
+		Extensions: protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)}
 	ev.Payload, _ = json.Marshal(p)
 
 	// Lock every Group in id order, revoke, and write everything at once.

@@ -93,6 +93,7 @@ type Service struct {
 	log       *slog.Logger
 	inbound   protocol.Inbound
 	org       *org
+	profiles  profileRegistry
 
 	// orgMu serializes Organization commands and Group creation; it is
 	// taken before any Group lock.
@@ -233,7 +234,7 @@ func Open(cfg Config) (*Service, error) {
 	}
 	s.creates = &rateLimiter{Burst: cfg.CreateBurst, Every: cfg.CreateEvery}
 	s.org = newOrg(s)
-	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew}
+	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew, Known: s.knownExtension}
 	if err := db.Update(createRootBuckets); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("authority: %w", err)

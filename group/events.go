@@ -46,6 +46,8 @@ type MissionCreated struct {
 	Parent     *protocol.ParentLink `json:"parent,omitempty"`
 	Ancestors  []string             `json:"ancestors,omitempty"`
 	FollowUpOf string               `json:"followUpOf,omitempty"`
+	// ExtensionProfiles are the profile versions the new Group pins.
+	ExtensionProfiles []protocol.ProfilePin `json:"extensionProfiles,omitempty"`
 }
 
 // CoordinatorAssigned is mission.coordinator.assigned: a new coordinator

@@ -78,7 +78,7 @@ func (g *Group) foldMission(ev Event, p MissionPayload) error {
 			return missing(ev, "mission")
 		}
 		m := *c.Mission
-		g.Mission, g.Ancestors = &m, c.Ancestors
+		g.Mission, g.Ancestors, g.Profiles = &m, c.Ancestors, c.ExtensionProfiles
 	}
 	if g.Mission == nil {
 		return protocol.Errorf(protocol.CodeProtocolViolation, "%s before mission.created", ev.Type)

@@ -18,10 +18,13 @@ type Group struct {
 	GroupID string            `json:"groupId"`
 	Mission *protocol.Mission `json:"mission,omitempty"`
 	// Ancestors are the Mission ids from the root to this Mission's parent.
-	Ancestors []string             `json:"ancestors,omitempty"`
-	Items     map[string]*WorkItem `json:"workItems"`
-	Proposals map[string]*Proposal `json:"proposals"`
-	Limits    Limits               `json:"-"`
+	Ancestors []string `json:"ancestors,omitempty"`
+	// Profiles are the extension profile versions the Group pins (spec
+	// 18), set at mission.create.
+	Profiles  []protocol.ProfilePin `json:"extensionProfiles,omitempty"`
+	Items     map[string]*WorkItem  `json:"workItems"`
+	Proposals map[string]*Proposal  `json:"proposals"`
+	Limits    Limits                `json:"-"`
 }
 
 // WorkItem is the authority's WorkItem record plus the bookkeeping that
@@ -164,12 +167,13 @@ type txn struct {
 	items     map[string]*WorkItem
 	proposals map[string]*Proposal
 	ancestors []string
+	profiles  []protocol.ProfilePin
 	out       Outcome
 	audit     []Effect
 }
 
 func (g *Group) begin(in Input, now time.Time) *txn {
-	t := &txn{g: g, in: in, now: now, lim: g.Limits.WithDefaults(), items: map[string]*WorkItem{}, proposals: map[string]*Proposal{}, ancestors: g.Ancestors}
+	t := &txn{g: g, in: in, now: now, lim: g.Limits.WithDefaults(), items: map[string]*WorkItem{}, proposals: map[string]*Proposal{}, ancestors: g.Ancestors, profiles: g.Profiles}
 	if g.Mission != nil {
 		m := *g.Mission
 		if m.Coordinator != nil {
@@ -197,7 +201,7 @@ func (t *txn) commitTo(g *Group) {
 		g.Proposals = map[string]*Proposal{}
 	}
 	g.Mission = t.mission
-	g.Ancestors = t.ancestors
+	g.Ancestors, g.Profiles = t.ancestors, t.profiles
 	for id, w := range t.items {
 		g.Items[id] = w
 	}

@@ -26,7 +26,8 @@ func (t *txn) missionCreate() error {
 		State: protocol.MissionActive, Owner: t.in.Actor, PriorityClass: p.PriorityClass,
 		Budgets: p.Budgets, CreatedAt: protocol.NewTime(t.now),
 	}
-	ev := &MissionCreated{Budgets: p.Budgets}
+	t.profiles = append([]protocol.ProfilePin(nil), p.ExtensionProfiles...)
+	ev := &MissionCreated{Budgets: p.Budgets, ExtensionProfiles: p.ExtensionProfiles}
 	t.emitMission(protocol.EvtMissionCreated, ev)
 	ev.Mission = t.missionCopy()
 	return nil

@@ -206,7 +206,8 @@ func (w *testWorker) Checkpointed(context.Context, slots.Slot, checkpoint.Checkp
 
 // PublishArtifact stores the bytes and publishes their manifest, whose
 // provenance is the item's contract inputs.
-func (w *testWorker) PublishArtifact(ctx context.Context, s slots.Slot, mediaType string, data []byte) (string, error) {
+func (w *testWorker) PublishArtifact(ctx context.Context, s slots.Slot, art slots.Artifact) (string, error) {
+	mediaType, data := art.MediaType, art.Data
 	d, err := w.svc.PutArtifact(data)
 	if err != nil {
 		return "", err

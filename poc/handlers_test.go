@@ -59,8 +59,8 @@ func (h *memHost) Progress(_ context.Context, s slots.Slot, p protocol.Progress)
 
 func (h *memHost) Checkpointed(context.Context, slots.Slot, checkpoint.Checkpoint) error { return nil }
 
-func (h *memHost) PublishArtifact(_ context.Context, _ slots.Slot, _ string, data []byte) (string, error) {
-	return h.put(data), nil
+func (h *memHost) PublishArtifact(_ context.Context, _ slots.Slot, a slots.Artifact) (string, error) {
+	return h.put(a.Data), nil
 }
 
 func (h *memHost) Allow(context.Context, slots.Slot, slots.Risk) error { return nil }

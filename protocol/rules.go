@@ -7,6 +7,25 @@ func KnownExtension(uri string) bool {
 	return uri == OfflineExtensionURI || uri == EnrollmentExtensionURI
 }
 
+// Relayed is what of an accepted command's extensions its events carry:
+// every entry the receiver does not interpret itself (interpreted),
+// unchanged; nil when there are none. Interpreted ones have their effect
+// in the payload. An accepted command's other critical entries are those
+// of profiles its Group pins (an unknown critical one refuses it).
+func Relayed(exts Extensions, interpreted func(uri string) bool) Extensions {
+	var out Extensions
+	for uri, e := range exts {
+		if interpreted(uri) {
+			continue
+		}
+		if out == nil {
+			out = Extensions{}
+		}
+		out[uri] = e
+	}
+	return out
+}
+
 // CheckExtensions applies spec 17.4/18 to the top-level `extensions` member of
 // a parsed document: an unknown extension marked critical is
 // UNKNOWN_CRITICAL_EXTENSION; unknown non-critical ones are left untouched so

@@ -86,6 +86,12 @@ func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
 	w.str(ev.CorrelationID)
 	w.member(`,"eventId":`)
 	w.str(ev.EventID)
+	if len(ev.Extensions) > 0 {
+		w.member(`,"extensions":`)
+		if w.err == nil {
+			w.b, w.err = appendCanonicalExtensions(w.b, ev.Extensions)
+		}
+	}
 	if ev.GroupID != "" {
 		w.member(`,"groupId":`)
 		w.str(ev.GroupID)
@@ -124,6 +130,28 @@ func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
 		return nil, 0, w.err
 	}
 	return w.b, cut, nil
+}
+
+// appendCanonicalExtensions appends the JCS bytes of an extensions member.
+// Events rarely carry one, so it takes the general path.
+func appendCanonicalExtensions(dst []byte, exts Extensions) ([]byte, error) {
+	doc := make(map[string]any, len(exts))
+	for uri, e := range exts {
+		var data any
+		if e.Data != nil {
+			v, err := Parse(e.Data, DecodeOptions{})
+			if err != nil {
+				return nil, Errorf(CodeInternalError, "extension %s: %v", uri, err).At(pointerOf([]string{"extensions", uri, "data"}))
+			}
+			data = v
+		}
+		doc[uri] = map[string]any{"critical": e.Critical, "data": data}
+	}
+	b, err := Canonical(doc)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, b...), nil
 }
 
 // envelopeWriter appends members and keeps the first error.

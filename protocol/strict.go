@@ -78,6 +78,9 @@ func (p *parser) fail(format string, args ...any) *Error {
 	return Errorf(CodeProtocolViolation, format, args...).At(pointerOf(p.path))
 }
 
+// Pointer renders an RFC 6901 JSON pointer of the given member names.
+func Pointer(path ...string) string { return pointerOf(path) }
+
 // pointerOf renders an RFC 6901 JSON pointer.
 func pointerOf(path []string) string {
 	if len(path) == 0 {

@@ -114,7 +114,10 @@ type Event struct {
 	OccurredAt    Time            `json:"occurredAt"`
 	AcceptedBy    string          `json:"acceptedBy"`
 	Payload       json.RawMessage `json:"payload"`
-	Signature     Signature       `json:"signature"`
+	// Extensions are the unknown non-critical extensions of the command
+	// that caused the event, relayed unchanged (spec 17.4, 21).
+	Extensions Extensions `json:"extensions,omitzero"`
+	Signature  Signature  `json:"signature"`
 }
 
 // Seq returns the Group sequence, or 0 for an Organization-scoped event.

@@ -226,7 +226,8 @@ func typesEvent() Event {
 		CausationID: "act-01J", CorrelationID: "mis-a", OccurredAt: typesAt(120 * time.Millisecond),
 		AcceptedBy: "authority-1", Payload: json.RawMessage(`{"workItemId":"wi-7","state":"queued","offerId":"off-3","contractRevision":2,` +
 			`"ownership":{"workItemId":"wi-7","ownerAgentId":"worker-1","ownershipEpoch":2,"startDeadline":"2026-11-30T08:15:00Z"}}`),
-		Signature: typesSig("authority-1#k1", 120*time.Millisecond),
+		Extensions: Extensions{"urn:example:ext:trace": {Data: json.RawMessage(`{"spanId":"b7ad6b7169203331"}`)}},
+		Signature:  typesSig("authority-1#k1", 120*time.Millisecond),
 	}
 }
 
@@ -246,7 +247,7 @@ func typesObjectExamples() []typesExample {
 		{name: "Signature", value: typesSig("agent:w1#k1", 0)},
 		{name: "Extension", value: Extension{Critical: true, Data: json.RawMessage(`[1,"x",null]`)}},
 		{name: "Command", value: cmd},
-		{name: "Event", value: ev},
+		{name: "Event", value: ev, zeroOKAt: []string{"Extensions.Critical"}}, // relayed ones are never critical
 		{name: "Receipt", value: Receipt{ActionID: "act-01J", Events: List[EventRef]{{EventID: "evt-42", GroupID: "grp-a", Sequence: Uint64(42)}}}},
 		{name: "HelloClient", value: Hello{
 			Type: FrameHello, FrameID: "f-1", ProtocolVersions: []string{Version}, AgentID: "worker-1", SessionEpoch: 3,
@@ -260,7 +261,7 @@ func typesObjectExamples() []typesExample {
 			Filter: &SubscribeFilter{Types: []EventType{EvtWorkOfferCreated}, WorkItemIDs: []string{"wi-7"}},
 		}}}},
 		{name: "CommandFrame", value: CommandFrame{Type: FrameCommand, FrameID: "f-4", Command: &cmd}},
-		{name: "EventFrame", value: EventFrame{Type: FrameEvent, FrameID: "f-5", Event: &ev}},
+		{name: "EventFrame", value: EventFrame{Type: FrameEvent, FrameID: "f-5", Event: &ev}, zeroOKAt: []string{"Event.Extensions.Critical"}},
 		{name: "AckServer", value: AckFrame{Type: FrameAck, FrameID: "f-6", InReplyTo: "f-4",
 			Receipt: &Receipt{ActionID: "act-01J", Events: List[EventRef]{{EventID: "evt-42", GroupID: "grp-a", Sequence: Uint64(42)}}},
 		}, zeroOKAt: []string{"Cursors"}},
@@ -349,7 +350,8 @@ func typesPayloadExamples() map[CommandType]any {
 	card := typesAgentCard()
 	return map[CommandType]any{
 		CmdMissionCreate: CreateMissionPayload{MissionID: "mis-a", Title: "Rate limiter", Objective: "Ship it",
-			PriorityClass: PriorityNormal, Budgets: &Budgets{Money: Float64(50)}, Deadline: typesAtPtr(72 * time.Hour)},
+			PriorityClass: PriorityNormal, Budgets: &Budgets{Money: Float64(50)}, Deadline: typesAtPtr(72 * time.Hour),
+			ExtensionProfiles: []ProfilePin{{URI: "urn:example:ext:gpu", Major: 1}}},
 		CmdMissionAssignCoordinator: AssignCoordinatorPayload{MissionID: "mis-a", AgentID: "coord-1", LeaseDurationMs: 60000},
 		CmdMissionRenewCoordinator:  RenewCoordinatorPayload{MissionID: "mis-a", LeaseDurationMs: 60000},
 		CmdMissionSubmitForApproval: SubmitForApprovalPayload{MissionID: "mis-a", Summary: "all items verified",

@@ -44,6 +44,22 @@ const (
 	ClassRestricted   Classification = "restricted"
 )
 
+// Rank orders the classifications, least restricted first from 1; an
+// unknown one is 0.
+func (c Classification) Rank() int {
+	switch c {
+	case ClassPublic:
+		return 1
+	case ClassInternal:
+		return 2
+	case ClassConfidential:
+		return 3
+	case ClassRestricted:
+		return 4
+	}
+	return 0
+}
+
 // AgentCard declares an agent: keys, capabilities, roles and execution slots
 // (agent-card.schema.json). Its hash is the digest of the JCS bytes of the
 // whole card, signature included.
@@ -170,7 +186,9 @@ type Group struct {
 // ProfilePin fixes the compatible major version of an extension profile a
 // Group uses (spec 18).
 type ProfilePin struct {
-	URI   string `json:"uri"`
+	// URI is the profile's URI.
+	URI string `json:"uri"`
+	// Major is the major version of the profile the Group accepts.
 	Major uint64 `json:"major"`
 }
 

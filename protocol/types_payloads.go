@@ -19,6 +19,9 @@ type CreateMissionPayload struct {
 	PriorityClass PriorityClass `json:"priorityClass"`
 	Budgets       *Budgets      `json:"budgets,omitempty"`
 	Deadline      *Time         `json:"deadline,omitempty"`
+	// ExtensionProfiles pins the extension profile versions the Group uses
+	// (spec 18); each must be registered with the Organization.
+	ExtensionProfiles []ProfilePin `json:"extensionProfiles,omitzero"`
 }
 
 // AssignCoordinatorPayload is the payload of mission.assign_coordinator.

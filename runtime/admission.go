@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -44,6 +45,11 @@ type AdmissionInput struct {
 	Limits   protocol.Budgets
 	// Reliability is this worker's track record per capability id.
 	Reliability map[string]protocol.ReliabilityRecord
+	// UnknownCritical are the critical extensions of the event that carried
+	// the contract (the offer, or the revision) that this worker does not
+	// interpret: it may not take part in a transition that depends on
+	// them (spec 18).
+	UnknownCritical []string
 	// Renewal judges a substantially revised contract of an item this
 	// worker already owns (spec 10.1): the ownership, not a standing
 	// offer, is the authorization, and the item is already one of the
@@ -66,6 +72,7 @@ const (
 	RuleAdmitAuthorization = "admission.authorization.offered-to-agent"
 	RuleAdmitOwnership     = "admission.authorization.current-owner"
 	RuleAdmitCapability    = "admission.capability.version-match"
+	RuleAdmitExtensions    = "admission.capability.critical-extensions-known"
 	RuleAdmitCapacity      = "admission.capacity.queue-depth"
 	RuleAdmitDeadline      = "admission.deadline.estimated-completion"
 	RuleAdmitDependency    = "admission.dependency.satisfiable"
@@ -135,6 +142,12 @@ func Admit(in AdmissionInput) AdmissionDecision {
 		if r, ok := in.Reliability[req.ID]; ok {
 			b.ReliabilityEvidence = append(b.ReliabilityEvidence, r)
 		}
+	}
+
+	// Extensions: every critical one the contract depends on is known.
+	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitExtensions)
+	if len(in.UnknownCritical) > 0 {
+		return refuse(protocol.RejectCapability, "the contract depends on critical extension %s, which this worker does not interpret", strings.Join(in.UnknownCritical, ", "))
 	}
 
 	// Capacity: a bounded number of commitments.

@@ -54,6 +54,7 @@ func TestAdmit(t *testing.T) {
 			in.Contract.RequiredCapabilities = append(in.Contract.RequiredCapabilities, protocol.Capability{ID: "code.review", Version: "1.x"})
 		}, protocol.RejectCapability},
 		{"no capability named", func(in *AdmissionInput) { in.Contract.RequiredCapabilities = nil }, protocol.RejectCapability},
+		{"depends on an unknown critical extension", func(in *AdmissionInput) { in.UnknownCritical = []string{"urn:example:ext:gpu"} }, protocol.RejectCapability},
 		{"full", func(in *AdmissionInput) { in.Committed = 8 }, protocol.RejectCapacity},
 		{"late", func(in *AdmissionInput) { in.EarliestStart = in.Contract.Deadline.Time.Add(-5 * time.Minute) }, protocol.RejectDeadline},
 		{"exactly on time", func(in *AdmissionInput) { in.EarliestStart = in.Contract.Deadline.Time.Add(-10 * time.Minute) }, ""},
@@ -127,7 +128,7 @@ func TestAdmitBasisContents(t *testing.T) {
 		*b.ExpectedCost.WallClockSeconds != 600 || b.AvailabilityEstimate.Confidence != 0.7 {
 		t.Fatalf("basis %+v", b)
 	}
-	if !slices.Equal(b.PolicyRulesApplied, []string{RuleAdmitAuthorization, RuleAdmitCapability, RuleAdmitCapacity,
+	if !slices.Equal(b.PolicyRulesApplied, []string{RuleAdmitAuthorization, RuleAdmitCapability, RuleAdmitExtensions, RuleAdmitCapacity,
 		RuleAdmitDeadline, RuleAdmitDependency, RuleAdmitBudget, RuleAdmitBudgetLimit}) {
 		t.Fatalf("rules %v", b.PolicyRulesApplied)
 	}

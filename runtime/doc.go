@@ -140,7 +140,9 @@
 // manifest is published (artifact.publish, "mwp-artifact:" URI). Without
 // it the bytes stay in Dir/artifacts with a file:// URI and no manifest is
 // published: authority-lite refuses a manifest whose content it lacks;
-// work.submit still names the digests.
+// work.submit still names the digests. The manifest's sources are the
+// contract's inputs, its tool versions the handler's plus the capability
+// that ran, its classification at least WorkerConfig.Classification.
 //
 // Offline (package offline): a disconnect stops new starts; renewals due
 // are signed with the offline binding (usage delta: the wall-clock time

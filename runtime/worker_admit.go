@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -30,7 +32,8 @@ func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.Wor
 	}
 	est, _ := e.estimateOf(en)
 	return AdmissionInput{
-		Now: now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
+		UnknownCritical: e.unknownCritical(k, en),
+		Now:             now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
 		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
 		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
 		EarliestStart: now, Estimate: est, Confidence: 0.5, Reliability: e.reliability,
@@ -48,4 +51,28 @@ func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisc
 		EstimatedCompletion:  protocol.NewTime(d.EstimatedCompletion), Confidence: d.Confidence,
 		CapacityState: protocol.CapacityState(d.CapacityState), ComputedAt: protocol.NewTime(d.ComputedAt),
 	}
+}
+
+// unknownCritical lists the critical extensions of the event that carried
+// the item's contract that this worker does not interpret. A contract
+// restored from a snapshot has no event, so nothing to list.
+func (e *engine) unknownCritical(k itemKey, en queue.Entry) []string {
+	raw, err := e.store.Event(k.group, en.ContractSeq)
+	if err != nil {
+		return nil
+	}
+	var ev struct {
+		Extensions protocol.Extensions `json:"extensions"`
+	}
+	if json.Unmarshal(raw, &ev) != nil {
+		return nil
+	}
+	var out []string
+	for uri, x := range ev.Extensions {
+		if x.Critical && !protocol.KnownExtension(uri) && !slices.Contains(e.cfg.Extensions, uri) {
+			out = append(out, uri)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -50,6 +50,14 @@ type WorkerConfig struct {
 	// artifact.publish, since the binding cannot upload the content and
 	// the authority refuses a manifest whose content it lacks.
 	Artifacts func(data []byte) (uri string, publish bool, err error)
+	// Extensions are the extension profile URIs this worker's handlers
+	// interpret (spec 18): an offer that depends on another critical one
+	// is refused (admission reason capability).
+	Extensions []string
+	// Classification is the least data classification of the artifacts
+	// this worker publishes (spec 13.1): a handler may name a more
+	// restricted one, never a less restricted one (default internal).
+	Classification protocol.Classification
 
 	Clock  clock.Timers // nil: clock.Real
 	Logger *slog.Logger
@@ -178,6 +186,12 @@ func (c *WorkerConfig) check() error {
 	}
 	if c.Card.DisplayName == "" {
 		c.Card.DisplayName = c.AgentID
+	}
+	switch {
+	case c.Classification == "":
+		c.Classification = protocol.ClassInternal
+	case c.Classification.Rank() == 0:
+		return errors.New("runtime: WorkerConfig.Classification " + string(c.Classification) + " is not public, internal, confidential or restricted")
 	}
 	if c.QueueDepth <= 0 {
 		c.QueueDepth = 4

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/missionweave/mwp-worker/checkpoint"
@@ -33,8 +34,9 @@ func (h *host) Checkpointed(context.Context, slots.Slot, checkpoint.Checkpoint) 
 // PublishArtifact stores the bytes (the authority's store when embedded,
 // else this worker's directory) and has the loop send the signed manifest
 // in the item's command order.
-func (h *host) PublishArtifact(_ context.Context, s slots.Slot, mediaType string, data []byte) (string, error) {
+func (h *host) PublishArtifact(_ context.Context, s slots.Slot, a slots.Artifact) (string, error) {
 	e := h.e
+	data := a.Data
 	digest := protocol.Digest(data)
 	var uri string
 	publish := false
@@ -53,21 +55,17 @@ func (h *host) PublishArtifact(_ context.Context, s slots.Slot, mediaType string
 		return digest, nil
 	}
 	now := e.cfg.Clock.Now()
-	// Provenance (spec 13.1): an output derives from the item's inputs.
-	sources := protocol.List[string]{}
-	if c, err := e.store.Contract(s.GroupID, s.WorkItemID); err == nil {
-		for _, in := range c.Inputs {
-			if in.Artifact != "" && !slices.Contains(sources, in.Artifact) {
-				sources = append(sources, in.Artifact)
-			}
-		}
+	c, err := e.store.Contract(s.GroupID, s.WorkItemID)
+	if err != nil {
+		c = protocol.WorkContract{}
 	}
 	m := protocol.ArtifactManifest{
-		ContentHash: digest, MediaType: mediaType,
+		ContentHash: digest, MediaType: a.MediaType, Schema: outputSchema(a, c),
 		Producer:  protocol.ArtifactProducer{AgentID: e.cfg.AgentID, AgentVersion: e.sess.card.AgentVersion, AgentCardHash: e.sess.cardHash},
 		MissionID: s.MissionID, GroupID: s.GroupID, WorkItemID: s.WorkItemID,
-		SourceArtifacts: sources, ToolVersions: protocol.StringMap{},
-		CreatedAt: protocol.NewTime(now), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: uri,
+		SourceArtifacts: inputSources(c), ToolVersions: toolVersions(s, a),
+		CreatedAt: protocol.NewTime(now), Classification: moreRestricted(a.Classification, e.cfg.Classification),
+		Size: uint64(len(data)), URI: uri,
 	}
 	m.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: e.cfg.Key.KeyID, CreatedAt: m.CreatedAt}
 	raw, err := protocol.SignedValue(m, e.cfg.Key)
@@ -95,3 +93,58 @@ func (h *host) Remaining(context.Context, slots.Slot) (protocol.Budgets, error) 
 }
 
 func (h *host) Finish(o slots.Outcome) { h.e.mb.post(msgOutcome{o}) }
+
+// Manifest fields (spec 13.1) beyond what the handler names. They are
+// derived here so that every handler, Go or external, gets the same ones.
+
+// inputSources is an output's provenance: the item's input artifacts.
+func inputSources(c protocol.WorkContract) protocol.List[string] {
+	sources := protocol.List[string]{}
+	for _, in := range c.Inputs {
+		if in.Artifact != "" && !slices.Contains(sources, in.Artifact) {
+			sources = append(sources, in.Artifact)
+		}
+	}
+	return sources
+}
+
+// outputSchema is the handler's schema, else that of the required outputs
+// of the same media type when they name one schema.
+func outputSchema(a slots.Artifact, c protocol.WorkContract) string {
+	if a.Schema != "" {
+		return a.Schema
+	}
+	schema := ""
+	for _, o := range c.RequiredOutputs {
+		if o.MediaType == a.MediaType && o.Schema != "" {
+			if schema != "" && schema != o.Schema {
+				return ""
+			}
+			schema = o.Schema
+		}
+	}
+	return schema
+}
+
+// toolVersions records the handler's tools and the capability version
+// that ran; the capability's entry is the registered one.
+func toolVersions(s slots.Slot, a slots.Artifact) protocol.StringMap {
+	tv := protocol.StringMap{}
+	maps.Copy(tv, a.ToolVersions)
+	if s.Capability.ID != "" {
+		tv[s.Capability.ID] = s.Capability.Version
+	}
+	return tv
+}
+
+// moreRestricted is the more restricted of the handler's classification
+// and the worker's floor; an empty floor counts as internal.
+func moreRestricted(handler, floor protocol.Classification) protocol.Classification {
+	if floor.Rank() == 0 {
+		floor = protocol.ClassInternal
+	}
+	if handler.Rank() > floor.Rank() {
+		return handler
+	}
+	return floor
+}

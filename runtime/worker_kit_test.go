@@ -53,6 +53,12 @@ func newWKitLease(t *testing.T, lease time.Duration) *wkit { return newWKitWith(
 
 // newWKitWith is newWKitLease with the authority's configuration adjusted.
 func newWKitWith(t *testing.T, lease time.Duration, adjust func(*embed.Config)) *wkit {
+	return newWKitPinned(t, lease, adjust, nil)
+}
+
+// newWKitPinned is newWKitWith whose Group pins the extension profiles
+// register returns, after registering them with the authority.
+func newWKitPinned(t *testing.T, lease time.Duration, adjust func(*embed.Config), register func(*authoritylite.Service) []protocol.ProfilePin) *wkit {
 	fc := clock.NewFake(t0)
 	k := &wkit{t: t, fc: fc, ac: &skewClock{base: fc}, logs: &logBuffer{}}
 	ecfg := embed.Config{Dir: t.TempDir(), Clock: k.ac,
@@ -75,7 +81,12 @@ func newWKitWith(t *testing.T, lease time.Duration, adjust func(*embed.Config)) 
 	}
 	k.alice = s.Principal(protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}, hk)
 	k.coord = k.join("coord")
-	k.ok(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "Fix bug", Objective: "ship it", PriorityClass: protocol.PriorityHigh})
+	var pins []protocol.ProfilePin
+	if register != nil {
+		pins = register(s)
+	}
+	k.ok(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-a", Title: "Fix bug", Objective: "ship it", PriorityClass: protocol.PriorityHigh,
+		ExtensionProfiles: pins})
 	k.ok(k.alice, protocol.CmdMissionAssignCoordinator, &protocol.AssignCoordinatorPayload{MissionID: "mis-a", AgentID: "coord", LeaseDurationMs: uint64((10 * time.Hour).Milliseconds())})
 	return k
 }

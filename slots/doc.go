@@ -16,7 +16,9 @@
 // 11.4), Checkpoint (durable save through package checkpoint under the
 // slot's own (group, item, ownership epoch), then the host is told),
 // Resume (the newest checkpoint of the WorkItem when the attempt began),
-// PreemptRequested, Block, ToolCall, Charge and PublishArtifact.
+// PreemptRequested, Block, ToolCall, Charge, and Publish (an Artifact with
+// its schema, classification and tool versions; PublishArtifact for bytes
+// of one media type).
 //
 // ToolCall checks, in order: the lease and credentials; the contract's
 // allowedTools and allowedOperations (AUTH_FORBIDDEN); the host's policy

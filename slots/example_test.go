@@ -72,8 +72,8 @@ func (h *exampleHost) Checkpointed(_ context.Context, _ slots.Slot, c checkpoint
 	return nil
 }
 
-func (h *exampleHost) PublishArtifact(_ context.Context, _ slots.Slot, _ string, data []byte) (string, error) {
-	return protocol.Digest(data), nil
+func (h *exampleHost) PublishArtifact(_ context.Context, _ slots.Slot, a slots.Artifact) (string, error) {
+	return protocol.Digest(a.Data), nil
 }
 
 func (h *exampleHost) Allow(context.Context, slots.Slot, slots.Risk) error { return nil }

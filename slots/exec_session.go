@@ -156,7 +156,7 @@ func (s *session) handle(ctx context.Context, msg any) (res Result, err error, f
 			s.send(replyMsg{Type: "checkpointed", ID: m.ID, CheckpointID: c.ID, Digest: c.Digest})
 		}
 	case *artifactMsg:
-		d, err := w.PublishArtifact(ctx, m.MediaType, m.data)
+		d, err := w.Publish(ctx, Artifact{MediaType: m.MediaType, Schema: m.Schema, Data: m.data, Classification: m.Classification, ToolVersions: m.ToolVersions})
 		if err != nil {
 			s.send(errorReply(m.ID, "artifact", err))
 		} else {

@@ -328,3 +328,35 @@ func (l *lockedLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// An artifact message carries the manifest fields a program knows: its
+// schema, data classification and tool versions; an unknown
+// classification is refused with an error reply, not the run.
+func TestExecArtifactManifestFields(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	script := `read x
+echo '{"type":"artifact","id":"a1","mediaType":"text/plain","schema":"s:x","classification":"confidential","toolVersions":{"pytest":"8.3.2"},"data":"aGk="}'
+read r1
+echo '{"type":"artifact","id":"a2","mediaType":"text/plain","classification":"secret","data":"aGk="}'
+read r2
+case "$r2" in
+*'"type":"error"'*'INVALID_COMMAND'*) echo '{"type":"result"}' ;;
+*) echo '{"type":"fail","reason":"a2 was not refused","permanent":true}' ;;
+esac`
+	e := newEnv(t, 1, Exec{Path: "/bin/sh", Args: []string{"-c", script}, Cap: protocol.Capability{ID: "sh", Version: "1.0.0"}})
+	e.start(t, assignment("g", "wi", "l1", "sh"))
+	if o := e.host.wait(t); o.Kind != Completed {
+		t.Fatalf("outcome %v %q (%v)", o.Kind, o.Reason, o.Err)
+	}
+	e.host.mu.Lock()
+	defer e.host.mu.Unlock()
+	if len(e.host.published) != 1 {
+		t.Fatalf("published %+v, want only a1", e.host.published)
+	}
+	a := e.host.published[0]
+	if a.Schema != "s:x" || a.Classification != protocol.ClassConfidential || a.ToolVersions["pytest"] != "8.3.2" || string(a.Data) != "hi" {
+		t.Fatalf("published %+v", a)
+	}
+}

@@ -30,11 +30,14 @@ type (
 		state []byte
 	}
 	artifactMsg struct {
-		Type      string `json:"type"`
-		ID        string `json:"id"`
-		MediaType string `json:"mediaType"`
-		Data      string `json:"data"` // base64
-		data      []byte
+		Type           string                  `json:"type"`
+		ID             string                  `json:"id"`
+		MediaType      string                  `json:"mediaType"`
+		Schema         string                  `json:"schema,omitempty"`
+		Classification protocol.Classification `json:"classification,omitempty"`
+		ToolVersions   map[string]string       `json:"toolVersions,omitempty"`
+		Data           string                  `json:"data"` // base64
+		data           []byte
 	}
 	riskMsg struct {
 		Class             protocol.RiskClass `json:"class"`

@@ -10,6 +10,7 @@ var lineSeeds = []string{
 	`{"type":"progress","progress":{"phase":"p","milestonesCompleted":[],"nextCheckpoint":"n","blockers":[],"revisedEstimate":{"completionAt":"2026-12-01T00:00:00Z","confidence":0.5},"evidenceRefs":[]}}`,
 	`{"type":"checkpoint","id":"c1","state":"MQ==","phase":"step-1"}`,
 	`{"type":"artifact","id":"a1","mediaType":"text/plain","data":"aGk="}`,
+	`{"type":"artifact","id":"a2","mediaType":"text/plain","schema":"s","classification":"restricted","toolVersions":{"pytest":"8"},"data":"aGk="}`,
 	`{"type":"toolCall","id":"t1","opId":"op","tool":"git","operation":"write","risk":{"class":"low","irreversible":true},"sideEffect":true,"cost":{"money":1,"tokens":2,"toolCalls":0,"computeSeconds":0,"wallClockSeconds":0,"sideEffects":0}}`,
 	`{"type":"toolDone","id":"t1","output":""}`,
 	`{"type":"toolDone","id":"t1","error":"boom"}`,
@@ -59,7 +60,7 @@ func TestDecodeLineSeeds(t *testing.T) {
 			ok++
 		}
 	}
-	if ok != 11 {
-		t.Fatalf("%d of the seeds decoded, want the 11 valid ones", ok)
+	if ok != 12 {
+		t.Fatalf("%d of the seeds decoded, want the 12 valid ones", ok)
 	}
 }

@@ -96,6 +96,22 @@ type Slot struct {
 	WorkItemID     string
 	OwnershipEpoch uint64
 	LeaseID        string
+	// Capability is what the running handler provides: the relevant
+	// capability version an artifact's manifest records (spec 13.1).
+	Capability protocol.Capability
+}
+
+// Artifact is one output a handler publishes. MediaType and Data are
+// required; the rest goes into the signed manifest (spec 13.1): Schema of
+// the content, its data Classification (empty: the host's default) and the
+// versions of the tools or models that made it (the host adds the
+// capability's own).
+type Artifact struct {
+	MediaType      string
+	Schema         string
+	Data           []byte
+	Classification protocol.Classification
+	ToolVersions   map[string]string
 }
 
 // Credentials are scoped to one execution lease; they never outlive it.
@@ -176,8 +192,8 @@ type Host interface {
 	// work.checkpoint by itself: that command releases the lease, and the
 	// host sends it for a Preempted outcome.
 	Checkpointed(ctx context.Context, s Slot, c checkpoint.Checkpoint) error
-	// PublishArtifact stores data content-addressed and returns its digest.
-	PublishArtifact(ctx context.Context, s Slot, mediaType string, data []byte) (string, error)
+	// PublishArtifact stores a.Data content-addressed and returns its digest.
+	PublishArtifact(ctx context.Context, s Slot, a Artifact) (string, error)
 	// Allow asks policy whether an operation of risk r may run now (for
 	// example: refused while offline unless r.AllowedOffline()).
 	Allow(ctx context.Context, s Slot, r Risk) error

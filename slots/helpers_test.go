@@ -25,6 +25,7 @@ type fakeHost struct {
 	progress  []protocol.Progress
 	cps       []checkpoint.Checkpoint
 	artifacts map[string][]byte
+	published []Artifact
 	remaining protocol.Budgets
 	allow     func(Risk) error
 	// onProgress and onCheckpoint, when set, run inside the call.
@@ -67,11 +68,12 @@ func (h *fakeHost) Checkpointed(_ context.Context, s Slot, c checkpoint.Checkpoi
 	return nil
 }
 
-func (h *fakeHost) PublishArtifact(_ context.Context, s Slot, mediaType string, data []byte) (string, error) {
-	d := protocol.Digest(data)
-	h.record(s, "artifact "+mediaType)
+func (h *fakeHost) PublishArtifact(_ context.Context, s Slot, a Artifact) (string, error) {
+	d := protocol.Digest(a.Data)
+	h.record(s, "artifact "+a.MediaType)
 	h.mu.Lock()
-	h.artifacts[d] = data
+	h.artifacts[d] = a.Data
+	h.published = append(h.published, a)
 	h.mu.Unlock()
 	return d, nil
 }

@@ -155,7 +155,7 @@ func (p *Pool) Start(a Assignment) (int, error) {
 		return -1, ErrNoFreeSlot
 	}
 	r.slot = Slot{Index: idx, GroupID: a.GroupID, MissionID: a.MissionID, WorkItemID: a.WorkItemID,
-		OwnershipEpoch: a.OwnershipEpoch, LeaseID: a.LeaseID}
+		OwnershipEpoch: a.OwnershipEpoch, LeaseID: a.LeaseID, Capability: h.Capability()}
 	if r.workdir, err = os.MkdirTemp(p.cfg.WorkRoot, fmt.Sprintf("slot%d-", idx)); err != nil {
 		return -1, fmt.Errorf("slots: workdir: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -206,11 +207,17 @@ func (w *Work) Block(ctx context.Context, res protocol.Resolution, state []byte)
 	return ErrBlocked
 }
 
-// PublishArtifact stores data through the host and returns its digest,
-// which is checked against the data.
+// PublishArtifact publishes data of one media type with the host's
+// defaults for the rest of the manifest; see Publish.
 func (w *Work) PublishArtifact(ctx context.Context, mediaType string, data []byte) (string, error) {
-	if mediaType == "" {
-		return "", protocol.Errorf(protocol.CodeInvalidCommand, "slots: an artifact needs a media type")
+	return w.Publish(ctx, Artifact{MediaType: mediaType, Data: data})
+}
+
+// Publish stores an artifact through the host and returns its digest,
+// which is checked against the data.
+func (w *Work) Publish(ctx context.Context, a Artifact) (string, error) {
+	if err := a.check(); err != nil {
+		return "", err
 	}
 	r := w.r
 	r.mu.Lock()
@@ -219,14 +226,32 @@ func (w *Work) PublishArtifact(ctx context.Context, mediaType string, data []byt
 	if err != nil {
 		return "", err
 	}
-	d, err := r.pool.cfg.Host.PublishArtifact(ctx, r.slot, mediaType, bytes.Clone(data))
+	a.Data = bytes.Clone(a.Data)
+	a.ToolVersions = maps.Clone(a.ToolVersions)
+	d, err := r.pool.cfg.Host.PublishArtifact(ctx, r.slot, a)
 	if err != nil {
 		return "", fmt.Errorf("slots: publish: %w", err)
 	}
-	if want := protocol.Digest(data); d != want {
+	if want := protocol.Digest(a.Data); d != want {
 		return "", protocol.Errorf(protocol.CodeInternalError, "slots: host returned digest %s for content %s", d, want)
 	}
 	return d, nil
+}
+
+// check refuses what no manifest may carry.
+func (a Artifact) check() error {
+	if a.MediaType == "" {
+		return protocol.Errorf(protocol.CodeInvalidCommand, "slots: an artifact needs a media type")
+	}
+	if a.Classification != "" && a.Classification.Rank() == 0 {
+		return protocol.Errorf(protocol.CodeInvalidCommand, "slots: unknown classification %q (public, internal, confidential or restricted)", a.Classification)
+	}
+	for k := range a.ToolVersions {
+		if k == "" {
+			return protocol.Errorf(protocol.CodeInvalidCommand, "slots: a tool version needs the tool's name")
+		}
+	}
+	return nil
 }
 
 func cloneProgress(p protocol.Progress) protocol.Progress {

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/missionweave/mwp-worker/offline"
+	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -26,6 +27,8 @@ func tuningFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "estimate", Usage: "expected run time of an item, for admission and schedule disclosure, until runs are observed", Value: time.Minute, Sources: cli.EnvVars("MWP_ESTIMATE")},
 		&cli.DurationFlag{Name: "offline-grace", Usage: "how long reversible work keeps running while the authority is unreachable", Value: offline.DefaultGrace, Sources: cli.EnvVars("MWP_OFFLINE_GRACE")},
 		&cli.IntFlag{Name: "offline-buffer-commands", Usage: "the most signed commands buffered while offline", Value: offline.DefaultMaxCommands, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_COMMANDS")},
+		&cli.StringSliceFlag{Name: "extension", Usage: "an extension profile `URI` this worker's handlers interpret; an offer that depends on another critical extension is refused (repeatable or comma-separated)", Sources: cli.EnvVars("MWP_EXTENSIONS")},
+		&cli.StringFlag{Name: "artifact-classification", Usage: "the least data classification of the artifacts this worker publishes: public, internal, confidential or restricted (a handler may name a more restricted one)", Value: string(protocol.ClassInternal), Sources: cli.EnvVars("MWP_ARTIFACT_CLASSIFICATION")},
 		&cli.Int64Flag{Name: "offline-buffer-bytes", Usage: "the most bytes of signed commands buffered while offline", Value: offline.DefaultMaxBytes, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_BYTES")},
 	}
 }
@@ -37,6 +40,8 @@ type tuning struct {
 	quotas                          map[string]int
 	depth, bufCommands              int
 	bufBytes                        int64
+	class                           protocol.Classification
+	extensions                      []string
 }
 
 func tuningFrom(cmd *cli.Command) (tuning, error) {
@@ -44,6 +49,11 @@ func tuningFrom(cmd *cli.Command) (tuning, error) {
 		drain: cmd.Duration("drain-timeout"), preempt: cmd.Duration("preempt-timeout"), estimate: cmd.Duration("estimate"),
 		grace: cmd.Duration("offline-grace"), depth: int(cmd.Int("queue-depth")),
 		bufCommands: int(cmd.Int("offline-buffer-commands")), bufBytes: cmd.Int64("offline-buffer-bytes"),
+		class:      protocol.Classification(cmd.String("artifact-classification")),
+		extensions: splitList(cmd.StringSlice("extension"), "\n,"),
+	}
+	if t.class.Rank() == 0 {
+		return t, fmt.Errorf("--artifact-classification %q: want public, internal, confidential or restricted", t.class)
 	}
 	for name, d := range map[string]time.Duration{"drain-timeout": t.drain, "preempt-timeout": t.preempt, "estimate": t.estimate, "offline-grace": t.grace} {
 		if d <= 0 {
@@ -93,7 +103,7 @@ func groupNumbers(flag string, pairs []string) (map[string]int64, error) {
 
 func (t tuning) apply(cfg *runtime.WorkerConfig) {
 	cfg.DrainTimeout, cfg.PreemptTimeout, cfg.Estimate, cfg.OfflineGrace = t.drain, t.preempt, t.estimate, t.grace
-	cfg.QueueDepth = t.depth
+	cfg.QueueDepth, cfg.Classification, cfg.Extensions = t.depth, t.class, t.extensions
 	cfg.OfflineLimits = offline.Limits{MaxCommands: t.bufCommands, MaxBytes: t.bufBytes}
 	cfg.GroupWeights, cfg.GroupQuotas = t.weights, t.quotas
 }

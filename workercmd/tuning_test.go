@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/missionweave/mwp-worker/offline"
+	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
 )
 
@@ -37,15 +38,15 @@ func parseTuning(t *testing.T, env map[string]string, args ...string) (runtime.W
 func TestTuningFlags(t *testing.T) {
 	cfg, err := parseTuning(t, nil)
 	if err != nil || cfg.DrainTimeout != 30*time.Second || cfg.QueueDepth != 4 || cfg.OfflineGrace != offline.DefaultGrace ||
-		cfg.OfflineLimits.MaxCommands != offline.DefaultMaxCommands || len(cfg.GroupWeights) != 0 {
+		cfg.OfflineLimits.MaxCommands != offline.DefaultMaxCommands || len(cfg.GroupWeights) != 0 || cfg.Classification != protocol.ClassInternal {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 	cfg, err = parseTuning(t, map[string]string{"MWP_GROUP_QUOTAS": "grp-a=1,grp-b=2"},
 		"--drain-timeout", "90s", "--group-weight", "grp-a=4", "--group-weight", "grp-b=2,grp-c=1", "--queue-depth", "8",
-		"--offline-grace", "5m", "--offline-buffer-commands", "100", "--preempt-timeout", "10s", "--estimate", "3m")
+		"--offline-grace", "5m", "--offline-buffer-commands", "100", "--preempt-timeout", "10s", "--estimate", "3m", "--artifact-classification", "confidential", "--extension", "urn:example:ext:gpu")
 	if err != nil || cfg.DrainTimeout != 90*time.Second || cfg.GroupWeights["grp-a"] != 4 || cfg.GroupWeights["grp-c"] != 1 ||
 		cfg.GroupQuotas["grp-b"] != 2 || cfg.QueueDepth != 8 || cfg.OfflineGrace != 5*time.Minute || cfg.OfflineLimits.MaxCommands != 100 ||
-		cfg.PreemptTimeout != 10*time.Second || cfg.Estimate != 3*time.Minute {
+		cfg.PreemptTimeout != 10*time.Second || cfg.Estimate != 3*time.Minute || cfg.Classification != protocol.ClassConfidential || len(cfg.Extensions) != 1 {
 		t.Fatalf("set: %+v %v", cfg, err)
 	}
 	for _, tc := range []struct {
@@ -58,6 +59,7 @@ func TestTuningFlags(t *testing.T) {
 		{[]string{"--drain-timeout", "0s"}, "positive duration"},
 		{[]string{"--offline-grace", "1h"}, "at most"},
 		{[]string{"--queue-depth", "0"}, "positive number"},
+		{[]string{"--artifact-classification", "secret"}, "want public, internal"},
 	} {
 		if _, err := parseTuning(t, nil, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)

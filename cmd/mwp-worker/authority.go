@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,14 +46,17 @@ func authorityCommand() *cli.Command {
 				&cli.BoolFlag{Name: "insecure-loopback", Usage: "serve plain ws:// (tests only; refused on non-loopback addresses)"},
 				&cli.StringSliceFlag{Name: "human", Usage: "register a human principal: ID=PUBKEYFILE (repeatable)"},
 				&cli.StringSliceFlag{Name: "policy", Usage: "register an Organization policy service: ID=PUBKEYFILE (repeatable)"},
+				&cli.StringSliceFlag{Name: "profile", Usage: "register an extension profile the Organization approved: `PROFILE=SCHEMA` files (from authority sign-profile; repeatable)"},
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register `FILE` at start (from run --enrollment; repeatable)"},
 				&cli.IntFlag{Name: "max-conns", Usage: "connections held at once, handshaking or not; more get HTTP 503 (docs/operations.md)", Value: 1024, Sources: cli.EnvVars("MWP_MAX_CONNS")},
 				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections held at once per remote IP address; more get HTTP 503", Value: 64, Sources: cli.EnvVars("MWP_MAX_CONNS_PER_IP")},
 				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second, Sources: cli.EnvVars("MWP_HANDSHAKE_TIMEOUT")},
+				&cli.StringSliceFlag{Name: "policy-limit", Usage: "a spec 20 limit per Group, `NAME=N`: maxOpenWorkItems, maxActiveWorkItems, maxQueuedWorkItems, maxOpenClarifications, maxDuplicateWorkItems or maxDelegationDepth (repeatable or comma-separated; docs/operations.md has the defaults)", Sources: cli.EnvVars("MWP_POLICY_LIMITS")},
+				&cli.FloatFlag{Name: "policy-soft-limit", Usage: "the fraction of a counted limit at which the authority posts a policy.softLimit notice to the Group; 0 posts none", Value: 0.8, Sources: cli.EnvVars("MWP_POLICY_SOFT_LIMIT")},
 			}, opsFlags()...),
 			Action: serveAuthority,
-		}, authorityInspectCommand(), authorityCheckCommand(), authorityEnrollCommand()},
+		}, authorityInspectCommand(), authorityCheckCommand(), authorityEnrollCommand(), authoritySignProfileCommand()},
 	}
 }
 
@@ -68,6 +72,10 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if limits.MaxConns < 1 || limits.MaxConnsPerIP < 1 || limits.HandshakeTimeout <= 0 {
 		return fail("--max-conns, --max-conns-per-ip and --handshake-timeout must be positive")
 	}
+	policy, err := policyFrom(cmd)
+	if err != nil {
+		return fail("%v", err)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dir := cmd.String("data")
@@ -75,7 +83,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration"), Init: cmd.Bool("init")})
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration"), Init: cmd.Bool("init"), Policy: policy})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -97,6 +105,9 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 				return fail("--%s %s: %v", p.flag, id, err)
 			}
 		}
+	}
+	if err := registerProfiles(svc, cmd.StringSlice("profile")); err != nil {
+		return fail("%v", err)
 	}
 	// The binding cannot authenticate an agent the authority does not
 	// know yet, so its first card arrives out of band.
@@ -173,4 +184,30 @@ func connectionGauges(server *wss.Server) []prometheus.Collector {
 			ConstLabels: prometheus.Labels{"state": "refusing"},
 		}, func() float64 { _, r, _ := server.Connections(); return float64(r) }),
 	}
+}
+
+// policyFrom reads --policy-limit and --policy-soft-limit.
+func policyFrom(cmd *cli.Command) (authoritylite.Policy, error) {
+	var p authoritylite.Policy
+	for _, spec := range cmd.StringSlice("policy-limit") {
+		for _, one := range strings.Split(spec, ",") {
+			name, v, ok := strings.Cut(strings.TrimSpace(one), "=")
+			n, err := strconv.Atoi(v)
+			if !ok || err != nil {
+				return p, fmt.Errorf("--policy-limit %q: want NAME=N", one)
+			}
+			if err := p.Set(name, n); err != nil {
+				return p, fmt.Errorf("--policy-limit: %v", err)
+			}
+		}
+	}
+	switch f := cmd.Float("policy-soft-limit"); {
+	case f == 0:
+		p.SoftLimit = -1
+	case f < 0 || f >= 1:
+		return p, fmt.Errorf("--policy-soft-limit %v: want a fraction from 0 up to (not including) 1", f)
+	default:
+		p.SoftLimit = f
+	}
+	return p, nil
 }

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/urfave/cli/v3"
 )
 
 // The connection flags of `authority serve` reach the server: with
@@ -75,6 +77,42 @@ func TestAuthorityServeRefusesBadLimits(t *testing.T) {
 	for _, flag := range []string{"--max-conns=0", "--max-conns-per-ip=-1", "--handshake-timeout=0s"} {
 		code, _, stderr := runCLI(t, "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", flag)
 		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "must be positive") {
+			t.Fatalf("%s: exit %d, stderr %q", flag, code, stderr)
+		}
+	}
+}
+
+// --policy-limit and --policy-soft-limit set the spec 20 policy; bad
+// values are one line and exit 1.
+func TestAuthorityServePolicyFlags(t *testing.T) {
+	parse := func(args ...string) (authoritylite.Policy, error) {
+		var got authoritylite.Policy
+		var perr error
+		var serve *cli.Command
+		for _, c := range authorityCommand().Commands {
+			if c.Name == "serve" {
+				serve = c
+			}
+		}
+		serve.Action = func(_ context.Context, cmd *cli.Command) error {
+			got, perr = policyFrom(cmd)
+			return nil
+		}
+		if err := serve.Run(context.Background(), append([]string{"serve", "--data", "x"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return got, perr
+	}
+	p, err := parse("--policy-limit", "maxQueuedWorkItems=3,maxOpenClarifications=2", "--policy-limit", "maxDelegationDepth=5", "--policy-soft-limit", "0.5")
+	if err != nil || p.MaxQueuedWorkItems != 3 || p.MaxOpenClarifications != 2 || p.MaxDelegationDepth != 5 || p.SoftLimit != 0.5 {
+		t.Fatalf("set: %+v %v", p, err)
+	}
+	if p, err := parse("--policy-soft-limit", "0"); err != nil || p.SoftLimit >= 0 {
+		t.Fatalf("soft limit 0: %+v %v, want none posted", p, err)
+	}
+	for _, flag := range []string{"--policy-limit=bogus=1", "--policy-limit=maxOpenWorkItems=0", "--policy-limit=maxOpenWorkItems", "--policy-soft-limit=1.5"} {
+		code, _, stderr := runCLI(t, "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", flag)
+		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "policy") {
 			t.Fatalf("%s: exit %d, stderr %q", flag, code, stderr)
 		}
 	}
