@@ -14,7 +14,7 @@ import (
 func (s *Service) checkContext(gs *groupState, pl *protocol.PublishContextPayload) error {
 	p := pl.Package
 	if err := protocol.VerifyContextPackage(p, s.org); err != nil {
-		return atPointer(err, "/payload/package")
+		return protocol.Under(err, "/payload/package")
 	}
 	if p.SourceEvents.ToSequence > gs.last {
 		return protocol.InvalidCommand("context package %s cites events up to %d; the log of group %s ends at %d", p.PackageID, p.SourceEvents.ToSequence, gs.id, gs.last).At("/payload/package/sourceEvents/toSequence")
@@ -25,13 +25,4 @@ func (s *Service) checkContext(gs *groupState, pl *protocol.PublishContextPayloa
 		}
 	}
 	return nil
-}
-
-func atPointer(err error, prefix string) error {
-	if pe, ok := err.(*protocol.Error); ok {
-		c := *pe
-		c.Pointer = prefix + c.Pointer
-		return &c
-	}
-	return err
 }

@@ -74,10 +74,19 @@ func DecodeContextPackage(data []byte, opts DecodeOptions) (ContextPackage, erro
 	if err := json.Unmarshal(data, &p); err != nil {
 		return p, Errorf(CodeSchemaValidationFailed, "context package: %v", err)
 	}
-	if p.SourceEvents.FromSequence > p.SourceEvents.ToSequence {
-		return p, Errorf(CodeSchemaValidationFailed, "context package %s: sourceEvents runs from %d back to %d", p.PackageID, p.SourceEvents.FromSequence, p.SourceEvents.ToSequence).At("/sourceEvents")
+	if err := p.SourceEvents.Check(); err != nil {
+		return p, Under(err, "/sourceEvents")
 	}
 	return p, nil
+}
+
+// Check refuses a range that is not one of Group sequences: from 1 up to
+// toSequence (INVALID_COMMAND).
+func (r EventRange) Check() error {
+	if r.FromSequence == 0 || r.FromSequence > r.ToSequence {
+		return InvalidCommand("events %d…%d of group %s are not a range of sequences", r.FromSequence, r.ToSequence, r.GroupID).At("/fromSequence")
+	}
+	return nil
 }
 
 // Covers reports whether the package may be given to a run of WorkItem

@@ -131,7 +131,7 @@ func TestDecodeContextPackage(t *testing.T) {
 		{"version 2 without previousVersion", contextSeeds[1], CodeSchemaValidationFailed},
 		{"duplicate member", contextSeeds[2], CodeProtocolViolation},
 		{"not an object", `[]`, CodeSchemaValidationFailed},
-		{"backward range", `{"packageId":"ctx-1","version":1,"scope":{"missionId":"m","groupId":"g"},"sourceEvents":{"groupId":"g","fromSequence":3,"toSequence":2},"artifacts":[],"decisions":[],"constraints":[],"openQuestions":[],"generator":{"agentId":"c","agentVersion":"1"},"generatedAt":"2026-11-30T08:00:00Z","signature":{"alg":"Ed25519","keyId":"agent:c#k1","createdAt":"2026-11-30T08:00:00Z","value":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}`, CodeSchemaValidationFailed},
+		{"backward range", `{"packageId":"ctx-1","version":1,"scope":{"missionId":"m","groupId":"g"},"sourceEvents":{"groupId":"g","fromSequence":3,"toSequence":2},"artifacts":[],"decisions":[],"constraints":[],"openQuestions":[],"generator":{"agentId":"c","agentVersion":"1"},"generatedAt":"2026-11-30T08:00:00Z","signature":{"alg":"Ed25519","keyId":"agent:c#k1","createdAt":"2026-11-30T08:00:00Z","value":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}`, CodeInvalidCommand},
 	} {
 		_, err := DecodeContextPackage([]byte(tc.doc), DecodeOptions{})
 		if tc.code == "" && err != nil || tc.code != "" && CodeOf(err) != tc.code {

@@ -70,8 +70,8 @@ func (s *Store) CitedEvents(agentID string, r protocol.EventRange, max int) ([]j
 	if g == nil || !member.Active() {
 		return nil, protocol.Errorf(protocol.CodeMembershipRequired, "agent %s may not read the events of group %s", agentID, r.GroupID).At("/groupId")
 	}
-	if r.FromSequence == 0 || r.FromSequence > r.ToSequence {
-		return nil, protocol.InvalidCommand("events %d…%d are not a range of sequences", r.FromSequence, r.ToSequence).At("/fromSequence")
+	if err := r.Check(); err != nil {
+		return nil, err
 	}
 	if r.FromSequence <= base {
 		e := protocol.Errorf(protocol.CodeCursorTooOld, "group %s keeps events after %d (a restored snapshot); %d is gone", r.GroupID, base, r.FromSequence).At("/fromSequence")
