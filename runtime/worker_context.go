@@ -9,19 +9,16 @@ import (
 
 // contextFor returns the Context Package a run of the WorkItem gets (spec
 // 13.3), as JSON, or nil: the store's newest one for the item (else for
-// its Mission), and only when its scope is this run's Group, Mission and
-// WorkItem — a package of another Mission never reaches a handler.
-func (e *engine) contextFor(groupID, missionID, itemID string) []byte {
+// its Mission). The store never notes a package scoped elsewhere, and the
+// slot refuses one (slots.Pool.Start): a package of another Mission never
+// reaches a handler.
+func (e *engine) contextFor(groupID, itemID string) []byte {
 	p, ok, err := e.store.ContextPackage(groupID, itemID)
 	if err != nil {
 		e.log.Warn("context package unreadable; the run starts without one", "group", groupID, "item", itemID, "err", err)
 		return nil
 	}
 	if !ok {
-		return nil
-	}
-	if err := p.Covers(groupID, missionID, itemID); err != nil {
-		e.log.Warn("context package of another scope withheld", "group", groupID, "item", itemID, "package", p.PackageID, "err", err)
 		return nil
 	}
 	raw, err := protocol.Marshal(p)
