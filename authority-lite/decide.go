@@ -128,6 +128,8 @@ func (s *Service) dispatch(c *call, gs *groupState, p *pending) error {
 			err = s.checkCoordinatorCard(pl)
 		case *protocol.OfferWorkPayload:
 			err = s.checkCandidates(gs, pl)
+		case *protocol.PublishContextPayload:
+			err = s.checkContext(gs, pl)
 		}
 		if err == nil {
 			err = s.applyCore(c, gs, p)

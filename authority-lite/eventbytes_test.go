@@ -106,7 +106,7 @@ func TestEventBytesEveryType(t *testing.T) {
 	for _, f := range []func(*testing.T){
 		TestServiceMissionEndToEnd, TestBudgetUpTheAncestry, TestMessageRows, TestMembershipRows, TestDelegationRows,
 		TestCooperationOverrideGrant, TestGroupArchive, TestArtifactRepublishIsANewRevision, TestReconcileWithinGraceChargesOnce,
-		testEveryWorkEvent, testEveryMissionEvent,
+		testEveryWorkEvent, testEveryMissionEvent, TestContextPublishRows,
 	} {
 		name := runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
 		t.Run(name[strings.LastIndex(name, ".")+1:], f)

@@ -255,6 +255,11 @@ var refusalRows = map[protocol.EventType]refusalRow{
 			func(e *protocol.Envelope) { e.ActionID, e.OverrideGrantID = "act-other", "ovr-1" })
 		return err
 	}, code: protocol.CodeAuthForbidden},
+	protocol.EvtContextPublished: {setup: func(k *svc) { activeItem(k) }, refuse: func(k *svc) error {
+		p := k.signedContext(nil, func(p *protocol.ContextPackage) { p.Scope.MissionID = "mis-b" }) // scoped to another Mission
+		_, err := k.do(k.coord, protocol.CmdContextPublish, &protocol.PublishContextPayload{Package: p})
+		return err
+	}, code: protocol.CodeInvalidCommand},
 	protocol.EvtGroupSnapshotCreated: {refuse: func(k *svc) error {
 		_, err := k.s.Compact("grp-none", 0)
 		return err

@@ -19,6 +19,11 @@ import (
 // written once, not seven times.
 const defaultCheckpointEvery = 512
 
+// keyContexts is the meta value holding the current version of every
+// Context Package of the Group (group.Group.Contexts), part of the
+// checkpoint like the Mission record.
+var keyContexts = []byte("contexts")
+
 // savedState is what the store's Mission, WorkItem and proposal records
 // hold: the Group's decision state as of sequence seq. Values reachable
 // from a group.Group are replaced, never edited in place, so a record
@@ -29,6 +34,7 @@ type savedState struct {
 	items     map[string]*group.WorkItem
 	proposals map[string]*group.Proposal
 	mission   *protocol.Mission
+	contexts  map[string]*group.ContextHead
 	// named are the aggregate ids events named since seq; missionNamed is
 	// set when one of them was the Mission.
 	named        map[string]bool
@@ -99,6 +105,12 @@ func (gs *groupState) checkpoint(rec *recorder, seq uint64) error {
 		}
 		sv.mission = gs.g.Mission
 	}
+	if !maps.Equal(gs.g.Contexts, sv.contexts) {
+		if err := putJSON(&rec.meta, keyContexts, gs.g.Contexts); err != nil {
+			return err
+		}
+		sv.contexts = maps.Clone(gs.g.Contexts)
+	}
 	if err := rec.meta.Put(keyStateSeq, seqKey(seq)); err != nil {
 		return err
 	}
@@ -143,8 +155,12 @@ func loadState(gs *groupState, gb *groupBuckets) (bool, error) {
 	}); err != nil {
 		return false, err
 	}
+	if _, err := getJSON(gb.meta, keyContexts, &gs.g.Contexts); err != nil {
+		return false, err
+	}
 	gs.saved = newSavedState()
 	gs.saved.items, gs.saved.proposals, gs.saved.mission = maps.Clone(gs.g.Items), maps.Clone(gs.g.Proposals), gs.g.Mission
+	gs.saved.contexts = maps.Clone(gs.g.Contexts)
 	last := lastSeq(gb.events)
 	v := gb.meta.Get(keyStateSeq)
 	if len(v) != 8 {

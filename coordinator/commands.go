@@ -29,6 +29,12 @@ func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (boo
 		return true, c.do(ctx, protocol.CmdWorkAuthorize, a, now, &p)
 	case actOffer:
 		return true, c.do(ctx, protocol.CmdWorkOffer, a, now, offerPayload(c.v, c.cfg.Plan, c.v.g.Items[a.item], c.workers, now, c.pol))
+	case actContext:
+		pkg, err := c.contextPackage(c.v.g.Items[a.item], now)
+		if err != nil {
+			return false, err
+		}
+		return true, c.do(ctx, protocol.CmdContextPublish, a, now, &protocol.PublishContextPayload{Package: pkg})
 	case actReview:
 		return c.review(ctx, a, now)
 	case actApproval:

@@ -50,6 +50,9 @@ type Coordinator struct {
 	pol     policy
 	v       *view
 	workers []Worker
+	// agentVersion is the coordinator's own Agent Card version, named as
+	// the generator of its Context Packages.
+	agentVersion string
 	// blocked remembers an action refused at a log position, so it is not
 	// retried until the log or the time moves.
 	blocked map[string]uint64
@@ -121,6 +124,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			return fmt.Errorf("coordinator: worker %s: %w", id, err)
 		}
 		c.workers = append(c.workers, Worker{AgentID: id, Capabilities: card.Capabilities})
+	}
+	c.agentVersion = "unknown"
+	if card, err := c.cfg.Authority.AgentCard(ctx, c.cfg.AgentID); err == nil && card.AgentVersion != "" {
+		c.agentVersion = card.AgentVersion
 	}
 	group := c.cfg.Plan.Mission.GroupID
 	for {

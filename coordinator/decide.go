@@ -21,6 +21,7 @@ const (
 	actOffer     actionKind = "offer"
 	actApproval  actionKind = "submit-for-approval"
 	actTerminate actionKind = "terminate"
+	actContext   actionKind = "context"
 )
 
 // action is one decision; the runner turns it into a signed command.
@@ -97,6 +98,11 @@ func decide(v *view, p *plan.Plan, workers []Worker, now time.Time, pol policy) 
 			return append(acts, action{kind: actTerminate, item: w.WorkItemID, stage: s, reason: reason})
 		}
 		if needsOffer(v, w, now) && len(v.g.DependenciesMet(w.WorkItemID)) == 0 && len(candidates(v, w, workers, now)) > 0 {
+			// The item's Context Package first, when what it says changed
+			// (spec 13.3); a refused one does not hold the offer back.
+			if contextDue(v, p, w) {
+				acts = append(acts, action{kind: actContext, item: s.WorkItemID, stage: s})
+			}
 			acts = append(acts, action{kind: actOffer, item: s.WorkItemID, stage: s})
 		}
 	}

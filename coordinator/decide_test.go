@@ -36,6 +36,17 @@ func stateView(t testing.TB, p *plan.Plan, states ...protocol.WorkItemState) *vi
 	return v
 }
 
+// currentContext records, as the Group's current package of item, the
+// summary the view gives now.
+func currentContext(v *view, p *plan.Plan, item string) {
+	b := summarize(v, p, v.g.Items[item])
+	if v.g.Contexts == nil {
+		v.g.Contexts = map[string]*group.ContextHead{}
+	}
+	v.g.Contexts[contextID(item)] = &group.ContextHead{Digest: "sha256:00", Package: protocol.ContextPackage{PackageID: contextID(item), Version: 1,
+		Artifacts: b.artifacts, Decisions: b.decisions, Constraints: b.constraints, OpenQuestions: b.questions}}
+}
+
 func kinds(acts []action) string {
 	var out []string
 	for _, a := range acts {
@@ -68,16 +79,16 @@ func TestDecide(t *testing.T) {
 		{name: "authorizes in plan order, one at a time", want: "authorize draft"},
 		{name: "renews past half-life, first", now: t0.Add(6 * time.Minute), want: "renew, authorize draft"},
 		{name: "adds a candidate worker", edit: func(v *view, _ *policy) { delete(v.members, agentActor("w1")) }, want: "member w1, authorize draft"},
-		{name: "offers an open item", states: []protocol.WorkItemState{protocol.WorkOpen}, want: "authorize proofread, offer draft"},
+		{name: "offers an open item", states: []protocol.WorkItemState{protocol.WorkOpen}, want: "authorize proofread, context draft, offer draft"},
 		{name: "no eligible worker, no offer", states: []protocol.WorkItemState{protocol.WorkOpen, protocol.WorkOpen},
 			edit: func(v *view, _ *policy) {
 				v.members[agentActor("w1")] = protocol.Membership{State: protocol.MembershipEnded}
 			}, want: "member w1"},
 		{name: "waits for a dependency", states: []protocol.WorkItemState{protocol.WorkActive, protocol.WorkOpen}, want: ""},
 		{name: "a submitted dependency is enough for a reviewer", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkOpen},
-			edit: func(v *view, pol *policy) { submitted(v, draft, 7); pol.prechecked[draft] = 7 }, want: "offer proofread"},
+			edit: func(v *view, pol *policy) { submitted(v, draft, 7); pol.prechecked[draft] = 7 }, want: "context proofread, offer proofread"},
 		{name: "reviews a submission", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkOpen},
-			edit: func(v *view, _ *policy) { submitted(v, draft, 7) }, want: "review draft, offer proofread"},
+			edit: func(v *view, _ *policy) { submitted(v, draft, 7) }, want: "review draft, context proofread, offer proofread"},
 		{name: "a prechecked submission waits for its reviewer's newer verdict", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkSubmitted},
 			edit: func(v *view, pol *policy) { submitted(v, draft, 9); submitted(v, proof, 8); pol.prechecked[draft] = 9 }, want: "review proofread"},
 		{name: "the verdict came: both reviewed, the reviewed first", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkSubmitted},
@@ -85,7 +96,7 @@ func TestDecide(t *testing.T) {
 		{name: "an expired offer is made again", states: []protocol.WorkItemState{protocol.WorkOffered, protocol.WorkOpen}, now: t0.Add(2 * time.Minute),
 			edit: func(v *view, _ *policy) {
 				v.g.Items[draft].Offer = &protocol.Offer{ExpiresAt: protocol.NewTime(t0.Add(time.Minute))}
-			}, want: "offer draft"},
+			}, want: "context draft, offer draft"},
 		{name: "a standing offer is not", states: []protocol.WorkItemState{protocol.WorkOffered, protocol.WorkOpen},
 			edit: func(v *view, _ *policy) {
 				v.g.Items[draft].Offer = &protocol.Offer{ExpiresAt: protocol.NewTime(t0.Add(time.Minute))}
@@ -93,9 +104,17 @@ func TestDecide(t *testing.T) {
 		{name: "a lapsed owner is fenced by a new offer", states: []protocol.WorkItemState{protocol.WorkQueued, protocol.WorkOpen}, now: t0.Add(time.Minute),
 			edit: func(v *view, _ *policy) {
 				v.g.Items[draft].Ownership = &protocol.OwnershipGrant{OwnerAgentID: "w1", OwnershipEpoch: 1, StartDeadline: protocol.NewTime(t0)}
-			}, want: "offer draft"},
+			}, want: "context draft, offer draft"},
 		{name: "a failure with attempts left is retried", states: []protocol.WorkItemState{protocol.WorkFailed, protocol.WorkOpen},
-			edit: func(v *view, _ *policy) { v.item(draft).failures = 1 }, want: "offer draft"},
+			edit: func(v *view, _ *policy) { v.item(draft).failures = 1 }, want: "context draft, offer draft"},
+		{name: "a package that still says it all is not published again", states: []protocol.WorkItemState{protocol.WorkFailed, protocol.WorkOpen},
+			edit: func(v *view, _ *policy) { v.item(draft).failures = 1; currentContext(v, p, draft) }, want: "offer draft"},
+		{name: "a package whose content changed is published again", states: []protocol.WorkItemState{protocol.WorkFailed, protocol.WorkOpen},
+			edit: func(v *view, _ *policy) {
+				v.item(draft).failures = 1
+				currentContext(v, p, draft)
+				v.g.Items[draft].Contract.AllowedTools = append(protocol.List[string]{"curl"}, v.g.Items[draft].Contract.AllowedTools...)
+			}, want: "context draft, offer draft"},
 		{name: "after its backoff", states: []protocol.WorkItemState{protocol.WorkFailed, protocol.WorkOpen}, now: t0.Add(time.Second),
 			edit: func(v *view, _ *policy) {
 				v.item(draft).failures, v.item(draft).failedAt = 2, t0

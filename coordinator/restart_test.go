@@ -53,8 +53,15 @@ func target(c protocol.Command) string {
 	var p struct {
 		WorkItemID string         `json:"workItemId"`
 		Principal  protocol.Actor `json:"principal"`
+		Package    struct {
+			Scope   protocol.ContextScope `json:"scope"`
+			Version uint64                `json:"version"`
+		} `json:"package"`
 	}
 	_ = json.Unmarshal(c.Payload, &p)
+	if c.Type == protocol.CmdContextPublish {
+		return fmt.Sprintf("%s %s v%d", c.Type, p.Package.Scope.WorkItemID, p.Package.Version)
+	}
 	return fmt.Sprintf("%s %s%s", c.Type, p.WorkItemID, p.Principal.ID)
 }
 

@@ -39,7 +39,10 @@ type itemLog struct {
 	// work.result.accepted follows it.
 	submission *submission
 	accepted   *submission
-	evidence   []protocol.Evidence // the accepting review's evidence
+	// acceptedEvent is the eventId of the work.result.accepted that
+	// accepted it, which its dependents' context packages cite.
+	acceptedEvent string
+	evidence      []protocol.Evidence // the accepting review's evidence
 }
 
 type submission struct {
@@ -142,7 +145,7 @@ func (v *view) applyWork(ev *protocol.Event, before *group.WorkItem, p group.Wor
 	case *group.ResultAccepted:
 		if s := l.submission; s != nil {
 			s.reviewed = true
-			l.accepted, l.evidence = s, p.Evidence
+			l.accepted, l.evidence, l.acceptedEvent = s, p.Evidence, ev.EventID
 			v.agent(s.agent).accepted++
 		}
 	case *group.Failed:

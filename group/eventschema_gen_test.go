@@ -89,6 +89,7 @@ var esProtocolSchemas = map[reflect.Type]string{
 	reflect.TypeFor[protocol.AgentCard]():                "agent-card.schema.json",
 	reflect.TypeFor[protocol.CooperationOverrideGrant](): "payloads/policy.grant_cooperation_override.schema.json",
 	reflect.TypeFor[protocol.OpenSessionPayload]():       "payloads/ext.missionweaveprotocol.identity.session_open.schema.json",
+	reflect.TypeFor[protocol.ContextPackage]():           "context-package.schema.json",
 }
 
 // esEnumSchemas maps the protocol string types whose values an existing
@@ -123,7 +124,7 @@ var esMemberConst = map[string]string{
 // String members that are ids or digests although their names do not say so.
 var (
 	esIDMembers     = map[string]bool{"followUpOf": true, "replyTo": true, "ancestors": true, "unfinishedWorkItems": true}
-	esDigestMembers = map[string]bool{"artifacts": true}
+	esDigestMembers = map[string]bool{"artifacts": true, "digest": true}
 	esPositiveUints = map[string]bool{"contractRevision": true, "previousContractRevision": true}
 )
 

@@ -56,6 +56,8 @@ func (g *Group) Fold(ev Event) error {
 		}
 	case *Authorized:
 		return g.foldAuthorized(ev, p)
+	case *ContextPublished:
+		return g.foldContext(ev, p)
 	case WorkPayload:
 		w := g.Items[p.Ref().WorkItemID]
 		if w == nil {

@@ -24,7 +24,9 @@ type Group struct {
 	Profiles  []protocol.ProfilePin `json:"extensionProfiles,omitempty"`
 	Items     map[string]*WorkItem  `json:"workItems"`
 	Proposals map[string]*Proposal  `json:"proposals"`
-	Limits    Limits                `json:"-"`
+	// Contexts are the current versions of the Context Packages, by id.
+	Contexts map[string]*ContextHead `json:"contextPackages,omitempty"`
+	Limits   Limits                  `json:"-"`
 }
 
 // WorkItem is the authority's WorkItem record plus the bookkeeping that
@@ -138,6 +140,12 @@ func (g *Group) shallowCopy() *Group {
 	for id, p := range g.Proposals {
 		c.Proposals[id] = p
 	}
+	if g.Contexts != nil {
+		c.Contexts = make(map[string]*ContextHead, len(g.Contexts))
+		for id, h := range g.Contexts {
+			c.Contexts[id] = h
+		}
+	}
 	return &c
 }
 
@@ -166,6 +174,7 @@ type txn struct {
 	mission   *protocol.Mission
 	items     map[string]*WorkItem
 	proposals map[string]*Proposal
+	contexts  map[string]*ContextHead
 	ancestors []string
 	profiles  []protocol.ProfilePin
 	out       Outcome
@@ -207,6 +216,12 @@ func (t *txn) commitTo(g *Group) {
 	}
 	for id, p := range t.proposals {
 		g.Proposals[id] = p
+	}
+	if len(t.contexts) > 0 && g.Contexts == nil {
+		g.Contexts = map[string]*ContextHead{}
+	}
+	for id, h := range t.contexts {
+		g.Contexts[id] = h
 	}
 }
 
@@ -327,6 +342,8 @@ func (t *txn) dispatch() error {
 		protocol.CmdWorkFail, protocol.CmdWorkCancel, protocol.CmdLeaseRenew,
 		protocol.CmdDependencyInsert:
 		return t.workCommand()
+	case protocol.CmdContextPublish:
+		return t.publishContext()
 	}
 	return protocol.Errorf(protocol.CodeInvalidCommand, "%s is not decided by the Mission or WorkItem state machines", t.in.Type)
 }

@@ -181,10 +181,16 @@ func guardedMission[P any](t *txn, id func(*P) string) (*P, error) {
 // missionStep checks revision and source states, in that order, after the
 // caller checked authority.
 func (t *txn) missionStep() error {
-	from := protocol.Commands[t.in.Type].MissionFrom
 	if err := t.checkRevision(protocol.AggregateMission, t.mission.MissionID, t.mission.Revision); err != nil {
 		return err
 	}
+	return t.missionFrom()
+}
+
+// missionFrom checks the Mission's state against the rules table's
+// MissionFrom column.
+func (t *txn) missionFrom() error {
+	from := protocol.Commands[t.in.Type].MissionFrom
 	for _, s := range from {
 		if t.mission.State == s {
 			return nil

@@ -65,6 +65,7 @@ var Events = map[protocol.EventType]EventRule{
 	protocol.EvtGroupSnapshotCreated:             rule[SnapshotCreated](protocol.AggregateGroup),
 	protocol.EvtGroupArchived:                    rule[GroupArchived](protocol.AggregateGroup),
 	protocol.EvtResourceUsageRecorded:            rule[UsageRecorded](protocol.AggregateWorkItem),
+	protocol.EvtContextPublished:                 rule[ContextPublished](protocol.AggregateContext),
 
 	protocol.EvtAgentCardRegistered: rule[AgentCardRegistered](""),
 	protocol.EvtSessionOpened:       rule[protocol.OpenSessionPayload](""),

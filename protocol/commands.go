@@ -132,6 +132,7 @@ var Commands = map[CommandType]CommandRule{
 
 	CmdArtifactPublish:                {Payload: payload[PublishArtifactPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderMember, Aggregate: AggregateArtifact},
 	CmdPolicyGrantCooperationOverride: {Payload: payload[GrantCooperationOverridePayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderOwnerOrPolicy, Aggregate: AggregatePolicy},
+	CmdContextPublish:                 {Payload: payload[PublishContextPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochRequired, Sender: SenderCoordinator, Aggregate: AggregateContext, MissionFrom: live},
 	CmdGroupArchive:                   {Payload: payload[ArchiveGroupPayload](), Scope: ScopeGroup, CoordinatorEpoch: EpochNever, Sender: SenderPolicy, Aggregate: AggregateGroup, MissionFrom: []MissionState{MissionApproved, MissionCancelled, MissionTerminated}},
 
 	CmdAgentCardRegister: {Payload: payload[RegisterAgentCardPayload](), Scope: ScopeOrganization, CoordinatorEpoch: EpochNever, Sender: SenderAgentOrPolicy},

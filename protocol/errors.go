@@ -97,6 +97,19 @@ func (e *Error) At(pointer string) *Error {
 	return e
 }
 
+// Under returns err located inside the member at prefix: a copy of a
+// *Error with prefix before its pointer (a check of a nested document
+// reported at the enclosing command's path); any other error unchanged.
+func Under(err error, prefix string) error {
+	pe, ok := err.(*Error)
+	if !ok || prefix == "" {
+		return err
+	}
+	c := *pe
+	c.Pointer = prefix + c.Pointer
+	return &c
+}
+
 func (e *Error) Error() string {
 	if e.Pointer != "" {
 		return fmt.Sprintf("%s: %s: %s", e.Code, e.Pointer, e.Message)

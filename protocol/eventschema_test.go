@@ -113,6 +113,8 @@ var eventExamples = map[EventType]eventExample{
 		"/usageDelta/tokens", `-1`, "/payload/usageDelta/tokens"},
 	EvtCooperationOverrideConsumed: {AggregatePolicy, `{"grantId":"ovr-1","policy":"max-delegation-depth","consumedByActionId":"act-9","targetCommandType":"work.authorize"}`,
 		"/consumedByActionId", "", "/payload"},
+	EvtContextPublished: {AggregateContext, `{"package":{{context}},"digest":{{h2}}}`,
+		"/package/version", `0`, "/payload/package/version"},
 }
 
 func allEventTypes() []EventType { return slices.Concat(CoreEventTypes, ExtEventTypes) }

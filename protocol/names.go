@@ -52,6 +52,9 @@ const (
 	CmdLeaseRenew          CommandType = "ext.missionweaveprotocol.core.lease_renew"
 	CmdResourceUsageRecord CommandType = "ext.missionweaveprotocol.core.resource_usage_record"
 	CmdGroupArchive        CommandType = "ext.missionweaveprotocol.core.group_archive"
+	// CmdContextPublish publishes a version of a Context Package (spec
+	// 13.3, which names no command for it).
+	CmdContextPublish CommandType = "ext.missionweaveprotocol.core.context_publish"
 )
 
 // CoreCommandTypes lists the 32 core Command types of spec 15.1.
@@ -71,7 +74,7 @@ var CoreCommandTypes = []CommandType{
 // ExtCommandTypes lists the ext.missionweaveprotocol.* Command types.
 var ExtCommandTypes = []CommandType{
 	CmdAgentCardRegister, CmdSessionOpen, CmdDependencyInsert, CmdLeaseRenew,
-	CmdResourceUsageRecord, CmdGroupArchive,
+	CmdResourceUsageRecord, CmdGroupArchive, CmdContextPublish,
 }
 
 // EventType names an Event (spec 15.2).
@@ -126,6 +129,8 @@ const (
 	// accepted target command (spec 20: consumption goes to the policy
 	// log, bound to the accepted event).
 	EvtCooperationOverrideConsumed EventType = "ext.missionweaveprotocol.core.cooperation_override_consumed"
+	// EvtContextPublished records an accepted Context Package version.
+	EvtContextPublished EventType = "ext.missionweaveprotocol.core.context_published"
 )
 
 // CoreEventTypes lists the 36 core Event types of spec 15.2.
@@ -144,7 +149,7 @@ var CoreEventTypes = []EventType{
 }
 
 // ExtEventTypes lists the ext.missionweaveprotocol.* Event types.
-var ExtEventTypes = []EventType{EvtAgentCardRegistered, EvtSessionOpened, EvtResourceUsageRecorded, EvtCooperationOverrideConsumed}
+var ExtEventTypes = []EventType{EvtAgentCardRegistered, EvtSessionOpened, EvtResourceUsageRecorded, EvtCooperationOverrideConsumed, EvtContextPublished}
 
 // OrganizationScoped reports whether events of type t omit groupId, sequence,
 // aggregate and revision (spec 15.2).

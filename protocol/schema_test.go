@@ -157,6 +157,7 @@ var payloadExamples = map[CommandType]string{
 	CmdLeaseRenew:                     `{"workItemId":"wi-7","ownershipEpoch":4,"leaseId":"lse-9","progress":{{progress}}}`,
 	CmdResourceUsageRecord:            `{"workItemId":"wi-7","ownershipEpoch":4,"leaseId":"lse-9","usageDelta":{{usage}}}`,
 	CmdGroupArchive:                   `{"snapshot":{{snapshot}}}`,
+	CmdContextPublish:                 `{"package":{{context}}}`,
 }
 
 var placeholder = regexp.MustCompile(`\{\{(\w+)\}\}`)

@@ -90,6 +90,8 @@ const (
 	AggregateArtifact     AggregateKind = "artifact"
 	AggregateApproval     AggregateKind = "approval"
 	AggregatePolicy       AggregateKind = "policy"
+	// AggregateContext is a Context Package; its revision is the version.
+	AggregateContext AggregateKind = "contextPackage"
 )
 
 // Aggregate names the object whose revision an Event advances.

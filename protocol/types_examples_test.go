@@ -315,16 +315,7 @@ func typesObjectExamples() []typesExample {
 		{name: "ArtifactManifest", value: typesManifest()},
 		{name: "Evidence", value: typesEvidence()},
 		{name: "Approval", value: typesApproval()},
-		{name: "ContextPackage", value: ContextPackage{
-			PackageID: "ctx-1", Version: 2, PreviousVersion: &PackageVersionRef{Version: 1, Digest: typesDigest("0c")},
-			Scope:        ContextScope{MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-7"},
-			SourceEvents: EventRange{GroupID: "grp-a", FromSequence: 1, ToSequence: 42},
-			Artifacts:    List[string]{typesDigest("a1")},
-			Decisions:    List[Decision]{{Summary: "limit per IP", EventIDs: List[string]{"evt-12"}}},
-			Constraints:  List[string]{"no new dependencies"}, OpenQuestions: List[string]{"burst size?"},
-			Generator: Generator{AgentID: "coord-1", AgentVersion: "1.0.0"}, GeneratedAt: typesAt(time.Hour),
-			Signature: typesSig("agent:coord-1#k1", time.Hour),
-		}},
+		{name: "ContextPackage", value: typesContextPackage()},
 		{name: "GroupSnapshot", value: typesSnapshot()},
 		{name: "SnapshotRef", value: SnapshotRef{SnapshotID: "snap-1", GroupID: "grp-a", Sequence: 420,
 			Digest: typesDigest("5e"), URI: "https://authority.example/snapshots/snap-1"}},
@@ -402,5 +393,19 @@ func typesPayloadExamples() map[CommandType]any {
 		CmdLeaseRenew:                     RenewLeasePayload{WorkItemID: "wi-8", OwnershipEpoch: 1, LeaseID: "lease-9", Progress: typesProgress()},
 		CmdResourceUsageRecord:            RecordResourceUsagePayload{WorkItemID: "wi-8", OwnershipEpoch: 1, LeaseID: "lease-9", UsageDelta: typesUsage()},
 		CmdGroupArchive:                   ArchiveGroupPayload{Snapshot: typesSnapshot(), Reason: "mission approved"},
+		CmdContextPublish:                 PublishContextPayload{Package: typesContextPackage()},
+	}
+}
+
+func typesContextPackage() ContextPackage {
+	return ContextPackage{
+		PackageID: "ctx-1", Version: 2, PreviousVersion: &PackageVersionRef{Version: 1, Digest: typesDigest("0c")},
+		Scope:        ContextScope{MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-7"},
+		SourceEvents: EventRange{GroupID: "grp-a", FromSequence: 1, ToSequence: 42},
+		Artifacts:    List[string]{typesDigest("a1")},
+		Decisions:    List[Decision]{{Summary: "limit per IP", EventIDs: List[string]{"evt-12"}}},
+		Constraints:  List[string]{"no new dependencies"}, OpenQuestions: List[string]{"burst size?"},
+		Generator: Generator{AgentID: "coord-1", AgentVersion: "1.0.0"}, GeneratedAt: typesAt(time.Hour),
+		Signature: typesSig("agent:coord-1#k1", time.Hour),
 	}
 }

@@ -386,24 +386,33 @@ type Approval struct {
 // ContextPackage is a signed, versioned, scoped summary (spec 13.3), never
 // an authoritative replacement of the history it cites.
 type ContextPackage struct {
-	PackageID       string             `json:"packageId"`
-	Version         uint64             `json:"version"`
+	// PackageID names the package across its versions.
+	PackageID string `json:"packageId"`
+	// Version counts from 1; each update is the next version.
+	Version uint64 `json:"version"`
+	// PreviousVersion is the version this one replaces (required from 2).
 	PreviousVersion *PackageVersionRef `json:"previousVersion,omitempty"`
 	Scope           ContextScope       `json:"scope"`
 	SourceEvents    EventRange         `json:"sourceEvents"`
 	Artifacts       List[string]       `json:"artifacts"`
 	Decisions       List[Decision]     `json:"decisions"`
-	Constraints     List[string]       `json:"constraints"`
-	OpenQuestions   List[string]       `json:"openQuestions"`
-	Generator       Generator          `json:"generator"`
-	GeneratedAt     Time               `json:"generatedAt"`
-	Signature       Signature          `json:"signature"`
+	// Constraints the work must respect, as the generator read them.
+	Constraints List[string] `json:"constraints"`
+	// OpenQuestions are the questions still unresolved in the history.
+	OpenQuestions List[string] `json:"openQuestions"`
+	Generator     Generator    `json:"generator"`
+	// GeneratedAt is when the generator wrote it; signature.createdAt
+	// equals it.
+	GeneratedAt Time      `json:"generatedAt"`
+	Signature   Signature `json:"signature"`
 }
 
 // PackageVersionRef keeps the provenance of the version a package replaces.
 type PackageVersionRef struct {
+	// Version is the replaced version's number.
 	Version uint64 `json:"version"`
-	Digest  string `json:"digest"`
+	// Digest is protocol.ContextDigest of the replaced version.
+	Digest string `json:"digest"`
 }
 
 // ContextScope is the Mission (and optionally WorkItem) a package covers.
@@ -415,20 +424,24 @@ type ContextScope struct {
 
 // EventRange is the inclusive range of Group sequences a package summarizes.
 type EventRange struct {
-	GroupID      string `json:"groupId"`
+	GroupID string `json:"groupId"`
+	// FromSequence is the first sequence summarized.
 	FromSequence uint64 `json:"fromSequence"`
-	ToSequence   uint64 `json:"toSequence"`
+	// ToSequence is the last sequence summarized.
+	ToSequence uint64 `json:"toSequence"`
 }
 
 // Decision is one recorded decision and the events that made it.
 type Decision struct {
-	Summary  string       `json:"summary"`
+	Summary string `json:"summary"`
+	// EventIDs are the events the decision was made in.
 	EventIDs List[string] `json:"eventIds"`
 }
 
 // Generator identifies the agent that wrote a package.
 type Generator struct {
-	AgentID      string `json:"agentId"`
+	AgentID string `json:"agentId"`
+	// AgentVersion is the generating agent's software version.
 	AgentVersion string `json:"agentVersion"`
 }
 

@@ -313,6 +313,13 @@ type InsertDependencyPayload struct {
 	Dependencies     List[Dependency] `json:"dependencies"`
 }
 
+// PublishContextPayload is the payload of
+// ext.missionweaveprotocol.core.context_publish: one signed version of a
+// Context Package (spec 13.3).
+type PublishContextPayload struct {
+	Package ContextPackage `json:"package"`
+}
+
 // RenewLeasePayload is the payload of
 // ext.missionweaveprotocol.core.lease_renew.
 type RenewLeasePayload struct {

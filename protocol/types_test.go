@@ -123,8 +123,8 @@ func TestPayloadRoundTrip(t *testing.T) {
 
 func TestPayloadFor(t *testing.T) {
 	all := slices.Concat(CoreCommandTypes, ExtCommandTypes)
-	if len(all) != 38 {
-		t.Fatalf("expected 32 core + 6 ext command types, got %d", len(all))
+	if len(all) != 39 {
+		t.Fatalf("expected 32 core + 7 ext command types, got %d", len(all))
 	}
 	seen := map[reflect.Type]CommandType{}
 	for _, ct := range all {

@@ -28,6 +28,9 @@ type Entry struct {
 	// contract in full; at or below the Group's snapshot sequence it is the
 	// snapshot. Store.Contract reads it from there.
 	ContractSeq uint64 `json:"contractSeq,omitempty"`
+	// ContextSeq is the inbox sequence of the newest Context Package
+	// scoped to this WorkItem (spec 13.3); Store.ContextPackage reads it.
+	ContextSeq uint64 `json:"contextSeq,omitempty"`
 
 	Urgency        protocol.Urgency        `json:"urgency,omitempty"`
 	BusinessImpact protocol.BusinessImpact `json:"businessImpact,omitempty"`
@@ -195,6 +198,9 @@ type MissionView struct {
 	Archived      bool                   `json:"archived,omitempty"`
 	Revision      uint64                 `json:"revision,omitempty"`
 	UpdatedSeq    uint64                 `json:"updatedSeq,omitempty"`
+	// ContextSeq is the inbox sequence of the newest Mission-wide Context
+	// Package (no WorkItem in its scope).
+	ContextSeq uint64 `json:"contextSeq,omitempty"`
 	// Record is the Mission as group.Fold leaves it; the members above are
 	// derived from it.
 	Record *protocol.Mission `json:"record,omitempty"`

@@ -39,7 +39,7 @@ func factOf(ev *protocol.Event) fact {
 func projected(typ protocol.EventType) bool {
 	switch typ {
 	case protocol.EvtMembershipChanged, protocol.EvtMembershipEnded, protocol.EvtMembershipDelegationGranted,
-		protocol.EvtGroupArchived:
+		protocol.EvtGroupArchived, protocol.EvtContextPublished:
 		return true
 	case protocol.EvtWorkProposed, protocol.EvtResourceUsageRecorded:
 		return false
@@ -145,6 +145,8 @@ func projectPayload(v view, f *fact, p any) (change, *protocol.Error) {
 	case *group.GroupArchived:
 		m := s.editMission()
 		m.Archived, m.UpdatedSeq = true, f.Seq
+	case *group.ContextPublished:
+		err = s.context(f, &p.Package)
 	default:
 		err = s.fold(f, p)
 	}
@@ -196,6 +198,32 @@ func (s *stepper) fold(f *fact, p any) *protocol.Error {
 		}
 		s.put(e)
 	}
+	return nil
+}
+
+// context notes the newest Context Package of a WorkItem or of the
+// Mission. A package scoped elsewhere than this Group's Mission is never
+// noted: the authority refuses one, and a worker that met one anyway must
+// not hand it to a run (spec 13.3: no Mission's content enters another's
+// context).
+func (s *stepper) context(f *fact, p *protocol.ContextPackage) *protocol.Error {
+	m := s.v.mission()
+	if s.mission != nil {
+		m = *s.mission
+	}
+	if err := p.Covers(f.GroupID, m.MissionID, p.Scope.WorkItemID); err != nil {
+		return protocolError(err)
+	}
+	if id := p.Scope.WorkItemID; id != "" {
+		e := s.edit(id)
+		if e == nil {
+			return protocol.Errorf(protocol.CodeProtocolViolation, "%s names WorkItem %s, unknown to this Group", f.Type, id).At("/payload/package/scope/workItemId")
+		}
+		e.ContextSeq = f.Seq
+		touch(e, f, false)
+		return nil
+	}
+	s.editMission().ContextSeq = f.Seq
 	return nil
 }
 

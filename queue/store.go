@@ -136,8 +136,8 @@ var (
 // 2: memberships are projected. 3: a Mission's priority class is also read
 // from a nested mission record. 4: an offer's expiry is read from
 // offerExpiresAt. 5: Mission and WorkItem state by group.Fold (entries
-// carry the folded record).
-const ProjectionVersion = 5
+// carry the folded record). 6: Context Packages are followed (ContextSeq).
+const ProjectionVersion = 6
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().

@@ -162,6 +162,13 @@ func (s *session) handle(ctx context.Context, msg any) (res Result, err error, f
 		} else {
 			s.send(replyMsg{Type: "published", ID: m.ID, Digest: d})
 		}
+	case *eventsMsg:
+		evs, err := w.CitedEvents(ctx, m.FromSequence, m.Max)
+		if err != nil {
+			s.send(errorReply(m.ID, "events", err))
+		} else {
+			s.send(replyMsg{Type: "events", ID: m.ID, Events: &evs})
+		}
 	case *toolCallMsg:
 		if err := s.startTool(ctx, m); err != nil {
 			return Result{}, Permanent(err), false, true

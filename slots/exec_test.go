@@ -41,9 +41,11 @@ func echoHandler(t *testing.T) Exec {
 	return Exec{Path: python(t), Args: []string{script}, Cap: protocol.Capability{ID: "echo", Version: "1.0.0"}}
 }
 
-func execAssignment(lease string, ctx string) Assignment {
+// execAssignment runs the example handler with its options (the
+// contract's notes).
+func execAssignment(lease string, opts string) Assignment {
 	a := assignment("grp-a", "wi-1", lease, "echo")
-	a.Context = []byte(ctx)
+	a.Contract.Notes = opts
 	return a
 }
 
@@ -57,13 +59,17 @@ func TestExecEchoHandler(t *testing.T) {
 		t.Fatalf("outcome %v %q %v", o.Kind, o.Reason, o.Err)
 	}
 	var echo struct {
-		Context          map[string]any
+		Context          protocol.ContextPackage
+		Options          map[string]any
+		CitedEvents      any
 		WorkdirIsPrivate bool
 	}
 	if err := json.Unmarshal(e.host.artifacts[o.Result.Artifacts[0]], &echo); err != nil {
 		t.Fatal(err)
 	}
-	if echo.Context["note"] != "hello" || !echo.WorkdirIsPrivate {
+	// The package of its own item, and every event it cites (1…9), read
+	// a page at a time through the events request.
+	if echo.Context.Scope.WorkItemID != "wi-1" || echo.Options["note"] != "hello" || echo.CitedEvents != float64(9) || !echo.WorkdirIsPrivate {
 		t.Fatalf("echo %+v", echo)
 	}
 	log := strings.Join(e.host.callLog(), "\n")
@@ -196,7 +202,7 @@ func TestExecHardTimeoutKillsGroup(t *testing.T) {
 		child <- pid
 	}
 	a := assignment("grp-a", "wi-1", "l1", "env")
-	a.Context = []byte(`{"mode":"stubborn"}`)
+	a.Context = testContext(t, a, "mode=stubborn")
 	slot := e.start(t, a)
 	pid := <-child
 	e.pool.Preempt(slot, "l1")
@@ -276,12 +282,13 @@ func TestExecFailures(t *testing.T) {
 func TestStartMessage(t *testing.T) {
 	e := newEnv(t, 1)
 	var got startMsg
-	runWith(t, e, execAssignment("l1", `{"k":[1,2]}`), func(ctx context.Context, w *Work) (Result, error) {
+	a := execAssignment("l1", `{"k":[1,2]}`)
+	runWith(t, e, a, func(ctx context.Context, w *Work) (Result, error) {
 		var err error
 		got, err = startMessage(w)
 		return Result{}, err
 	})
-	if string(got.Context) != `{"k":[1,2]}` || got.Slot.LeaseID != "l1" || got.Protocol != ExecProtocol || got.Resume != nil {
+	if string(got.Context) != string(a.Context) || got.Contract.Notes != `{"k":[1,2]}` || got.Slot.LeaseID != "l1" || got.Protocol != ExecProtocol || got.Resume != nil {
 		t.Fatalf("start %+v", got)
 	}
 }

@@ -85,6 +85,13 @@ type (
 		Reason    string `json:"reason"`
 		Permanent bool   `json:"permanent,omitempty"`
 	}
+	// eventsMsg asks for events the Context Package cites (Work.CitedEvents).
+	eventsMsg struct {
+		Type         string `json:"type"`
+		ID           string `json:"id"`
+		FromSequence uint64 `json:"fromSequence,omitempty"`
+		Max          int    `json:"max,omitempty"`
+	}
 )
 
 // decodeLine strictly decodes one line of process output. Every failure
@@ -129,6 +136,8 @@ func decodeMessage(line []byte) (any, error) {
 		m = &resultMsg{}
 	case "fail":
 		m = &failMsg{}
+	case "events":
+		m = &eventsMsg{}
 	default:
 		return nil, violation("unknown message type %q", typ)
 	}
@@ -178,6 +187,8 @@ func decodeMessage(line []byte) (any, error) {
 		return m, err
 	case *failMsg:
 		return m, need(m.Reason != "", "a reason is required")
+	case *eventsMsg:
+		return m, need(m.ID != "" && m.Max >= 0, "an id and a non-negative max are required")
 	}
 	return m, nil
 }
@@ -231,6 +242,8 @@ type (
 		Code         protocol.Code `json:"code,omitempty"`         // error
 		Message      string        `json:"message,omitempty"`      // error
 		About        string        `json:"about,omitempty"`        // error without id
+		// Events are the cited events as the authority signed them (events).
+		Events *[]json.RawMessage `json:"events,omitempty"`
 	}
 )
 

@@ -19,6 +19,11 @@ var lineSeeds = []string{
 	`{"type":"preempted"}`,
 	`{"type":"result","artifacts":["sha256:00"],"evidence":[]}`,
 	`{"type":"fail","reason":"r","permanent":true}`,
+	`{"type":"events","id":"e1","fromSequence":3,"max":10}`,
+	`{"type":"events","id":"e1"}`,
+	`{"type":"events"}`,
+	`{"type":"events","id":"e1","max":-1}`,
+	`{"type":"events","id":"e1","fromSequence":-2}`,
 	`{"type":"result","type":"fail"}`,
 	`{"type":"checkpoint","id":"c","state":"%%"}`,
 	`[1,2]`,
@@ -60,7 +65,7 @@ func TestDecodeLineSeeds(t *testing.T) {
 			ok++
 		}
 	}
-	if ok != 12 {
-		t.Fatalf("%d of the seeds decoded, want the 12 valid ones", ok)
+	if ok != 14 {
+		t.Fatalf("%d of the seeds decoded, want the 14 valid ones", ok)
 	}
 }

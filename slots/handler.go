@@ -2,6 +2,7 @@ package slots
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -130,8 +131,14 @@ type Assignment struct {
 	LeaseID        string
 	LeaseExpiresAt time.Time
 	Contract       protocol.WorkContract
-	// Context is the Mission context package, a JSON document (or empty).
-	Context     []byte
+	// Context is the Context Package of this WorkItem (spec 13.3), its JSON
+	// document (or empty). Start refuses one scoped to another Group,
+	// Mission or WorkItem.
+	Context []byte
+	// CitedEvents reads events of the range a context package cites, as
+	// the worker's membership allows (the runtime: queue.Store.CitedEvents);
+	// nil when the host offers none.
+	CitedEvents func(ctx context.Context, r protocol.EventRange, max int) ([]json.RawMessage, error)
 	Credentials Credentials
 	// Attempts already made in earlier runs (WorkItem.attempts); the
 	// retry policy counts from there.

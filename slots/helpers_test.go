@@ -2,8 +2,10 @@ package slots
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,7 +204,8 @@ func assignment(group, item, lease, capID string) Assignment {
 	return Assignment{
 		GroupID: group, MissionID: "mis-" + group, WorkItemID: item, OwnershipEpoch: 1,
 		LeaseID: lease, LeaseExpiresAt: t0.Add(time.Hour), Contract: contract(capID),
-		Context:     []byte(`{"mission":"` + group + `"}`),
+		Context:     contextFor(group, "mis-"+group, item),
+		CitedEvents: fakeEvents(group, 4),
 		Credentials: Credentials{Token: "tok-" + lease, ExpiresAt: t0.Add(30 * time.Minute)},
 	}
 }
@@ -262,3 +265,41 @@ func progress(phase string) protocol.Progress {
 }
 
 func checkpointMeta(phase string) checkpoint.Meta { return checkpoint.Meta{Phase: phase} }
+
+// contextFor is a Context Package of item's Mission (unsigned: slots does
+// not judge signatures), naming its Group in a constraint so isolation
+// tests can tell packages apart.
+func contextFor(group, mission, item string, constraints ...string) []byte {
+	p := protocol.ContextPackage{PackageID: "ctx-" + item, Version: 1,
+		Scope:        protocol.ContextScope{MissionID: mission, GroupID: group, WorkItemID: item},
+		SourceEvents: protocol.EventRange{GroupID: group, FromSequence: 1, ToSequence: 9},
+		Artifacts:    protocol.List[string]{}, Decisions: protocol.List[protocol.Decision]{},
+		Constraints: append([]string{"group " + group}, constraints...), OpenQuestions: protocol.List[string]{},
+		Generator: protocol.Generator{AgentID: "coord", AgentVersion: "1"}, GeneratedAt: protocol.NewTime(t0),
+		Signature: protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: "agent:coord#k1", CreatedAt: protocol.NewTime(t0), Value: strings.Repeat("A", 86)}}
+	raw, err := protocol.Marshal(p)
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
+
+func testContext(t *testing.T, a Assignment, constraints ...string) []byte {
+	t.Helper()
+	return contextFor(a.GroupID, a.MissionID, a.WorkItemID, constraints...)
+}
+
+// fakeEvents stands for the worker's store: events {"groupId", "sequence"}
+// of group only, at most page per answer.
+func fakeEvents(group string, page int) func(context.Context, protocol.EventRange, int) ([]json.RawMessage, error) {
+	return func(_ context.Context, r protocol.EventRange, max int) ([]json.RawMessage, error) {
+		if r.GroupID != group {
+			return nil, protocol.Errorf(protocol.CodeMembershipRequired, "not a member of %s", r.GroupID)
+		}
+		out := []json.RawMessage{}
+		for s := r.FromSequence; s <= r.ToSequence && len(out) < min(max, page); s++ {
+			out = append(out, json.RawMessage(fmt.Sprintf(`{"groupId":%q,"sequence":%d}`, group, s)))
+		}
+		return out, nil
+	}
+}

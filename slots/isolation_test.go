@@ -2,8 +2,11 @@ package slots
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -78,7 +81,7 @@ func TestIsolation(t *testing.T) {
 	outs := []Outcome{e.host.wait(t), e.host.wait(t)}
 
 	va, vb := views["grp-a"], views["grp-b"]
-	if va.context != `{"mission":"grp-a"}` || vb.context != `{"mission":"grp-b"}` {
+	if va.context != string(contextFor("grp-a", "mis-grp-a", "wi-1")) || vb.context != string(contextFor("grp-b", "mis-grp-b", "wi-1")) {
 		t.Fatalf("contexts %q %q", va.context, vb.context)
 	}
 	if va.token != "tok-lease-a" || vb.token != "tok-lease-b" || va.goal != "goal a" || vb.goal != "goal b" {
@@ -107,5 +110,66 @@ func TestIsolation(t *testing.T) {
 	// Working directories are private and gone after the run.
 	if _, err := os.Stat(va.workdir); !os.IsNotExist(err) {
 		t.Fatalf("workdir left behind: %v", err)
+	}
+}
+
+// TestCitedEvents: a run reads the events its own package cites, through
+// the host, from where it asks; without a package, or without a host
+// that gives events, it is refused; the host's membership refusal reaches
+// the handler unchanged.
+func TestCitedEvents(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(*Assignment)
+		from  uint64
+		limit int
+		seqs  string
+		code  protocol.Code
+	}{
+		{name: "first page", limit: 3, seqs: "1,2,3"},
+		{name: "from a sequence", from: 8, seqs: "8,9"},
+		{name: "past the cited range", from: 10, seqs: ""},
+		{name: "bounded by the host's page", seqs: "1,2,3,4"},
+		{name: "no package", edit: func(a *Assignment) { a.Context = nil }, code: protocol.CodeInvalidCommand},
+		{name: "no host events", edit: func(a *Assignment) { a.CitedEvents = nil }, code: protocol.CodeMembershipRequired},
+		{name: "membership ended", edit: func(a *Assignment) { a.CitedEvents = fakeEvents("grp-none", 4) }, code: protocol.CodeMembershipRequired},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			a := assignment("grp-a", "wi-1", "l1", "h")
+			if tc.edit != nil {
+				tc.edit(&a)
+			}
+			var got []json.RawMessage
+			var err error
+			runWith(t, e, a, func(ctx context.Context, w *Work) (Result, error) {
+				got, err = w.CitedEvents(ctx, tc.from, tc.limit)
+				return Result{}, nil
+			})
+			if tc.code != "" {
+				if protocol.CodeOf(err) != tc.code {
+					t.Fatalf("got %v, want %s", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seqs []string
+			for _, raw := range got {
+				var ev struct {
+					GroupID  string `json:"groupId"`
+					Sequence uint64 `json:"sequence"`
+				}
+				if json.Unmarshal(raw, &ev) != nil || ev.GroupID != "grp-a" {
+					t.Fatalf("event %s", raw)
+				}
+				seqs = append(seqs, strconv.FormatUint(ev.Sequence, 10))
+			}
+			if s := strings.Join(seqs, ","); s != tc.seqs {
+				t.Fatalf("sequences %q, want %q", s, tc.seqs)
+			}
+		})
 	}
 }

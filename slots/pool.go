@@ -117,8 +117,16 @@ func (p *Pool) Start(a Assignment) (int, error) {
 		return -1, protocol.Errorf(protocol.CodeInvalidCommand, "slots: group, mission, work item and lease ids are required")
 	case !now.Before(a.LeaseExpiresAt):
 		return -1, protocol.Errorf(protocol.CodeWorkLeaseExpired, "slots: lease %s expired at %s", a.LeaseID, a.LeaseExpiresAt.UTC().Format(time.RFC3339))
-	case len(a.Context) > 0 && !json.Valid(a.Context):
-		return -1, protocol.Errorf(protocol.CodeInvalidCommand, "slots: the context package is not JSON")
+	}
+	if len(a.Context) > 0 {
+		// Spec 13.3: content of one Mission never enters another's context.
+		pkg, err := protocol.DecodeContextPackage(a.Context, protocol.DecodeOptions{})
+		if err != nil {
+			return -1, protocol.Errorf(protocol.CodeInvalidCommand, "slots: the context package: %v", err)
+		}
+		if err := pkg.Covers(a.GroupID, a.MissionID, a.WorkItemID); err != nil {
+			return -1, fmt.Errorf("slots: %w", err)
+		}
 	}
 	h := pickHandler(p.cfg.Handlers, a.Contract.RequiredCapabilities)
 	if h == nil {
@@ -132,7 +140,7 @@ func (p *Pool) Start(a Assignment) (int, error) {
 		pool: p, handler: h, contract: contract, budgets: a.Contract.Budgets,
 		retry: a.Contract.RetryPolicy, deadline: a.Contract.Deadline.Time,
 		allowedTools: set(a.Contract.AllowedTools), allowedOps: set(a.Contract.AllowedOperations),
-		ctxPkg: append([]byte(nil), a.Context...), startedAt: now,
+		ctxPkg: append([]byte(nil), a.Context...), cited: a.CitedEvents, startedAt: now,
 		preempt: make(chan struct{}), wake: make(chan struct{}, 1),
 		leaseExpires: a.LeaseExpiresAt, creds: a.Credentials, prior: a.PriorAttempts,
 	}

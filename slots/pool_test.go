@@ -256,6 +256,10 @@ func TestStartRefusals(t *testing.T) {
 		{"no lease id", func(a *Assignment) { a.LeaseID = "" }, func(err error) bool { return protocol.CodeOf(err) == protocol.CodeInvalidCommand }},
 		{"expired lease", func(a *Assignment) { a.LeaseExpiresAt = t0 }, func(err error) bool { return protocol.CodeOf(err) == protocol.CodeWorkLeaseExpired }},
 		{"context not JSON", func(a *Assignment) { a.Context = []byte("{") }, func(err error) bool { return protocol.CodeOf(err) == protocol.CodeInvalidCommand }},
+		{"context not a package", func(a *Assignment) { a.Context = []byte(`{"mission":"g"}`) }, func(err error) bool { return protocol.CodeOf(err) == protocol.CodeInvalidCommand }},
+		{"another Mission's context", func(a *Assignment) { a.Context = contextFor(a.GroupID, "mis-other", a.WorkItemID) }, isScope("/scope/missionId")},
+		{"another Group's context", func(a *Assignment) { a.Context = contextFor("grp-other", a.MissionID, a.WorkItemID) }, isScope("/scope/groupId")},
+		{"another WorkItem's context", func(a *Assignment) { a.Context = contextFor(a.GroupID, a.MissionID, "wi-other") }, isScope("/scope/workItemId")},
 		{"no handler", func(a *Assignment) { a.Contract.RequiredCapabilities = caps("other") }, func(err error) bool { return errors.Is(err, ErrNoHandler) }},
 		{"version mismatch", func(a *Assignment) { a.Contract.RequiredCapabilities[0].Version = "2.x" }, func(err error) bool { return errors.Is(err, ErrNoHandler) }},
 	} {
@@ -309,5 +313,12 @@ func TestShutdown(t *testing.T) {
 	}
 	if _, err := e.pool.Start(assignment("g", "wi2", "l2", "count")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("start after shutdown: %v", err)
+	}
+}
+
+func isScope(pointer string) func(error) bool {
+	return func(err error) bool {
+		var pe *protocol.Error
+		return errors.As(err, &pe) && pe.Code == protocol.CodeInvalidCommand && pe.Pointer == pointer
 	}
 }

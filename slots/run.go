@@ -2,6 +2,7 @@ package slots
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +27,7 @@ type run struct {
 	allowedTools map[string]bool
 	allowedOps   map[string]bool
 	ctxPkg       []byte
+	cited        func(ctx context.Context, r protocol.EventRange, max int) ([]json.RawMessage, error)
 	workdir      string
 	startedAt    time.Time
 	preempt      chan struct{} // closed by the first stop request

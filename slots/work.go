@@ -44,8 +44,40 @@ func (w *Work) Contract() protocol.WorkContract {
 	return c
 }
 
-// Context returns a copy of the Mission context package (JSON, or nil).
+// Context returns a copy of the WorkItem's Context Package (JSON, or nil).
 func (w *Work) Context() []byte { return bytes.Clone(w.r.ctxPkg) }
+
+// MaxCitedEvents bounds one CitedEvents answer.
+const MaxCitedEvents = 256
+
+// CitedEvents returns up to limit (at most MaxCitedEvents) of the events the
+// Context Package cites, from sequence from on (0: its first), as the
+// authority signed them; fewer, or none, past the last one the worker has.
+// The host reads them as the worker's membership of the package's Group
+// allows (spec 13.3): MEMBERSHIP_REQUIRED once it has ended. Without a
+// package it is INVALID_COMMAND.
+func (w *Work) CitedEvents(ctx context.Context, from uint64, limit int) ([]json.RawMessage, error) {
+	if len(w.r.ctxPkg) == 0 {
+		return nil, protocol.InvalidCommand("slots: this run has no context package")
+	}
+	// Checked by Start: it decodes.
+	p, err := protocol.DecodeContextPackage(w.r.ctxPkg, protocol.DecodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if w.r.cited == nil {
+		return nil, protocol.Errorf(protocol.CodeMembershipRequired, "slots: the host gives no events")
+	}
+	r := p.SourceEvents
+	r.FromSequence = max(r.FromSequence, from)
+	if limit <= 0 || limit > MaxCitedEvents {
+		limit = MaxCitedEvents
+	}
+	if r.FromSequence > r.ToSequence {
+		return []json.RawMessage{}, nil
+	}
+	return w.r.cited(ctx, r, limit)
+}
 
 // Workdir is the run's private working directory, removed when it ends.
 func (w *Work) Workdir() string { return w.r.workdir }

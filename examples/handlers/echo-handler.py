@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """An external mwp-worker handler (protocol mwp-slot/1, see slots/EXTERNAL.md).
 
-It counts from its last checkpoint to context["steps"] (default 3), reporting
+Its options are a JSON object in the contract's notes (none: defaults).
+It counts from its last checkpoint to options["steps"] (default 3), reporting
 structured progress and taking a checkpoint at each step (its safe points);
 it yields when the host says "preempt"; optionally runs one tool operation
-through the host (context["toolOp"]); then publishes an artifact echoing the
-Mission context and submits a result with one passing Evidence per
-acceptance criterion of its contract.
+through the host (options["toolOp"]); reads the events its Context Package
+cites (the "events" request); then publishes an artifact echoing the
+package, its options and how many cited events it read, and submits a
+result with one passing Evidence per acceptance criterion of its contract.
 
-context["pauseAfter"] = n makes it wait at the safe point after step n until
+options["pauseAfter"] = n makes it wait at the safe point after step n until
 the host preempts it (used by the tests to preempt deterministically).
 
 Run it through slots.Exec{Path: "/usr/bin/python3", Args: ["echo-handler.py"]}.
@@ -74,8 +76,14 @@ def main():
     if start.get("type") != "start" or start.get("protocol") != "mwp-slot/1":
         send({"type": "fail", "reason": "unexpected first message", "permanent": True})
         return
-    ctx = start["context"] or {}
-    steps = int(ctx.get("steps", 3))
+    ctx = start["context"]  # the Context Package, or None
+    try:
+        opts = json.loads((start.get("contract") or {}).get("notes") or "{}")
+    except ValueError:
+        opts = {}
+    if not isinstance(opts, dict):
+        opts = {}
+    steps = int(opts.get("steps", 3))
     step = 0
     if start["resume"]:
         step = int(base64.b64decode(start["resume"]["state"]))
@@ -88,7 +96,7 @@ def main():
         if reply["type"] == "error":
             send({"type": "fail", "reason": "checkpoint refused: " + reply["message"]})
             return
-        if step == ctx.get("pauseAfter"):
+        if step == opts.get("pauseAfter"):
             while not preempt_requested():  # wait at this safe point
                 queued.append(json.loads(sys.stdin.readline() or '{"type":"eof"}'))
                 if queued[-1]["type"] == "eof":
@@ -98,7 +106,7 @@ def main():
             return
 
     outputs = []
-    op = ctx.get("toolOp")
+    op = opts.get("toolOp")
     if op:
         reply = request({"type": "toolCall", "id": "tc-1", "opId": op["opId"], "tool": op["tool"],
                          "operation": op["operation"], "risk": {"class": op.get("risk", "low")}},
@@ -114,7 +122,23 @@ def main():
             return
         outputs.append(base64.b64decode(reply["output"]).decode())
 
-    echo = json.dumps({"context": ctx, "workdirIsPrivate": os.getcwd() == os.environ.get("MWP_WORKDIR"),
+    cited = None
+    if ctx:
+        # The events the package cites, a page at a time, as the worker's
+        # membership allows; an error reply says why not.
+        cited, after = 0, 0
+        while True:
+            reply = request({"type": "events", "id": "ev-%d" % after, "fromSequence": after + 1}, "events")
+            if reply["type"] == "error":
+                cited = reply["code"]
+                break
+            if not reply["events"]:
+                break
+            cited += len(reply["events"])
+            after = reply["events"][-1]["sequence"]
+
+    echo = json.dumps({"context": ctx, "options": opts, "citedEvents": cited,
+                       "workdirIsPrivate": os.getcwd() == os.environ.get("MWP_WORKDIR"),
                        "toolOutputs": outputs}, sort_keys=True).encode()
     reply = request({"type": "artifact", "id": "art-1", "mediaType": "application/json", "data": b64(echo)}, "published")
     if reply["type"] == "error":
