@@ -18,6 +18,10 @@ var lineSeeds = []string{
 	`{"type":"preempted"}`,
 	`{"type":"result","artifacts":["sha256:00"],"evidence":[]}`,
 	`{"type":"fail","reason":"r","permanent":true}`,
+	`{"type":"fetch","id":"f1","name":"feature-request"}`,
+	`{"type":"fetch","id":"f2","digest":"sha256:00"}`,
+	`{"type":"fetch","id":"f3","name":"a","digest":"sha256:00"}`,
+	`{"type":"fetch","id":"f4"}`,
 	`{"type":"result","type":"fail"}`,
 	`{"type":"checkpoint","id":"c","state":"%%"}`,
 	`[1,2]`,
@@ -59,7 +63,7 @@ func TestDecodeLineSeeds(t *testing.T) {
 			ok++
 		}
 	}
-	if ok != 11 {
-		t.Fatalf("%d of the seeds decoded, want the 11 valid ones", ok)
+	if ok != 13 {
+		t.Fatalf("%d of the seeds decoded, want the 13 valid ones", ok)
 	}
 }
