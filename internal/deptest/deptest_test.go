@@ -195,6 +195,8 @@ var rules = map[string]rule{
 			"authority-lite", "authority-lite/embed", "remote"},
 		never: []string{mod + "poc"},
 	},
+	// The Python helper module, embedded for programs that install it.
+	"handlers/python": {imports: []string{}, clock: true, noGo: true},
 	// The embedding example of workercmd: a handler and Main, nothing else.
 	"examples/go-handler": {imports: []string{"protocol", "slots", "workercmd"}},
 	"cmd/mwp-worker":      {imports: []string{"..."}},
