@@ -41,7 +41,8 @@ def validate(f):
 
 
 def note(f, source):
-    spec = json.dumps({k: f[k] for k in KEYS}, separators=(",", ":"), ensure_ascii=False)
+    # The canonical form (JCS) poc.RequirementsNote writes, for this content.
+    spec = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     out = ["# Requirements: %s.%s\n\nSource: feature request `%s`\n\n" % (f["package"], f["func"], source),
            "## Function\n\n`func %s%s` in package `%s`, file `%s/%s.go`.\n\n%s\n\n" % (
                f["func"], f["signature"], f["package"], f["package"], f["file"], f["doc"]),
