@@ -180,7 +180,7 @@ var rules = map[string]rule{
 		clock:   true,
 	},
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
-		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client"}},
+		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python"}},
 	// The load generator behind `mwp-worker bench`: it runs the embedded
 	// authority and real workers side by side, as the PoC does.
 	"internal/bench": {
