@@ -83,6 +83,7 @@ type run struct {
 	effects *EffectLog
 	journal *Journal
 	holds   *Holds
+	python  *PythonStages // nil: the Go twins of the Python stages run
 	plan    *faultPlan
 	specs   []MissionSpec
 	keys    map[string]protocol.PrivateKey
@@ -214,6 +215,9 @@ func (r *run) setup() error {
 	if r.journal, err = OpenJournal(r.path(JournalFile)); err != nil {
 		return err
 	}
+	if r.python, err = InstallPythonStages(r.path("python")); err != nil {
+		fmt.Fprintf(r.out, "Python stages not installed (%v): their Go twins run instead\n", err)
+	}
 	base := time.Now()
 	r.specs = []MissionSpec{MissionA(base), MissionB(base)}
 	// The fault plan arms its holds before any handler runs.
@@ -264,7 +268,7 @@ func (r *run) startWorker(id string, groups []string) error {
 		Dir: r.path("workers", id), Key: k, AgentID: id,
 		Card:     AgentCard(id, WorkerCapabilities(), slotsPerWk),
 		Groups:   groups,
-		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects, Holds: r.holds}),
+		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects, Holds: r.holds, Python: r.python}),
 		Logger:   r.log.With("component", "worker", "agent", id),
 		Tick:     200 * time.Millisecond,
 		// A short reconnect cap: the injected outages end at known times

@@ -57,6 +57,9 @@ type HandlerConfig struct {
 	Clock   clock.Clock
 	// Holds are the driver's hold points (nil: none); see Holds.
 	Holds *Holds
+	// Python, when set, runs the requirements, review and load stages as
+	// Python external handlers instead of their Go twins.
+	Python *PythonStages
 }
 
 // Handlers returns the mission handlers sharing cfg.
@@ -67,6 +70,9 @@ func Handlers(cfg HandlerConfig) []slots.Handler {
 	}
 	if c.Project == nil {
 		c.Project = TinyProject()
+	}
+	if c.Python != nil {
+		return append([]slots.Handler{&ImplementationHandler{c}, &TestingHandler{c}, &IntegrationHandler{c}}, c.Python.handlers(c.AgentID)...)
 	}
 	return []slots.Handler{
 		&RequirementsHandler{c}, &ImplementationHandler{c}, &TestingHandler{c}, &ReviewHandler{c}, &IntegrationHandler{c},

@@ -38,6 +38,11 @@ func (h *memHost) Artifact(d string) ([]byte, error) {
 	return b, nil
 }
 
+// ReadArtifact answers the fetch requests of the Python stages.
+func (h *memHost) ReadArtifact(_ context.Context, _ slots.Slot, d string) ([]byte, error) {
+	return h.Artifact(d)
+}
+
 func (h *memHost) put(b []byte) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -90,6 +95,12 @@ func newHandlerRigWith(t *testing.T, eff *EffectLog) *handlerRig {
 // newHandlerRigHolds runs the handlers with the driver's holds.
 func newHandlerRigHolds(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig {
 	t.Helper()
+	return newHandlerRigPython(t, eff, holds, nil)
+}
+
+// newHandlerRigPython runs the handlers with the Python stages py (nil: the Go ones).
+func newHandlerRigPython(t *testing.T, eff *EffectLog, holds *Holds, py *PythonStages) *handlerRig {
+	t.Helper()
 	dir := t.TempDir()
 	h := &memHost{arts: map[string][]byte{}, outcomes: make(chan slots.Outcome, 4)}
 	db, err := bolt.Open(filepath.Join(dir, "w.db"), 0o600, nil)
@@ -109,7 +120,7 @@ func newHandlerRigHolds(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig 
 		t.Cleanup(func() { eff.Close() })
 	}
 	pool, err := slots.New(slots.Config{AgentID: "w1", Slots: 2, Host: h, Checkpoints: store, WorkRoot: dir, TickInterval: -1,
-		Handlers: Handlers(HandlerConfig{AgentID: "w1", Artifacts: h, Integration: eff, Holds: holds})})
+		Handlers: Handlers(HandlerConfig{AgentID: "w1", Artifacts: h, Integration: eff, Holds: holds, Python: py})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,16 @@ import (
 // for the demonstration of weighted fair sharing to count as shown.
 const ContentionTolerance = 0.10
 
-// Contention is the span in which every Group had work waiting, and slots
-// ran the most work
-// (an item eligible to run and not running): while all are backlogged,
-// weighted fair sharing promises each its weight share of the slot-time.
-// FromMs and ToMs are offsets from the start of the report's span.
+// Contention is the span in which every Group had work waiting (an item
+// eligible to run and not running), the one in which slots ran the most
+// work: while all are backlogged, weighted fair sharing promises each its
+// weight share of the slot-time. The shares are of the runs the scheduler
+// started inside the span, each at its whole length: those are its
+// decisions under contention. Runs started before the span, when not
+// every Group was waiting (after a fault, one Mission's tests finishing
+// first), still hold slots at its start; their time inside the span is
+// carried over, reported apart and not in the shares. FromMs and ToMs are
+// offsets from the start of the report's span.
 type Contention struct {
 	FromMs int64             `json:"fromMs"`
 	ToMs   int64             `json:"toMs"`
@@ -30,8 +35,11 @@ type ContentionShare struct {
 	GroupID     string  `json:"groupId"`
 	WeightShare float64 `json:"weightShare"`
 	SlotShare   float64 `json:"slotShare"`
-	SlotMs      int64   `json:"slotMs"`
-	Runs        int     `json:"runs"` // runs that overlap the window
+	SlotMs      int64   `json:"slotMs"` // runs started in the window, whole
+	Runs        int     `json:"runs"`   // runs started in the window
+	// CarriedMs is the slot-time inside the window of the Group's runs
+	// started before it.
+	CarriedMs int64 `json:"carriedMs"`
 }
 
 // ComputeContention finds the contention window of a run and each Group's
@@ -78,14 +86,16 @@ func ComputeContention(slots []SlotUsage, arrivals []Arrival, weights map[string
 	for _, s := range slots {
 		for _, iv := range s.Intervals {
 			g := by[iv.Group]
-			a, b := maxTime(iv.From.Time, best[0]), minTime(iv.To.Time, best[1])
-			if g == nil || !b.After(a) {
-				continue
+			switch {
+			case g == nil:
+			case !iv.From.Before(best[0]) && !iv.From.After(best[1]):
+				ms := iv.To.Sub(iv.From.Time).Milliseconds()
+				g.SlotMs += ms
+				g.Runs++
+				total += ms
+			case iv.From.Before(best[0]) && iv.To.After(best[0]):
+				g.CarriedMs += minTime(iv.To.Time, best[1]).Sub(best[0]).Milliseconds()
 			}
-			ms := b.Sub(a).Milliseconds()
-			g.SlotMs += ms
-			g.Runs++
-			total += ms
 		}
 	}
 	for _, g := range groups {

@@ -24,12 +24,30 @@ func TestComputeContention(t *testing.T) {
 	if c == nil || c.FromMs != 0 || c.ToMs != 7000 || len(c.Groups) != 2 {
 		t.Fatalf("contention %+v", c)
 	}
+	// Every run started in the window counts whole, the two started as it
+	// ends (the last waiting item's start ends it) included.
 	a, b := c.Groups[0], c.Groups[1]
-	if a.GroupID != "grp-a" || a.SlotMs != 12000 || b.SlotMs != 6000 || math.Abs(a.WeightShare-2.0/3) > 1e-9 {
+	if a.GroupID != "grp-a" || a.SlotMs != 14000 || a.Runs != 5 || b.SlotMs != 8000 || b.Runs != 2 || a.CarriedMs+b.CarriedMs != 0 || math.Abs(a.WeightShare-2.0/3) > 1e-9 {
 		t.Errorf("shares %+v %+v", a, b)
 	}
 	if !c.Within {
 		t.Errorf("a %.3f of slot-time against %.3f of the weights is within %.2f", a.SlotShare, a.WeightShare, ContentionTolerance)
+	}
+
+	// A run started before grp-b waited is carried into the window, apart
+	// from the shares (counted, it would give grp-a all of the window).
+	carried := []SlotUsage{
+		{Worker: "w", Slot: 0, Intervals: []Interval{iv("a0", "grp-a", 0, 4, OutcomeSubmitted), iv("b1", "grp-b", 4, 6, OutcomeSubmitted)}},
+		{Worker: "w", Slot: 1, Intervals: []Interval{iv("a1", "grp-a", 2, 4, OutcomeSubmitted), iv("a2", "grp-a", 4, 6, OutcomeSubmitted)}},
+	}
+	ca := []Arrival{{Item: "a0", Group: "grp-a", At: t0}, {Item: "a1", Group: "grp-a", At: t0}, {Item: "a2", Group: "grp-a", At: t0},
+		{Item: "b1", Group: "grp-b", At: at(1).Time}}
+	c = ComputeContention(carried, ca, w, t0, end)
+	if c == nil || c.FromMs != 1000 || c.ToMs != 4000 {
+		t.Fatalf("contention %+v", c)
+	}
+	if a, b := c.Groups[0], c.Groups[1]; a.CarriedMs != 3000 || a.SlotMs != 4000 || a.Runs != 2 || b.SlotMs != 2000 || b.CarriedMs != 0 || !c.Within {
+		t.Errorf("carried %+v %+v", a, b)
 	}
 
 	// Equal service against 4:2 weights is not within the tolerance.

@@ -127,7 +127,7 @@ func TestReportJSONShape(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{keys(doc), "approvals,contention,faults,groups,injections,invariants,missions,ok,problems,slots"},
 		{keys(doc["contention"]), "fromMs,groups,toMs,withinTolerance"},
-		{keys(doc["contention"].(map[string]any)["groups"].([]any)[0]), "groupId,runs,slotMs,slotShare,weightShare"},
+		{keys(doc["contention"].(map[string]any)["groups"].([]any)[0]), "carriedMs,groupId,runs,slotMs,slotShare,weightShare"},
 		{keys(first("missions")), "finalState,group,id,stages"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,name,slot,startedAt,state,workItemId,worker"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "name,state,workItemId"},

@@ -92,16 +92,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	flush()
 
 	if c := r.Contention; c != nil {
-		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "SLOT TIME", "RUNS")
+		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "SLOT TIME", "RUNS", "CARRIED IN")
 		for _, g := range c.Groups {
-			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmtMs(g.SlotMs), fmt.Sprint(g.Runs))
+			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmtMs(g.SlotMs), fmt.Sprint(g.Runs), fmtMs(g.CarriedMs))
 		}
 		flush()
 		verdict := "within"
 		if !c.Within {
 			verdict = "NOT within"
 		}
-		ew.printf("every Group had work waiting from %s to %s (%s): slot shares %s %.0f points of the weight shares\n",
+		ew.printf("every Group had work waiting from %s to %s (%s): the slot shares of the runs started in it are %s %.0f points of the weight shares (runs started before it, carried in, are not counted)\n",
 			off(from.Add(time.Duration(c.FromMs)*time.Millisecond)), off(from.Add(time.Duration(c.ToMs)*time.Millisecond)), fmtMs(c.ToMs-c.FromMs), verdict, 100*ContentionTolerance)
 	}
 

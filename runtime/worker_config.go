@@ -58,6 +58,11 @@ type WorkerConfig struct {
 	// this worker publishes (spec 13.1): a handler may name a more
 	// restricted one, never a less restricted one (default internal).
 	Classification protocol.Classification
+	// FetchArtifact reads bytes from the authority's store for a handler's
+	// fetch of an input artifact the worker does not keep itself
+	// (slots.Work.FetchArtifact checks the hash). nil: only this worker's
+	// own Dir/artifacts are read.
+	FetchArtifact func(ctx context.Context, digest string) ([]byte, error)
 
 	Clock  clock.Timers // nil: clock.Real
 	Logger *slog.Logger
@@ -133,15 +138,22 @@ type InProcessAuthority interface {
 	Keys() protocol.KeyResolver // verifies its events
 	Enroll(ctx context.Context, signedRegister []byte) error
 	Artifacts(data []byte) (uri string, publish bool, err error)
+	// ReadArtifact returns stored bytes that agentID may read (a member
+	// of a Group where they are published).
+	ReadArtifact(ctx context.Context, agentID, digest string) ([]byte, error)
 }
 
 // UseInProcess points the worker at a: its URL with the certificate
-// pinned, its event keys, enrollment and artifact store. The worker still
+// pinned, its event keys, enrollment and artifact store (both ways). Set
+// AgentID first. The worker still
 // talks to it over wss, the same path as to a remote authority.
 func (c *WorkerConfig) UseInProcess(a InProcessAuthority) {
 	url, pin := a.Endpoint()
 	c.URL, c.Trust, c.AuthorityKeys = url, client.Trust{Pin: pin}, a.Keys()
 	c.Enroll, c.Artifacts = a.Enroll, a.Artifacts
+	c.FetchArtifact = func(ctx context.Context, digest string) ([]byte, error) {
+		return a.ReadArtifact(ctx, c.AgentID, digest)
+	}
 }
 
 // ErrNotRegistered is returned by Run when the authority does not know the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
@@ -92,6 +93,20 @@ func storeArtifact(dir string, data []byte) (digest, uri string, err error) {
 		return "", "", err
 	}
 	return "sha256:" + h, "file://" + abs, nil
+}
+
+// readStoredArtifact returns the bytes storeArtifact kept under digest;
+// ok is false when this worker has none.
+func readStoredArtifact(dir, digest string) (data []byte, ok bool, err error) {
+	h, found := strings.CutPrefix(digest, "sha256:")
+	if !found || len(h) != sha256.Size*2 || strings.Trim(h, "0123456789abcdef") != "" {
+		return nil, false, protocol.Errorf(protocol.CodeInvalidCommand, "runtime: %q is not a sha256 digest", digest)
+	}
+	data, err = os.ReadFile(filepath.Join(dir, ArtifactsDir, h))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	return data, err == nil, err
 }
 
 // memberships reads this agent's active membership epoch in every Group

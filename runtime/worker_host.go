@@ -148,3 +148,20 @@ func moreRestricted(handler, floor protocol.Classification) protocol.Classificat
 	}
 	return floor
 }
+
+var _ slots.ArtifactReader = (*host)(nil)
+
+// ReadArtifact answers a handler's fetch: the bytes from this worker's own
+// store when it kept them, else from the authority (WorkerConfig.
+// FetchArtifact). The slot has checked that the digest is an input of the
+// item; it also checks the bytes' hash and size.
+func (h *host) ReadArtifact(ctx context.Context, _ slots.Slot, digest string) ([]byte, error) {
+	e := h.e
+	if data, ok, err := readStoredArtifact(e.cfg.Dir, digest); err != nil || ok {
+		return data, err
+	}
+	if e.cfg.FetchArtifact == nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidCommand, "runtime: artifact %s is not in this worker's store and no authority store is configured", digest)
+	}
+	return e.cfg.FetchArtifact(ctx, digest)
+}

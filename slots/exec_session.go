@@ -177,6 +177,8 @@ func (s *session) handle(ctx context.Context, msg any) (res Result, err error, f
 		if err := s.toolDone(m); err != nil {
 			return Result{}, Permanent(err), false, true
 		}
+	case *fetchMsg:
+		s.fetch(ctx, m)
 	case *blockMsg:
 		err := w.Block(ctx, m.Resolution, m.state)
 		if !errors.Is(err, ErrBlocked) {

@@ -92,6 +92,14 @@ type (
 		FromSequence uint64 `json:"fromSequence,omitempty"`
 		Max          int    `json:"max,omitempty"`
 	}
+	// fetchMsg asks for the bytes of one input artifact of the item, by
+	// the contract input's name or by its digest (exactly one).
+	fetchMsg struct {
+		Type   string `json:"type"`
+		ID     string `json:"id"`
+		Name   string `json:"name,omitempty"`
+		Digest string `json:"digest,omitempty"`
+	}
 )
 
 // decodeLine strictly decodes one line of process output. Every failure
@@ -138,6 +146,8 @@ func decodeMessage(line []byte) (any, error) {
 		m = &failMsg{}
 	case "events":
 		m = &eventsMsg{}
+	case "fetch":
+		m = &fetchMsg{}
 	default:
 		return nil, violation("unknown message type %q", typ)
 	}
@@ -189,6 +199,8 @@ func decodeMessage(line []byte) (any, error) {
 		return m, need(m.Reason != "", "a reason is required")
 	case *eventsMsg:
 		return m, need(m.ID != "" && m.Max >= 0, "an id and a non-negative max are required")
+	case *fetchMsg:
+		return m, need(m.ID != "" && (m.Name == "") != (m.Digest == ""), "id and exactly one of name and digest are required")
 	}
 	return m, nil
 }
@@ -236,9 +248,11 @@ type (
 		ID           string        `json:"id,omitempty"`
 		Reason       string        `json:"reason,omitempty"`       // preempt
 		CheckpointID string        `json:"checkpointId,omitempty"` // checkpointed
-		Digest       string        `json:"digest,omitempty"`       // checkpointed, published
+		Digest       string        `json:"digest,omitempty"`       // checkpointed, published, fetched
 		Key          string        `json:"key,omitempty"`          // toolGo
 		Output       *string       `json:"output,omitempty"`       // toolResult
+		Name         string        `json:"name,omitempty"`         // fetched
+		Data         *string       `json:"data,omitempty"`         // fetched
 		Code         protocol.Code `json:"code,omitempty"`         // error
 		Message      string        `json:"message,omitempty"`      // error
 		About        string        `json:"about,omitempty"`        // error without id

@@ -24,6 +24,10 @@ var lineSeeds = []string{
 	`{"type":"events"}`,
 	`{"type":"events","id":"e1","max":-1}`,
 	`{"type":"events","id":"e1","fromSequence":-2}`,
+	`{"type":"fetch","id":"f1","name":"feature-request"}`,
+	`{"type":"fetch","id":"f2","digest":"sha256:00"}`,
+	`{"type":"fetch","id":"f3","name":"a","digest":"sha256:00"}`,
+	`{"type":"fetch","id":"f4"}`,
 	`{"type":"result","type":"fail"}`,
 	`{"type":"checkpoint","id":"c","state":"%%"}`,
 	`[1,2]`,
@@ -65,7 +69,7 @@ func TestDecodeLineSeeds(t *testing.T) {
 			ok++
 		}
 	}
-	if ok != 14 {
-		t.Fatalf("%d of the seeds decoded, want the 14 valid ones", ok)
+	if ok != 16 {
+		t.Fatalf("%d of the seeds decoded, want the 16 valid ones", ok)
 	}
 }

@@ -33,6 +33,7 @@ type fakeHost struct {
 	// onProgress and onCheckpoint, when set, run inside the call.
 	onProgress   func(Slot, protocol.Progress)
 	onCheckpoint func(Slot, checkpoint.Checkpoint)
+	readArtifact func(digest string) ([]byte, error)
 	outcomes     chan Outcome
 }
 
@@ -78,6 +79,22 @@ func (h *fakeHost) PublishArtifact(_ context.Context, s Slot, a Artifact) (strin
 	h.published = append(h.published, a)
 	h.mu.Unlock()
 	return d, nil
+}
+
+// ReadArtifact answers from the artifacts map, or through readArtifact
+// when set.
+func (h *fakeHost) ReadArtifact(_ context.Context, s Slot, digest string) ([]byte, error) {
+	h.record(s, "read "+digest)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.readArtifact != nil {
+		return h.readArtifact(digest)
+	}
+	data, ok := h.artifacts[digest]
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeInvalidCommand, "artifact %s is not in the store", digest)
+	}
+	return data, nil
 }
 
 func (h *fakeHost) Allow(_ context.Context, s Slot, r Risk) error {

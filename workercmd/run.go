@@ -162,7 +162,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 		} else {
 			log.Warn("no --authority-key: event signatures are not verified")
 		}
-		cfg.Artifacts = remoteArtifacts(ctx, &cfg)
+		useRemoteArtifacts(ctx, &cfg)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
 	} else {
 		emb, err := embed.Start(embed.Config{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})

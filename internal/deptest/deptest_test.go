@@ -180,7 +180,7 @@ var rules = map[string]rule{
 		clock:   true,
 	},
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
-		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client"}},
+		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python"}},
 	// The load generator behind `mwp-worker bench`: it runs the embedded
 	// authority and real workers side by side, as the PoC does.
 	"internal/bench": {
@@ -195,6 +195,8 @@ var rules = map[string]rule{
 			"authority-lite", "authority-lite/embed", "remote"},
 		never: []string{mod + "poc"},
 	},
+	// The Python helper module, embedded for programs that install it.
+	"handlers/python": {imports: []string{}, clock: true, noGo: true},
 	// The embedding example of workercmd: a handler and Main, nothing else.
 	"examples/go-handler": {imports: []string{"protocol", "slots", "workercmd"}},
 	"cmd/mwp-worker":      {imports: []string{"..."}},

@@ -1,0 +1,334 @@
+"""mwpslot: write an mwp-worker external handler in Python (protocol mwp-slot/1).
+
+The protocol is in slots/EXTERNAL.md. This module speaks it over stdin and
+stdout so that a handler reads like its steps:
+
+    import mwpslot
+
+    def run(slot):
+        spec = slot.input("feature-request")        # bytes, hash-checked by the worker
+        state = slot.resume_state or b"0"           # the newest checkpoint, if any
+        slot.progress("step-1", next_checkpoint="after step 1")
+        slot.safe_point(b"1", phase="step-1")       # checkpoint; yields if asked to
+        digest = slot.artifact("text/markdown", b"# notes\\n")
+        slot.result(artifacts=[digest], evidence=[...])
+
+    mwpslot.main(run)
+
+main() sends `fail` for an uncaught exception (`permanent` for a
+PermanentError) and exits 0 once the run is over. Only the standard
+library is used; Python 3.8 or later.
+"""
+
+import base64
+import datetime
+import json
+import os
+import select
+import sys
+
+PROTOCOL = "mwp-slot/1"
+
+
+class SlotError(Exception):
+    """The host refused a request: code is a protocol error code."""
+
+    def __init__(self, code, message, about=""):
+        super().__init__("%s: %s" % (code, message))
+        self.code, self.message, self.about = code, message, about
+
+
+class PermanentError(Exception):
+    """Raise it (or a subclass) for a failure no retry can fix."""
+
+
+class Yielded(Exception):
+    """Raised by safe_point after `preempted` was sent: the run is over."""
+
+
+class Closed(Exception):
+    """The host closed stdin: the run is over, nothing more is accepted."""
+
+
+def _b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text):
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def rfc3339(t):
+    """An aware datetime as the protocol's time text: UTC, milliseconds."""
+    t = t.astimezone(datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (t.microsecond // 1000)
+
+
+class Slot:
+    """One run's conversation with the worker.
+
+    infd is the file descriptor the host writes to (stdin), out the text
+    stream the program writes to (stdout). The start message is read at
+    once; its parts are attributes: slot (ids), contract, context,
+    resume (the checkpoint's metadata or None) and resume_state (bytes or
+    None).
+    """
+
+    def __init__(self, infd=None, out=None):
+        self._fd = sys.stdin.fileno() if infd is None else infd
+        self._out = sys.stdout if out is None else out
+        self._buf = b""
+        self._seq = 0
+        self.finished = False
+        self.preempt_reason = None  # "preempt" or "leaseLost" once asked
+        self.notices = []  # errors about progress or charge, as SlotError
+        start = self._read(block=True)
+        if start.get("type") != "start" or start.get("protocol") != PROTOCOL:
+            raise PermanentError("the first message is not a %s start: %r" % (PROTOCOL, start.get("type")))
+        self.start = start
+        self.slot = start["slot"]
+        self.contract = start["contract"]
+        self.context = start.get("context")
+        self.resume = start.get("resume")
+        self.resume_state = _unb64(self.resume["state"]) if self.resume else None
+
+    # -- transport
+
+    def _send(self, msg):
+        if self.finished:
+            raise PermanentError("a %s message after the final one" % msg["type"])
+        self._out.write(json.dumps(msg, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self._out.flush()
+
+    def _read(self, block):
+        """The next host message, or None when none is waiting (block False)."""
+        while b"\n" not in self._buf:
+            if not block and not select.select([self._fd], [], [], 0)[0]:
+                return None
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise Closed("the host closed stdin")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line.decode("utf-8"))
+
+    def _note(self, msg):
+        """Keeps what arrives unasked: a preempt, a refused progress or charge."""
+        if msg["type"] == "preempt":
+            self.preempt_reason = msg["reason"]
+        elif msg["type"] == "error" and not msg.get("id"):
+            self.notices.append(SlotError(msg["code"], msg["message"], msg.get("about", "")))
+        else:
+            raise PermanentError("unexpected host message %r" % msg["type"])
+
+    def _next_id(self, kind):
+        self._seq += 1
+        return "%s-%d" % (kind, self._seq)
+
+    def _request(self, msg, *replies):
+        """Sends msg and waits for the host's reply to its id."""
+        self._send(msg)
+        while True:
+            m = self._read(block=True)
+            if m.get("id") == msg["id"] and m["type"] in replies + ("error",):
+                if m["type"] == "error":
+                    raise SlotError(m["code"], m["message"], m.get("about", ""))
+                return m
+            self._note(m)
+
+    def poll(self):
+        """Reads what the host sent meanwhile; True once a preemption was asked."""
+        while True:
+            m = self._read(block=False)
+            if m is None:
+                return self.preempt_reason is not None
+            self._note(m)
+
+    # -- requests
+
+    def progress(self, phase, milestones=(), next_checkpoint="", blockers=(),
+                 completion_at=None, confidence=0.5, evidence_refs=()):
+        """A structured progress report (no percentages). completion_at is an
+        aware datetime (default: a minute from now)."""
+        if completion_at is None:
+            completion_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)
+        self._send({"type": "progress", "progress": {
+            "phase": phase, "milestonesCompleted": list(milestones), "nextCheckpoint": next_checkpoint,
+            "blockers": list(blockers), "evidenceRefs": list(evidence_refs),
+            "revisedEstimate": {"completionAt": rfc3339(completion_at), "confidence": confidence}}})
+
+    def checkpoint(self, state, phase=None, note=None):
+        """Saves state (bytes) durably; returns (checkpointId, digest)."""
+        msg = {"type": "checkpoint", "id": self._next_id("cp"), "state": _b64(state)}
+        if phase:
+            msg["phase"] = phase
+        if note:
+            msg["note"] = note
+        r = self._request(msg, "checkpointed")
+        return r["checkpointId"], r["digest"]
+
+    def safe_point(self, state, phase=None, note=None):
+        """Checkpoints, then yields when the host asked for a preemption or
+        said the lease is lost: sends `preempted` and raises Yielded."""
+        self.checkpoint(state, phase, note)
+        if self.poll():
+            self.preempted()
+            raise Yielded(self.preempt_reason)
+
+    def fetch(self, name=None, digest=None):
+        """The bytes of one contract input, by name or digest: (digest, bytes)."""
+        if (name is None) == (digest is None):
+            raise ValueError("fetch takes exactly one of name and digest")
+        msg = {"type": "fetch", "id": self._next_id("fetch")}
+        if name is not None:
+            msg["name"] = name
+        else:
+            msg["digest"] = digest
+        r = self._request(msg, "fetched")
+        return r["digest"], _unb64(r["data"])
+
+    def input(self, name):
+        """The bytes of the contract input called name."""
+        return self.fetch(name=name)[1]
+
+    def input_names(self):
+        return [i.get("name", "") for i in self.contract.get("inputs") or []]
+
+    def artifact(self, media_type, data, schema=None, classification=None, tool_versions=None):
+        """Publishes data (bytes); returns its digest. schema, classification
+        (public, internal, confidential, restricted) and tool_versions
+        ({tool: version}) go into the signed manifest."""
+        msg = {"type": "artifact", "id": self._next_id("art"), "mediaType": media_type, "data": _b64(data)}
+        if schema:
+            msg["schema"] = schema
+        if classification:
+            msg["classification"] = classification
+        if tool_versions:
+            msg["toolVersions"] = dict(tool_versions)
+        return self._request(msg, "published")["digest"]
+
+    def cited_events(self, from_sequence=0, max_events=0):
+        """The Group events the run's Context Package cites, as the authority
+        signed them (dicts), from from_sequence on; at most max_events (0:
+        the worker's page)."""
+        msg = {"type": "events", "id": self._next_id("events")}
+        if from_sequence:
+            msg["fromSequence"] = from_sequence
+        if max_events:
+            msg["max"] = max_events
+        return self._request(msg, "events")["events"]
+
+    def tool_call(self, op_id, tool, operation, risk_class, perform,
+                  irreversible=False, externally_visible=False, side_effect=False, cost=None):
+        """Runs one tool operation under the host's policy and idempotency key.
+        perform(key) does it and returns bytes; it is not called when the
+        operation already ran under this key. Returns the output bytes."""
+        msg = {"type": "toolCall", "id": self._next_id("tool"), "opId": op_id, "tool": tool,
+               "operation": operation, "risk": {"class": risk_class}}
+        if irreversible:
+            msg["risk"]["irreversible"] = True
+        if externally_visible:
+            msg["risk"]["externallyVisible"] = True
+        if side_effect:
+            msg["sideEffect"] = True
+        if cost is not None:
+            msg["cost"] = cost
+        r = self._request(msg, "toolGo", "toolResult")
+        if r["type"] == "toolGo":
+            try:
+                out = perform(r["key"])
+                done = {"type": "toolDone", "id": msg["id"], "output": _b64(out)}
+            except Exception as e:  # the host records the failure
+                done = {"type": "toolDone", "id": msg["id"], "error": "%s: %s" % (type(e).__name__, e)}
+            self._send(done)
+            while True:
+                r = self._read(block=True)
+                if r.get("id") == msg["id"] and r["type"] in ("toolResult", "error"):
+                    break
+                self._note(r)
+            if r["type"] == "error":
+                raise SlotError(r["code"], r["message"], r.get("about", ""))
+        return _unb64(r["output"])
+
+    def charge(self, money=0.0, tokens=0, tool_calls=0, compute_seconds=0.0, wall_clock_seconds=0.0, side_effects=0):
+        """Usage spent outside tool calls; a refusal arrives later in notices."""
+        self._send({"type": "charge", "usage": {
+            "money": money, "tokens": tokens, "toolCalls": tool_calls, "computeSeconds": compute_seconds,
+            "wallClockSeconds": wall_clock_seconds, "sideEffects": side_effects}})
+
+    # -- final messages
+
+    def _final(self, msg):
+        self._send(msg)
+        self.finished = True
+
+    def result(self, artifacts=(), evidence=(), progress=None):
+        msg = {"type": "result"}
+        if artifacts:
+            msg["artifacts"] = list(artifacts)
+        if evidence:
+            msg["evidence"] = list(evidence)
+        if progress is not None:
+            msg["progress"] = progress
+        self._final(msg)
+
+    def fail(self, reason, permanent=False):
+        msg = {"type": "fail", "reason": reason}
+        if permanent:
+            msg["permanent"] = True
+        self._final(msg)
+
+    def block(self, kind, detail, state=b""):
+        self._final({"type": "block", "resolution": {"kind": kind, "detail": detail}, "state": _b64(state)})
+
+    def preempted(self):
+        self._final({"type": "preempted"})
+
+
+def evidence_for(contract, subject, producer, checks):
+    """One Evidence (docs/wire.md) per acceptance criterion of the contract.
+
+    checks maps an evidence kind (a name in a criterion's evidenceRequired)
+    to {"result": "pass"|"fail"|..., "method": text, "artifacts": [...],
+    "detail": text?}. A criterion passes when every kind it requires was
+    checked and passed; one not checked makes it inconclusive."""
+    now = rfc3339(datetime.datetime.now(datetime.timezone.utc))
+    out = []
+    for ac in contract.get("acceptanceCriteria") or []:
+        result, methods, arts = "pass", [], set()
+        for kind in ac.get("evidenceRequired") or []:
+            c = checks.get(kind)
+            if c is None:
+                result = "inconclusive"
+                methods.append(kind + ": not checked")
+                continue
+            if c["result"] != "pass" and result == "pass":
+                result = c["result"]
+            m = kind + ": " + c["method"]
+            if c.get("detail"):
+                m += " (" + c["detail"] + ")"
+            methods.append(m)
+            arts.update(c.get("artifacts") or [])
+        out.append({"subject": subject, "criteria": [ac["id"]], "method": "; ".join(methods) or "none",
+                    "result": result, "producer": producer, "timestamp": now, "artifacts": sorted(arts)})
+    return out
+
+
+def main(handler, infd=None, out=None):
+    """Runs handler(slot) and makes sure the run ends with one final message."""
+    try:
+        slot = Slot(infd, out)
+    except Closed:
+        return
+    try:
+        handler(slot)
+        if not slot.finished:
+            slot.fail("the handler returned without a final message", permanent=True)
+    except (Yielded, Closed):
+        return
+    except PermanentError as e:
+        if not slot.finished:
+            slot.fail(str(e), permanent=True)
+    except Exception as e:
+        if not slot.finished:
+            slot.fail("%s: %s" % (type(e).__name__, e))
