@@ -41,6 +41,17 @@ type Config struct {
 	Logger *slog.Logger
 	// OnReview, when set, sees every review as it is decided.
 	OnReview func(Review)
+	// Rules, when set, add review rules written in Go to the plan's.
+	Rules Rules
+	// RequireProvenance makes the integrity step check that every
+	// output's manifest lists the item's contract inputs among its
+	// sourceArtifacts (spec 13.1 provenance).
+	RequireProvenance bool
+	// Inputs are artifacts the coordinator makes and publishes before a
+	// stage that reads them is offered (by digest in the stage's inputs).
+	Inputs []Input
+	// Rework, when set, names the stages that answer each change request.
+	Rework Rework
 }
 
 // Coordinator follows its Mission's Group log and drives the plan through
@@ -85,8 +96,13 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	inputs := map[string]Input{}
+	for _, in := range cfg.Inputs {
+		inputs[protocol.Digest(in.Data)] = in
+	}
 	return &Coordinator{cfg: cfg, v: newView(cfg.Plan.Mission.GroupID), blocked: map[string]uint64{}, poke: make(chan struct{}, 1),
-		pol: policy{me: cfg.AgentID, leaseDuration: cfg.LeaseDuration, offerTTL: cfg.OfferTTL, maxCandidates: cfg.MaxCandidates, prechecked: map[string]uint64{}}}, nil
+		pol: policy{me: cfg.AgentID, leaseDuration: cfg.LeaseDuration, offerTTL: cfg.OfferTTL, maxCandidates: cfg.MaxCandidates, prechecked: map[string]uint64{},
+			inputs: inputs, rework: cfg.Rework}}, nil
 }
 
 // Poke makes Run re-evaluate time-based decisions now (after a fake clock

@@ -48,6 +48,17 @@
 // start deadline or an expired lease is fenced by the next offer, whose
 // ownership epoch is higher, made to another worker when there is one.
 //
+// A program that embeds the coordinator can add to the plan (hooks.go):
+// Rules, review rules written in Go that the checks step and the
+// semantic step run on top of the plan's; Inputs, artifacts the
+// coordinator makes, stores and publishes under the first stage that
+// reads them before offering it; RequireProvenance, an integrity check
+// that every output's manifest lists the item's inputs; and Rework, the
+// stages that answer each change request (the request itself is
+// published as their input, and the Mission is submitted again only once
+// they are verified). Without Rework a change request is answered by
+// submitting again.
+//
 // The Authority interface is all the coordinator knows of the authority:
 // authority-lite/embed.Actor in process, package remote over the wire.
 package coordinator

@@ -23,6 +23,12 @@ type view struct {
 	manifests map[[2]string]protocol.ArtifactManifest
 	items     map[string]*itemLog
 	agents    map[string]*agentLog
+	// published holds every content hash published in the Group.
+	published map[string]bool
+	// changes are the Mission's change requests in order; requests
+	// their artifacts by digest (ChangeRequest.Bytes).
+	changes  []ChangeRequest
+	requests map[string][]byte
 }
 
 // itemLog is one WorkItem's history beyond its current record.
@@ -59,7 +65,8 @@ type agentLog struct {
 
 func newView(groupID string) *view {
 	return &view{g: group.NewGroup(groupID, group.Limits{}), members: map[protocol.Actor]protocol.Membership{},
-		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{}}
+		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{},
+		published: map[string]bool{}, requests: map[string][]byte{}}
 }
 
 func (v *view) item(id string) *itemLog {
@@ -106,6 +113,11 @@ func (v *view) apply(ev *protocol.Event) error {
 		v.members[p.Principal] = *p
 	case *group.ArtifactPublished:
 		v.manifests[[2]string{p.Manifest.WorkItemID, p.Manifest.ContentHash}] = p.Manifest
+		v.published[p.Manifest.ContentHash] = true
+	case *group.ChangesRequested:
+		cr := ChangeRequest{Changes: p.Changes, Comment: p.Comment}
+		v.changes = append(v.changes, cr)
+		v.requests[protocol.Digest(cr.Bytes())] = cr.Bytes()
 	case group.WorkPayload:
 		v.applyWork(ev, before, p)
 	}
