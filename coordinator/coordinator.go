@@ -234,11 +234,13 @@ func (c *Coordinator) catchUp(ctx context.Context) error {
 			return err
 		}
 	}
+	c.mu.Lock()
 	if lease := c.v.coordinator(); lease != nil && lease.AgentID == c.cfg.AgentID {
-		c.mu.Lock()
 		c.epoch = lease.CoordinatorEpoch
-		c.mu.Unlock()
+	} else if e := c.v.assigned[c.cfg.AgentID]; e > c.epoch {
+		c.epoch = e // held once and replaced since: fenced below
 	}
+	c.mu.Unlock()
 	return nil
 }
 

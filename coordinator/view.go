@@ -29,6 +29,9 @@ type view struct {
 	// their artifacts by digest (ChangeRequest.Bytes).
 	changes  []ChangeRequest
 	requests map[string][]byte
+	// assigned is the last coordinator epoch each agent was assigned:
+	// a coordinator restarted after its replacement knows it was fenced.
+	assigned map[string]uint64
 }
 
 // itemLog is one WorkItem's history beyond its current record.
@@ -66,7 +69,7 @@ type agentLog struct {
 func newView(groupID string) *view {
 	return &view{g: group.NewGroup(groupID, group.Limits{}), members: map[protocol.Actor]protocol.Membership{},
 		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{},
-		published: map[string]bool{}, requests: map[string][]byte{}}
+		published: map[string]bool{}, requests: map[string][]byte{}, assigned: map[string]uint64{}}
 }
 
 func (v *view) item(id string) *itemLog {
@@ -114,6 +117,10 @@ func (v *view) apply(ev *protocol.Event) error {
 	case *group.ArtifactPublished:
 		v.manifests[[2]string{p.Manifest.WorkItemID, p.Manifest.ContentHash}] = p.Manifest
 		v.published[p.Manifest.ContentHash] = true
+	case *group.CoordinatorAssigned:
+		if p.Coordinator != nil {
+			v.assigned[p.Coordinator.AgentID] = p.Coordinator.CoordinatorEpoch
+		}
 	case *group.ChangesRequested:
 		cr := ChangeRequest{Changes: p.Changes, Comment: p.Comment}
 		v.changes = append(v.changes, cr)
