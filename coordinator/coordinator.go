@@ -30,6 +30,11 @@ type Config struct {
 	LeaseDuration time.Duration
 	// OfferTTL is how long an offer stands (default one minute).
 	OfferTTL time.Duration
+	// CardRefresh is how often, at most, the workers' Agent Cards are
+	// read again while an item waits with no eligible worker: a worker
+	// that registers a new card is offered work without a restart
+	// (default ten seconds).
+	CardRefresh time.Duration
 	// MaxCandidates bounds an urgent item's candidate set (default 3).
 	MaxCandidates int
 	// RunCheck runs one deterministic check (default ExecCheck with a
@@ -65,6 +70,8 @@ type Coordinator struct {
 	// retried until the log or the time moves.
 	blocked map[string]uint64
 
+	cardsAt time.Time // when the workers' cards were last read
+
 	mu    sync.Mutex
 	epoch uint64 // the coordinator epoch held, 0 before assignment
 	poke  chan struct{}
@@ -86,6 +93,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxCandidates <= 0 {
 		cfg.MaxCandidates = 3
+	}
+	if cfg.CardRefresh <= 0 {
+		cfg.CardRefresh = 10 * time.Second
 	}
 	if cfg.RunCheck == nil {
 		cfg.RunCheck = ExecCheck(2*time.Minute, 1<<20)
@@ -131,12 +141,8 @@ func (c *Coordinator) MissionState() protocol.MissionState { return c.v.missionS
 // assignment (AUTH_STALE_COORDINATOR) or ctx ends. Before its assignment
 // it waits for it.
 func (c *Coordinator) Run(ctx context.Context) error {
-	for _, id := range c.cfg.Workers {
-		card, err := c.cfg.Authority.AgentCard(ctx, id)
-		if err != nil {
-			return fmt.Errorf("coordinator: worker %s: %w", id, err)
-		}
-		c.workers = append(c.workers, Worker{AgentID: id, Capabilities: card.Capabilities})
+	if err := c.readCards(ctx); err != nil {
+		return err
 	}
 	group := c.cfg.Plan.Mission.GroupID
 	for {
@@ -156,6 +162,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			return err
 		}
 		now := c.cfg.Clock.Now()
+		if !now.Before(c.cardsAt.Add(c.cfg.CardRefresh)) && starved(c.v, c.cfg.Plan, c.workers, now, c.pol) {
+			if err := c.readCards(ctx); err != nil {
+				return err
+			}
+		}
 		acted, err := c.step(ctx, now)
 		if err != nil {
 			return err
@@ -179,7 +190,11 @@ func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) err
 	after := c.v.lastSeq
 	go func() { changed <- c.cfg.Authority.Wait(ctx, group, after) }()
 	var timer <-chan time.Time
-	if next := nextDeadline(c.v, now, c.cfg.LeaseDuration); !next.IsZero() {
+	next := nextDeadline(c.v, now, c.cfg.LeaseDuration)
+	if refresh := c.cardsAt.Add(c.cfg.CardRefresh); starved(c.v, c.cfg.Plan, c.workers, now, c.pol) && (next.IsZero() || refresh.Before(next)) {
+		next = refresh
+	}
+	if !next.IsZero() {
 		t := newTimer(c.cfg.Clock, next.Sub(now))
 		defer t.Stop()
 		timer = t.C()
@@ -196,6 +211,20 @@ func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) err
 	case <-ctx.Done():
 	}
 	return context.Cause(ctx)
+}
+
+// readCards reads the candidate workers' registered Agent Cards.
+func (c *Coordinator) readCards(ctx context.Context) error {
+	workers := make([]Worker, 0, len(c.cfg.Workers))
+	for _, id := range c.cfg.Workers {
+		card, err := c.cfg.Authority.AgentCard(ctx, id)
+		if err != nil {
+			return fmt.Errorf("coordinator: worker %s: %w", id, err)
+		}
+		workers = append(workers, Worker{AgentID: id, Capabilities: card.Capabilities})
+	}
+	c.workers, c.cardsAt = workers, c.cfg.Clock.Now()
+	return nil
 }
 
 // waitCreated waits for the Mission's Group to have events, retrying

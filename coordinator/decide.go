@@ -122,6 +122,20 @@ func decide(v *view, base *plan.Plan, workers []Worker, now time.Time, pol polic
 	return acts
 }
 
+// starved reports whether an item is due an offer that no worker, as
+// their cards last read describe them, is eligible for.
+func starved(v *view, base *plan.Plan, workers []Worker, now time.Time, pol policy) bool {
+	p, _ := effective(v, base, pol.rework)
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		w := v.g.Items[s.WorkItemID]
+		if w != nil && needsOffer(v, w, now) && len(v.g.DependenciesMet(w.WorkItemID)) == 0 && len(candidates(v, w, workers, now)) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func allVerified(v *view, p *plan.Plan) bool {
 	for _, s := range p.Stages {
 		w := v.g.Items[s.WorkItemID]

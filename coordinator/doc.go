@@ -24,7 +24,10 @@
 // accepted minus failures and lapsed ownerships), then the start its last
 // schedule disclosure promised, then the agent id. Workers already offered
 // the item this round and owners whose ownership of it lapsed are passed
-// over while another is eligible. Each candidate carries its selection
+// over while another is eligible. The workers' Agent Cards are read at
+// start and again (at most every CardRefresh) while an item waits with no
+// eligible worker, so a worker that registers a new card gets work
+// without a restart. Each candidate carries its selection
 // basis (spec 10.3) naming the rules applied.
 //
 // Review (spec 13.2): artifact integrity (the manifest published for this

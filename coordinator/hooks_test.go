@@ -247,3 +247,32 @@ func TestDecideWaitsForTheRework(t *testing.T) {
 		})
 	}
 }
+
+// A worker whose first card lacks the capability is offered the work
+// once it registers a card that has it: the coordinator reads the cards
+// again while an item waits with no eligible worker.
+func TestCardsReadAgainWhileAnItemWaits(t *testing.T) {
+	p := parsePlan(t, reviewedPlan)
+	r := newRig(t, p)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	w := r.worker("w1", []protocol.Capability{{ID: "docs.translate", Version: "1.0.0"}}, nil)
+	cfg := r.coordinator("c1", "w1")
+	cfg.CardRefresh = 20 * time.Millisecond
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	r.start("c1")
+	// Authorized, no one to offer it to.
+	r.waitItem(p.Stage("draft").WorkItemID, func(w group.WorkItem) bool { return w.State == protocol.WorkOpen }, errc)
+	card := protocol.AgentCard{AgentVersion: "0.2.0", OrganizationID: "org-1", DisplayName: "w1", Capabilities: capsOf(p), Roles: []protocol.Role{protocol.RoleWorker}, MaxConcurrency: 2}
+	if err := w.p.Join(ctx, card); err != nil {
+		t.Fatal(err)
+	}
+	go w.run(ctx)
+	go r.approve(ctx)
+	r.waitMission(protocol.MissionApproved, errc)
+}
