@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 // sent (a review still waiting for its reviewer's verdict sends none).
 func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (bool, error) {
 	m := c.cfg.Plan.Mission
+	p, _ := effective(c.v, c.cfg.Plan, c.pol.rework)
 	switch a.kind {
 	case actRenew:
 		return true, c.do(ctx, protocol.CmdMissionRenewCoordinator, a, now, &protocol.RenewCoordinatorPayload{MissionID: m.ID, LeaseDurationMs: uint64(c.cfg.LeaseDuration.Milliseconds())})
@@ -22,13 +24,15 @@ func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (boo
 		return true, c.do(ctx, protocol.CmdMembershipChange, a, now, &protocol.ChangeMembershipPayload{
 			Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: a.item}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
 	case actAuthorize:
-		p, err := c.cfg.Plan.Authorize(a.stage.ID, c.v.g.Mission.CreatedAt.Time)
+		auth, err := p.Authorize(a.stage.ID, c.v.g.Mission.CreatedAt.Time)
 		if err != nil {
 			return false, err
 		}
-		return true, c.do(ctx, protocol.CmdWorkAuthorize, a, now, &p)
+		return true, c.do(ctx, protocol.CmdWorkAuthorize, a, now, &auth)
+	case actPublish:
+		return true, c.publish(ctx, a, now)
 	case actOffer:
-		return true, c.do(ctx, protocol.CmdWorkOffer, a, now, offerPayload(c.v, c.cfg.Plan, c.v.g.Items[a.item], c.workers, now, c.pol))
+		return true, c.do(ctx, protocol.CmdWorkOffer, a, now, offerPayload(c.v, p, c.v.g.Items[a.item], c.workers, now, c.pol))
 	case actContext:
 		pkg, err := c.contextPackage(c.v.g.Items[a.item], now)
 		if err != nil {
@@ -36,9 +40,9 @@ func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (boo
 		}
 		return true, c.do(ctx, protocol.CmdContextPublish, a, now, &protocol.PublishContextPayload{Package: pkg})
 	case actReview:
-		return c.review(ctx, a, now)
+		return c.review(ctx, p, a, now)
 	case actApproval:
-		return true, c.do(ctx, protocol.CmdMissionSubmitForApproval, a, now, approvalPayload(c.v, c.cfg.Plan))
+		return true, c.do(ctx, protocol.CmdMissionSubmitForApproval, a, now, approvalPayload(c.v, p))
 	case actTerminate:
 		return true, c.do(ctx, protocol.CmdMissionTerminate, a, now, &protocol.TerminateMissionPayload{MissionID: m.ID, Reason: a.reason})
 	}
@@ -69,9 +73,54 @@ func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action
 	return err
 }
 
+// publish stores a coordinator-made input and publishes it under the
+// WorkItem that reads it, with a manifest the coordinator signs as its
+// producer (spec 13.1).
+func (c *Coordinator) publish(ctx context.Context, a action, now time.Time) error {
+	in, _ := c.pol.input(c.v, a.digest)
+	digest, uri, err := c.cfg.Authority.PutArtifact(ctx, in.Data)
+	if err != nil {
+		return err
+	}
+	card, err := c.cfg.Authority.AgentCard(ctx, c.cfg.AgentID)
+	if err != nil {
+		return err
+	}
+	rawCard, err := protocol.Marshal(card)
+	if err != nil {
+		return err
+	}
+	cardHash := protocol.Digest(rawCard)
+	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: in.MediaType,
+		Producer:  protocol.ArtifactProducer{AgentID: c.cfg.AgentID, AgentVersion: card.AgentVersion, AgentCardHash: cardHash},
+		MissionID: c.cfg.Plan.Mission.ID, GroupID: c.cfg.Plan.Mission.GroupID, WorkItemID: a.item,
+		SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},
+		CreatedAt: protocol.NewTime(now), Classification: protocol.ClassInternal, Size: uint64(len(in.Data)), URI: uri}
+	m.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: c.cfg.Key.KeyID, CreatedAt: m.CreatedAt}
+	raw, err := protocol.SignedValue(m, c.cfg.Key)
+	if err != nil {
+		return err
+	}
+	var signed protocol.ArtifactManifest
+	if err := json.Unmarshal(raw, &signed); err != nil {
+		return err
+	}
+	return c.do(ctx, protocol.CmdArtifactPublish, a, now, &protocol.PublishArtifactPayload{Manifest: signed})
+}
+
+// Renew sends mission.renew_coordinator now on the coordinator epoch this
+// coordinator held; call it only while Run is not running. A coordinator
+// replaced by a newer assignment gets AUTH_STALE_COORDINATOR: its late
+// commands are fenced.
+func (c *Coordinator) Renew(ctx context.Context) error {
+	return c.do(ctx, protocol.CmdMissionRenewCoordinator, action{kind: actRenew, item: "late"}, c.cfg.Clock.Now(),
+		&protocol.RenewCoordinatorPayload{MissionID: c.cfg.Plan.Mission.ID, LeaseDurationMs: uint64(c.cfg.LeaseDuration.Milliseconds())})
+}
+
 // review runs the 13.2 review of a submission and accepts or fails it.
-func (c *Coordinator) review(ctx context.Context, a action, now time.Time) (bool, error) {
-	rec := review(ctx, c.v, c.cfg.Plan, a.stage, reviewIO{fetch: c.cfg.Authority.Artifact, runCheck: c.cfg.RunCheck})
+func (c *Coordinator) review(ctx context.Context, p *plan.Plan, a action, now time.Time) (bool, error) {
+	rec := review(ctx, c.v, p, a.stage, reviewIO{fetch: c.cfg.Authority.Artifact, runCheck: c.cfg.RunCheck,
+		rules: c.cfg.Rules, provenance: c.cfg.RequireProvenance})
 	if c.cfg.OnReview != nil {
 		c.cfg.OnReview(rec)
 	}

@@ -30,6 +30,11 @@ type Config struct {
 	LeaseDuration time.Duration
 	// OfferTTL is how long an offer stands (default one minute).
 	OfferTTL time.Duration
+	// CardRefresh is how often, at most, the workers' Agent Cards are
+	// read again while an item waits with no eligible worker: a worker
+	// that registers a new card is offered work without a restart
+	// (default ten seconds).
+	CardRefresh time.Duration
 	// MaxCandidates bounds an urgent item's candidate set (default 3).
 	MaxCandidates int
 	// RunCheck runs one deterministic check (default ExecCheck with a
@@ -41,6 +46,17 @@ type Config struct {
 	Logger *slog.Logger
 	// OnReview, when set, sees every review as it is decided.
 	OnReview func(Review)
+	// Rules, when set, add review rules written in Go to the plan's.
+	Rules Rules
+	// RequireProvenance makes the integrity step check that every
+	// output's manifest lists the item's contract inputs among its
+	// sourceArtifacts (spec 13.1 provenance).
+	RequireProvenance bool
+	// Inputs are artifacts the coordinator makes and publishes before a
+	// stage that reads them is offered (by digest in the stage's inputs).
+	Inputs []Input
+	// Rework, when set, names the stages that answer each change request.
+	Rework Rework
 }
 
 // Coordinator follows its Mission's Group log and drives the plan through
@@ -56,6 +72,8 @@ type Coordinator struct {
 	// blocked remembers an action refused at a log position, so it is not
 	// retried until the log or the time moves.
 	blocked map[string]uint64
+
+	cardsAt time.Time // when the workers' cards were last read
 
 	mu    sync.Mutex
 	epoch uint64 // the coordinator epoch held, 0 before assignment
@@ -79,6 +97,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.MaxCandidates <= 0 {
 		cfg.MaxCandidates = 3
 	}
+	if cfg.CardRefresh <= 0 {
+		cfg.CardRefresh = 10 * time.Second
+	}
 	if cfg.RunCheck == nil {
 		cfg.RunCheck = ExecCheck(2*time.Minute, 1<<20)
 	}
@@ -88,8 +109,13 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	inputs := map[string]Input{}
+	for _, in := range cfg.Inputs {
+		inputs[protocol.Digest(in.Data)] = in
+	}
 	return &Coordinator{cfg: cfg, v: newView(cfg.Plan.Mission.GroupID), blocked: map[string]uint64{}, poke: make(chan struct{}, 1),
-		pol: policy{me: cfg.AgentID, leaseDuration: cfg.LeaseDuration, offerTTL: cfg.OfferTTL, maxCandidates: cfg.MaxCandidates, prechecked: map[string]uint64{}}}, nil
+		pol: policy{me: cfg.AgentID, leaseDuration: cfg.LeaseDuration, offerTTL: cfg.OfferTTL, maxCandidates: cfg.MaxCandidates, prechecked: map[string]uint64{},
+			inputs: inputs, rework: cfg.Rework}}, nil
 }
 
 // Poke makes Run re-evaluate time-based decisions now (after a fake clock
@@ -118,12 +144,8 @@ func (c *Coordinator) MissionState() protocol.MissionState { return c.v.missionS
 // assignment (AUTH_STALE_COORDINATOR) or ctx ends. Before its assignment
 // it waits for it.
 func (c *Coordinator) Run(ctx context.Context) error {
-	for _, id := range c.cfg.Workers {
-		card, err := c.cfg.Authority.AgentCard(ctx, id)
-		if err != nil {
-			return fmt.Errorf("coordinator: worker %s: %w", id, err)
-		}
-		c.workers = append(c.workers, Worker{AgentID: id, Capabilities: card.Capabilities})
+	if err := c.readCards(ctx); err != nil {
+		return err
 	}
 	c.agentVersion = "unknown"
 	if card, err := c.cfg.Authority.AgentCard(ctx, c.cfg.AgentID); err == nil && card.AgentVersion != "" {
@@ -147,6 +169,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			return err
 		}
 		now := c.cfg.Clock.Now()
+		if !now.Before(c.cardsAt.Add(c.cfg.CardRefresh)) && starved(c.v, c.cfg.Plan, c.workers, now, c.pol) {
+			if err := c.readCards(ctx); err != nil {
+				return err
+			}
+		}
 		acted, err := c.step(ctx, now)
 		if err != nil {
 			return err
@@ -170,7 +197,11 @@ func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) err
 	after := c.v.lastSeq
 	go func() { changed <- c.cfg.Authority.Wait(ctx, group, after) }()
 	var timer <-chan time.Time
-	if next := nextDeadline(c.v, now, c.cfg.LeaseDuration); !next.IsZero() {
+	next := nextDeadline(c.v, now, c.cfg.LeaseDuration)
+	if refresh := c.cardsAt.Add(c.cfg.CardRefresh); starved(c.v, c.cfg.Plan, c.workers, now, c.pol) && (next.IsZero() || refresh.Before(next)) {
+		next = refresh
+	}
+	if !next.IsZero() {
 		t := newTimer(c.cfg.Clock, next.Sub(now))
 		defer t.Stop()
 		timer = t.C()
@@ -187,6 +218,20 @@ func (c *Coordinator) wait(ctx context.Context, group string, now time.Time) err
 	case <-ctx.Done():
 	}
 	return context.Cause(ctx)
+}
+
+// readCards reads the candidate workers' registered Agent Cards.
+func (c *Coordinator) readCards(ctx context.Context) error {
+	workers := make([]Worker, 0, len(c.cfg.Workers))
+	for _, id := range c.cfg.Workers {
+		card, err := c.cfg.Authority.AgentCard(ctx, id)
+		if err != nil {
+			return fmt.Errorf("coordinator: worker %s: %w", id, err)
+		}
+		workers = append(workers, Worker{AgentID: id, Capabilities: card.Capabilities})
+	}
+	c.workers, c.cardsAt = workers, c.cfg.Clock.Now()
+	return nil
 }
 
 // waitCreated waits for the Mission's Group to have events, retrying
@@ -225,11 +270,13 @@ func (c *Coordinator) catchUp(ctx context.Context) error {
 			return err
 		}
 	}
+	c.mu.Lock()
 	if lease := c.v.coordinator(); lease != nil && lease.AgentID == c.cfg.AgentID {
-		c.mu.Lock()
 		c.epoch = lease.CoordinatorEpoch
-		c.mu.Unlock()
+	} else if e := c.v.assigned[c.cfg.AgentID]; e > c.epoch {
+		c.epoch = e // held once and replaced since: fenced below
 	}
+	c.mu.Unlock()
 	return nil
 }
 

@@ -17,6 +17,7 @@ const (
 	actRenew     actionKind = "renew"
 	actMember    actionKind = "member"
 	actAuthorize actionKind = "authorize"
+	actPublish   actionKind = "publish-input"
 	actReview    actionKind = "review"
 	actOffer     actionKind = "offer"
 	actApproval  actionKind = "submit-for-approval"
@@ -30,9 +31,10 @@ type action struct {
 	item   string // the WorkItem, or the agent of actMember
 	stage  *plan.Stage
 	reason string // actTerminate
+	digest string // actPublish: the input
 }
 
-func (a action) key() string { return string(a.kind) + ":" + a.item }
+func (a action) key() string { return string(a.kind) + ":" + a.item + a.digest }
 
 // Worker is a candidate worker as its Agent Card describes it.
 type Worker struct {
@@ -49,15 +51,18 @@ type policy struct {
 	// prechecked maps a WorkItem to the submission whose integrity and
 	// checks passed while its reviewer's verdict is still to come.
 	prechecked map[string]uint64
+	inputs     map[string]Input // Config.Inputs by digest
+	rework     Rework
 }
 
 // decide returns the coordinator's next actions in priority order. It is
 // pure: the view, the plan, the candidate workers and the time.
-func decide(v *view, p *plan.Plan, workers []Worker, now time.Time, pol policy) []action {
+func decide(v *view, base *plan.Plan, workers []Worker, now time.Time, pol policy) []action {
 	c := v.coordinator()
 	if v.missionState() != protocol.MissionActive || c == nil || c.AgentID != pol.me {
 		return nil
 	}
+	p, complete := effective(v, base, pol.rework)
 	var acts []action
 	if c.LeaseExpiresAt.Sub(now) < pol.leaseDuration/2 {
 		acts = append(acts, action{kind: actRenew})
@@ -74,6 +79,17 @@ func decide(v *view, p *plan.Plan, workers []Worker, now time.Time, pol policy) 
 		if s := &p.Stages[i]; v.g.Items[s.WorkItemID] == nil {
 			acts = append(acts, action{kind: actAuthorize, item: s.WorkItemID, stage: s})
 			break
+		}
+	}
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		if v.g.Items[s.WorkItemID] == nil {
+			continue
+		}
+		for _, in := range s.Inputs {
+			if _, mine := pol.input(v, in.Artifact); mine && !v.published[in.Artifact] {
+				acts = append(acts, action{kind: actPublish, item: s.WorkItemID, stage: s, digest: in.Artifact})
+			}
 		}
 	}
 	for i := range p.Stages {
@@ -97,7 +113,7 @@ func decide(v *view, p *plan.Plan, workers []Worker, now time.Time, pol policy) 
 			reason := fmt.Sprintf("stage %s failed %d time(s), its retry policy allows %d", s.ID, v.item(w.WorkItemID).failures, maxAttempts(w))
 			return append(acts, action{kind: actTerminate, item: w.WorkItemID, stage: s, reason: reason})
 		}
-		if needsOffer(v, w, now) && len(v.g.DependenciesMet(w.WorkItemID)) == 0 && len(candidates(v, w, workers, now)) > 0 {
+		if needsOffer(v, w, now) && len(v.g.DependenciesMet(w.WorkItemID)) == 0 && inputsReady(v, s, pol) && len(candidates(v, w, workers, now)) > 0 {
 			// The item's Context Package first, when what it says changed
 			// (spec 13.3); a refused one does not hold the offer back.
 			if contextDue(v, p, w) {
@@ -106,10 +122,24 @@ func decide(v *view, p *plan.Plan, workers []Worker, now time.Time, pol policy) 
 			acts = append(acts, action{kind: actOffer, item: s.WorkItemID, stage: s})
 		}
 	}
-	if allVerified(v, p) {
+	if complete && allVerified(v, p) {
 		acts = append(acts, action{kind: actApproval})
 	}
 	return acts
+}
+
+// starved reports whether an item is due an offer that no worker, as
+// their cards last read describe them, is eligible for.
+func starved(v *view, base *plan.Plan, workers []Worker, now time.Time, pol policy) bool {
+	p, _ := effective(v, base, pol.rework)
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		w := v.g.Items[s.WorkItemID]
+		if w != nil && needsOffer(v, w, now) && len(v.g.DependenciesMet(w.WorkItemID)) == 0 && len(candidates(v, w, workers, now)) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func allVerified(v *view, p *plan.Plan) bool {

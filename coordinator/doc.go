@@ -24,7 +24,10 @@
 // accepted minus failures and lapsed ownerships), then the start its last
 // schedule disclosure promised, then the agent id. Workers already offered
 // the item this round and owners whose ownership of it lapsed are passed
-// over while another is eligible. Each candidate carries its selection
+// over while another is eligible. The workers' Agent Cards are read at
+// start and again (at most every CardRefresh) while an item waits with no
+// eligible worker, so a worker that registers a new card gets work
+// without a restart. Each candidate carries its selection
 // basis (spec 10.3) naming the rules applied.
 //
 // Review (spec 13.2): artifact integrity (the manifest published for this
@@ -47,6 +50,17 @@
 // reason (plan files have no other failure policy in version 1). A missed
 // start deadline or an expired lease is fenced by the next offer, whose
 // ownership epoch is higher, made to another worker when there is one.
+//
+// A program that embeds the coordinator can add to the plan (hooks.go):
+// Rules, review rules written in Go that the checks step and the
+// semantic step run on top of the plan's; Inputs, artifacts the
+// coordinator makes, stores and publishes under the first stage that
+// reads them before offering it; RequireProvenance, an integrity check
+// that every output's manifest lists the item's inputs; and Rework, the
+// stages that answer each change request (the request itself is
+// published as their input, and the Mission is submitted again only once
+// they are verified). Without Rework a change request is answered by
+// submitting again.
 //
 // The Authority interface is all the coordinator knows of the authority:
 // authority-lite/embed.Actor in process, package remote over the wire.

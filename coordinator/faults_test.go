@@ -227,7 +227,8 @@ func TestReassignmentFencesTheOldCoordinator(t *testing.T) {
 		}
 		return good
 	})
-	c1, err := New(r.coordinator("c1", "w1"))
+	cfg1 := r.coordinator("c1", "w1")
+	c1, err := New(cfg1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +251,17 @@ func TestReassignmentFencesTheOldCoordinator(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("c1 kept running after its replacement")
+	}
+	// Restarted on the same log, c1 sees it was replaced and stops
+	// without acting, rather than waiting for a lease it will not get.
+	restarted, err := New(cfg1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	if err := restarted.Run(rctx); protocol.CodeOf(err) != protocol.CodeAuthStaleCoordinator {
+		t.Fatalf("restarted c1 Run = %v, want AUTH_STALE_COORDINATOR", err)
 	}
 	go func() { errc <- c2.Run(ctx) }()
 	// The worker now starts the item it held (its ownership stands under

@@ -141,17 +141,18 @@ func verdictOn(evidence []protocol.Evidence, s *plan.Stage) []string {
 
 // reviewIO is the I/O a review needs, injected so the steps stay testable.
 type reviewIO struct {
-	fetch    func(ctx context.Context, digest string) ([]byte, error)
-	runCheck func(ctx context.Context, run CheckRun) (CheckResult, error)
+	fetch      func(ctx context.Context, digest string) ([]byte, error)
+	runCheck   func(ctx context.Context, run CheckRun) (CheckResult, error)
+	rules      Rules // nil: the plan's alone
+	provenance bool
 }
 
 // review runs the steps over stage s's last submission.
 func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io reviewIO) Review {
 	w, sub := v.g.Items[s.WorkItemID], v.item(s.WorkItemID).submission
 	rec := Review{WorkItemID: s.WorkItemID, Submission: sub.seq}
-	files := map[string][]byte{}
+	files, byType := map[string][]byte{}, map[string][]byte{}
 	integrity := Step{Name: StepIntegrity}
-	byType := map[string]bool{}
 	for _, a := range sub.artifacts {
 		m, ok := v.manifests[[2]string{s.WorkItemID, a}]
 		if !ok {
@@ -170,13 +171,20 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 			integrity.Problems = append(integrity.Problems, fmt.Sprintf("%s: produced by %s for %s, not by the submitter for this item", a, m.Producer.AgentID, m.WorkItemID))
 			continue
 		}
-		byType[m.MediaType] = true
+		if io.provenance {
+			for _, in := range w.Contract.Inputs {
+				if !slices.Contains(m.SourceArtifacts, in.Artifact) {
+					integrity.Problems = append(integrity.Problems, fmt.Sprintf("%s: provenance lacks input %s (%s)", a, in.Name, in.Artifact))
+				}
+			}
+		}
+		byType[m.MediaType] = b
 		if name := outputFile(w.Contract, m.MediaType); name != "" {
 			files[name] = b
 		}
 	}
 	for _, o := range w.Contract.RequiredOutputs {
-		if !byType[o.MediaType] {
+		if _, ok := byType[o.MediaType]; !ok {
 			integrity.Problems = append(integrity.Problems, "required output "+o.Name+" ("+o.MediaType+") is missing")
 		}
 	}
@@ -190,6 +198,16 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 	if !rec.add(integrity) {
 		return rec
 	}
+	in := ReviewInput{Stage: s, Contract: w.Contract, Agent: sub.agent, Artifacts: sub.artifacts, Evidence: sub.evidence, Outputs: byType,
+		Input: func(name string) ([]byte, string, error) {
+			for _, i := range w.Contract.Inputs {
+				if i.Name == name {
+					b, err := io.fetch(ctx, i.Artifact)
+					return b, i.Artifact, err
+				}
+			}
+			return nil, "", fmt.Errorf("no %s input", name)
+		}}
 	checks := Step{Name: StepChecks}
 	for _, c := range s.Checks {
 		res, err := io.runCheck(ctx, CheckRun{Name: c.Name, Command: c.Command, Files: files})
@@ -201,6 +219,9 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 		case c.Pass.StdoutContains != "" && !strings.Contains(res.Stdout, c.Pass.StdoutContains):
 			checks.Problems = append(checks.Problems, fmt.Sprintf("check %s: stdout lacks %q", c.Name, c.Pass.StdoutContains))
 		}
+	}
+	if io.rules != nil {
+		checks.Problems = append(checks.Problems, io.rules.Checks(ctx, in)...)
 	}
 	if !rec.add(checks) {
 		return rec
@@ -221,6 +242,9 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 				sem.Problems = append(sem.Problems, id+": "+pr)
 			}
 		}
+	}
+	if io.rules != nil {
+		sem.Problems = append(sem.Problems, io.rules.Semantic(ctx, in)...)
 	}
 	rec.Accepted = rec.add(sem)
 	return rec

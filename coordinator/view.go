@@ -23,6 +23,15 @@ type view struct {
 	manifests map[[2]string]protocol.ArtifactManifest
 	items     map[string]*itemLog
 	agents    map[string]*agentLog
+	// published holds every content hash published in the Group.
+	published map[string]bool
+	// changes are the Mission's change requests in order; requests
+	// their artifacts by digest (ChangeRequest.Bytes).
+	changes  []ChangeRequest
+	requests map[string][]byte
+	// assigned is the last coordinator epoch each agent was assigned:
+	// a coordinator restarted after its replacement knows it was fenced.
+	assigned map[string]uint64
 }
 
 // itemLog is one WorkItem's history beyond its current record.
@@ -62,7 +71,8 @@ type agentLog struct {
 
 func newView(groupID string) *view {
 	return &view{g: group.NewGroup(groupID, group.Limits{}), members: map[protocol.Actor]protocol.Membership{},
-		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{}}
+		manifests: map[[2]string]protocol.ArtifactManifest{}, items: map[string]*itemLog{}, agents: map[string]*agentLog{},
+		published: map[string]bool{}, requests: map[string][]byte{}, assigned: map[string]uint64{}}
 }
 
 func (v *view) item(id string) *itemLog {
@@ -109,6 +119,15 @@ func (v *view) apply(ev *protocol.Event) error {
 		v.members[p.Principal] = *p
 	case *group.ArtifactPublished:
 		v.manifests[[2]string{p.Manifest.WorkItemID, p.Manifest.ContentHash}] = p.Manifest
+		v.published[p.Manifest.ContentHash] = true
+	case *group.CoordinatorAssigned:
+		if p.Coordinator != nil {
+			v.assigned[p.Coordinator.AgentID] = p.Coordinator.CoordinatorEpoch
+		}
+	case *group.ChangesRequested:
+		cr := ChangeRequest{Changes: p.Changes, Comment: p.Comment}
+		v.changes = append(v.changes, cr)
+		v.requests[protocol.Digest(cr.Bytes())] = cr.Bytes()
 	case group.WorkPayload:
 		v.applyWork(ev, before, p)
 	}

@@ -220,7 +220,7 @@ func TestMissionAEndToEnd(t *testing.T) {
 		mustJSON(t, ev.Payload, &p)
 		var methods []string
 		for _, e := range p.Evidence {
-			methods = append(methods, strings.TrimPrefix(e.Method, "coordinator review: "))
+			methods = append(methods, strings.TrimSuffix(strings.TrimPrefix(e.Method, "coordinator review: "), " (all checks passed)"))
 		}
 		if want := []string{ReviewIntegrity, ReviewDeterministic, ReviewSemantic}; !slices.Equal(methods, want) {
 			t.Errorf("%s review evidence %v, want %v", p.WorkItemID, methods, want)
@@ -325,16 +325,14 @@ func TestCoordinatorFailover(t *testing.T) {
 	w1 := r.worker("w1", 2)
 	c1 := r.coordinator("coord-a1", spec, "w1")
 	c2 := r.coordinator("coord-a2", spec, "w1")
-	c1.cfg.OnReview = func(rec ReviewRecord) {
-		if rec.WorkItemID == "wi-a-impl" {
-			c1.Stop()
-		}
-	}
 	if err := StartMission(r.ctx, r.owner, spec, "coord-a1", 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	go w1.follow(r.ctx, spec.GroupID)
-	if err := <-runCoord(r.ctx, c1); !errors.Is(err, ErrStopped) {
+	errc1 := runCoord(r.ctx, c1)
+	r.waitItem(spec.GroupID, "wi-a-impl", "verified", func(w group.WorkItem) bool { return w.State == protocol.WorkVerified }, errc1)
+	c1.Stop()
+	if err := <-errc1; !errors.Is(err, ErrStopped) {
 		t.Fatalf("first coordinator: %v", err)
 	}
 	if c1.Epoch() != 1 {

@@ -13,12 +13,15 @@
 // (ComputeContention) shows each Group's share of slot-time against its
 // weight; worker-2 is
 // registered and started only when a fault needs a second worker. Each
-// Mission has an in-process coordinator agent (coordinator*.go) that adds
+// Mission has an in-process coordinator agent: package coordinator driving
+// the Mission graph as a plan (plans.go: MissionSpec.Plan), which adds
 // workers, authorizes and offers stages with structured selection bases,
-// reviews submissions in the order of spec 13.2 (artifact integrity, then
-// deterministic checks, then a rule-based semantic review of the diff),
-// re-offers after a lease lapses and submits the Mission for approval; it
-// requires provenance (every output's manifest lists the item's inputs). The
+// reviews submissions in the order of spec 13.2 (artifact integrity with
+// provenance required, then the PoC's rules in Go, coordinator_rules.go:
+// each stage kind's business rules and a rule-based semantic review of the
+// diff), re-offers after a lease lapses, answers a change request with
+// rework stages (MissionSpec.Rework) and submits the Mission for approval;
+// coordinator.go adds Stop and the record of reviews the faults read. The
 // handlers (handlers*.go) do real work in the slot's directory on a tiny Go
 // project: a requirements note, a unified-diff patch, `go test` on the
 // patched project, a review, and the integration into a repository behind

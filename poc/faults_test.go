@@ -166,51 +166,51 @@ func mustJournal(t *testing.T, path string) []Injection {
 	return in
 }
 
-// lease-expiry, for real on a fake clock: w2 wins Mission B's
-// implementation and stalls holding its result; the lease lapses; the
-// coordinator re-offers with the lapsed epoch fenced and without w2; w1
-// completes it under a higher epoch; w2's late result is refused and kept
+// lease-expiry, for real on a fake clock: w1 (ranked first; Mission B's
+// items go to one worker at a time) wins Mission B's implementation and
+// stalls holding its result; the lease lapses; the coordinator re-offers with the lapsed epoch fenced and without w1; w2
+// completes it under a higher epoch; w1's late result is refused and kept
 // for audit only.
 func TestLeaseExpiryFault(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	r := newRig(t, clk)
 	spec := MissionB(clk.Now())
-	w1, w2 := r.worker("w1", 2), r.worker("w2", 1)
-	w2.stalled["wi-b-impl"] = true
-	coord := r.coordinator("coord-b", spec, "w1", "w2")
+	w1, w2 := r.worker("w1", 1), r.worker("w2", 2)
+	w1.stalled["wi-b-impl"] = true
+	coord := r.coordinator("coord-b", spec, "w2", "w1")
 	if err := StartMission(r.ctx, r.owner, spec, "coord-b", 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	go w2.follow(r.ctx, spec.GroupID) // w1 is not listening yet: w2 wins
+	go w1.follow(r.ctx, spec.GroupID) // w2 is not listening yet
 	errc := runCoord(r.ctx, coord)
 	var stalled slots.Outcome
 	select {
-	case stalled = <-w2.held:
+	case stalled = <-w1.held:
 	case err := <-errc:
 		t.Fatalf("coordinator: %v", err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("w2 never ran the implementation")
+		t.Fatal("w1 never ran the implementation")
 	}
 	if stalled.Kind != slots.Completed || stalled.Slot.OwnershipEpoch != 1 {
 		t.Fatalf("stalled run %+v", stalled)
 	}
 	clk.Advance(3 * time.Minute) // past the two-minute execution lease
 	coord.Poke()
-	// Once the item is offered again (the lapsed epoch fenced, w2 left
-	// out), w2 wakes up and sends its result under the fenced epoch.
-	r.waitItem(spec.GroupID, "wi-b-impl", "offered to w1 alone", func(w group.WorkItem) bool {
-		return w.State == protocol.WorkOffered && w.Offer != nil && slices.Equal(w.Offer.Candidates, []string{"w1"})
+	// Once the item is offered again (the lapsed epoch fenced, w1 left
+	// out), w1 wakes up and sends its result under the fenced epoch.
+	r.waitItem(spec.GroupID, "wi-b-impl", "offered to w2 alone", func(w group.WorkItem) bool {
+		return w.State == protocol.WorkOffered && w.Offer != nil && slices.Equal(w.Offer.Candidates, []string{"w2"})
 	}, errc)
 	s := stalled.Slot
-	_, err := w2.p.Do(r.ctx, protocol.CmdWorkSubmit, s.GroupID, &protocol.SubmitWorkPayload{WorkItemID: s.WorkItemID, OwnershipEpoch: s.OwnershipEpoch,
+	_, err := w1.p.Do(r.ctx, protocol.CmdWorkSubmit, s.GroupID, &protocol.SubmitWorkPayload{WorkItemID: s.WorkItemID, OwnershipEpoch: s.OwnershipEpoch,
 		LeaseID: s.LeaseID, Artifacts: stalled.Result.Artifacts, Evidence: stalled.Result.Evidence})
 	mustErrCode(t, err, protocol.CodeWorkStaleOwnership)
-	go w1.follow(r.ctx, spec.GroupID)
+	go w2.follow(r.ctx, spec.GroupID)
 	j, err := OpenJournal(filepath.Join(r.dir, JournalFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Record(Injection{Fault: FaultLeaseExpiry, At: protocol.NewTime(clk.Now()), Worker: "w2", Group: spec.GroupID, WorkItem: "wi-b-impl", Epoch: 1}); err != nil {
+	if err := j.Record(Injection{Fault: FaultLeaseExpiry, At: protocol.NewTime(clk.Now()), Worker: "w1", Group: spec.GroupID, WorkItem: "wi-b-impl", Epoch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
@@ -220,7 +220,7 @@ func TestLeaseExpiryFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	item, _ := r.svc.WorkItem(spec.GroupID, "wi-b-impl")
-	if item.Ownership == nil || item.Ownership.OwnerAgentID != "w1" || item.Ownership.OwnershipEpoch != 2 {
+	if item.Ownership == nil || item.Ownership.OwnerAgentID != "w2" || item.Ownership.OwnershipEpoch != 2 {
 		t.Fatalf("final ownership %+v", item.Ownership)
 	}
 	st := RunStores{Log: r.svc, Missions: []MissionSpec{spec}, Journal: filepath.Join(r.dir, JournalFile)}
@@ -232,7 +232,7 @@ func TestLeaseExpiryFault(t *testing.T) {
 		t.Fatalf("stale owner invariant: %+v", inv)
 	}
 	// Broken: a journal naming an epoch that was never fenced.
-	bad := []Injection{{Fault: FaultLeaseExpiry, Worker: "w1", Group: spec.GroupID, WorkItem: "wi-b-impl", Epoch: 2}}
+	bad := []Injection{{Fault: FaultLeaseExpiry, Worker: "w2", Group: spec.GroupID, WorkItem: "wi-b-impl", Epoch: 2}}
 	if res := CheckFault(FaultLeaseExpiry, st, bad); res.Injected || res.Held {
 		t.Fatalf("unfenced epoch: %+v", res)
 	}

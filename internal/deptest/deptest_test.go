@@ -179,8 +179,10 @@ var rules = map[string]rule{
 		never:   []string{mod + "authority-lite/...", mod + "runtime", mod + "poc", mod + "queue"},
 		clock:   true,
 	},
+	// The PoC's coordinators are package coordinator running its Missions
+	// as plans.
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
-		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python"}},
+		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python", "plan", "coordinator"}},
 	// The load generator behind `mwp-worker bench`: it runs the embedded
 	// authority and real workers side by side, as the PoC does.
 	"internal/bench": {
