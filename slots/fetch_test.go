@@ -154,7 +154,7 @@ import base64, json, sys
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 start = json.loads(sys.stdin.readline())
-ask = start["context"]["ask"]
+ask = json.loads(start["contract"]["notes"])["ask"]
 seen = []
 for i, q in enumerate(ask):
     q = dict(q, type="fetch", id="f%d" % i)
@@ -172,7 +172,7 @@ send({"type": "result"})
 	e := newEnv(t, 1, Exec{Path: python(t), Args: []string{"-c", script}, Cap: protocol.Capability{ID: "fetch", Version: "1.0.0"}})
 	a, d := fetchAssignment(e.host)
 	ask, _ := json.Marshal([]map[string]string{{"name": "spec"}, {"digest": d["patch"]}, {"digest": d["other"]}, {"name": "nope"}})
-	a.Context = []byte(`{"ask":` + string(ask) + `}`)
+	a.Contract.Notes = `{"ask":` + string(ask) + `}` // context carries only a Context Package
 	e.start(t, a)
 	o := e.host.wait(t)
 	if o.Kind != Completed || len(o.Result.Artifacts) != 0 {
