@@ -357,6 +357,10 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 			return nil, err
 		}
 		recs[i] = &recorder{}
+		if err := recs[i].putEvents(r.events); err != nil {
+			s.writer.fail(err)
+			return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+		}
 		if err := s.writeGroup(recs[i], r.gs, r.p, r.events); err != nil {
 			s.writer.fail(err)
 			return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)

@@ -38,6 +38,10 @@ type writer struct {
 type writeReq struct {
 	fn   func(*bolt.Tx) error
 	done chan error
+	// ready, when not nil, is closed once fn may run: the request keeps its
+	// place in the commit order while its events are signed outside the
+	// Group's lock.
+	ready chan struct{}
 }
 
 // maxBatch bounds one transaction; docs/performance.md: bigger batches stop paying
@@ -53,7 +57,19 @@ func newWriter(db *logDB, h *head, m *metrics) *writer {
 
 // submit queues fn; the returned channel yields its commit's result.
 func (w *writer) submit(fn func(*bolt.Tx) error) <-chan error {
-	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	return w.queue(&writeReq{fn: fn, done: make(chan error, 1)})
+}
+
+// reserve queues fn in its place but holds its commit until release is
+// called: the caller queues under its Group's lock, so sequences stay in
+// order, and fills in what fn writes after the lock is released. release
+// must be called exactly once, whatever happens.
+func (w *writer) reserve(fn func(*bolt.Tx) error) (done <-chan error, release func()) {
+	r := &writeReq{fn: fn, done: make(chan error, 1), ready: make(chan struct{})}
+	return w.queue(r), func() { close(r.ready) }
+}
+
+func (w *writer) queue(r *writeReq) <-chan error {
 	if err := w.err(); err != nil {
 		r.done <- err
 		return r.done
@@ -101,6 +117,11 @@ func (w *writer) run() {
 				batch = append(batch, r)
 			default:
 				break fill
+			}
+		}
+		for _, r := range batch {
+			if r.ready != nil {
+				<-r.ready
 			}
 		}
 		err := w.err()
