@@ -21,6 +21,8 @@ type call struct {
 	now     time.Time
 	// automatic marks events caused by an earlier command: no receipt.
 	automatic bool
+	// prior is the command's receipt key as read before the Group's lock.
+	prior priorReceipt
 }
 
 // pending is what a decision writes: events in order, plus the state they

@@ -370,6 +370,8 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
 	}
+	rkey := receiptKey(c.cmd.Actor, c.cmd.ActionID)
+	s.beginInflight(rkey, c.digest, receipt)
 	err = <-s.writer.submit(func(tx *bolt.Tx) error {
 		org := tx.Bucket(bucketOrg).Bucket(bucketEvents)
 		n, err := org.NextSequence()
@@ -391,8 +393,9 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 				return err
 			}
 		}
-		return tx.Bucket(bucketReceipts).Put(receiptKey(c.cmd.Actor, c.cmd.ActionID), rval)
+		return tx.Bucket(bucketReceipts).Put(rkey, rval)
 	})
+	s.endInflight(rkey, err)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
 	}

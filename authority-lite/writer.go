@@ -251,9 +251,14 @@ func (s *Service) beginInflight(key []byte, digest string, r *protocol.Receipt) 
 	s.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
 }
 
+// endInflight ends key's wait; a durable receipt goes to the recent ones
+// before it leaves the in-flight map, so a lookup finds it in one of them.
 func (s *Service) endInflight(key []byte, err error) {
 	s.mu.Lock()
 	f := s.inflight[string(key)]
+	if f != nil && err == nil {
+		s.recent.add(string(key), receiptRecord{Digest: f.digest, Receipt: *f.receipt})
+	}
 	delete(s.inflight, string(key))
 	s.mu.Unlock()
 	if f != nil {
