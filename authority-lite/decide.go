@@ -208,11 +208,14 @@ func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
 	return nil
 }
 
-// commit turns drafts into signed, sequenced events and queues them, the
-// aggregates they touched and the receipt as one write for the group
-// commit. It runs under the Group's lock; the returned wait, called after
-// the lock is released, blocks until the write is durable. Only then is the
-// receipt handed out and are subscribers woken.
+// commit turns drafts into sequenced events and reserves their place in
+// the group commit, with the aggregates they touched and the receipt, as
+// one write. It runs under the Group's lock; the returned wait, called
+// after the lock is released, signs the events (most of a command's CPU
+// beside verification: it runs beside the next command's decision), lets
+// the write go and blocks until it is durable. Only then is the receipt
+// handed out and are subscribers woken. wait must always be called: the
+// writer holds every later write until it is.
 func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt, func() error, error) {
 	events, receipt, err := s.number(c, gs.id, gs.last, p.drafts)
 	if err != nil {

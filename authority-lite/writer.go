@@ -13,7 +13,9 @@ import (
 // queued so far, from any Group, and commits them in one bbolt
 // transaction, so one fsync covers many commands. Writes commit in the
 // order they were queued, and a Group queues under its lock, so sequences
-// reach the disk in order and a crash can only lose a suffix.
+// reach the disk in order and a crash can only lose a suffix. A write
+// queued with reserve holds its place until its events are signed, after
+// the lock.
 //
 // A failed commit leaves memory ahead of the disk; the writer then refuses
 // everything and closes brokenCh: the process must exit and a supervisor
