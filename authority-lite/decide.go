@@ -21,6 +21,8 @@ type call struct {
 	now     time.Time
 	// automatic marks events caused by an earlier command: no receipt.
 	automatic bool
+	// prior is the command's receipt key as read before the Group's lock.
+	prior priorReceipt
 }
 
 // pending is what a decision writes: events in order, plus the state they
@@ -214,13 +216,16 @@ func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
 	return nil
 }
 
-// commit turns drafts into signed, sequenced events and queues them, the
-// aggregates they touched and the receipt as one write for the group
-// commit. It runs under the Group's lock; the returned wait, called after
-// the lock is released, blocks until the write is durable. Only then is the
-// receipt handed out and are subscribers woken.
+// commit turns drafts into sequenced events and reserves their place in
+// the group commit, with the aggregates they touched and the receipt, as
+// one write. It runs under the Group's lock; the returned wait, called
+// after the lock is released, signs the events (most of a command's CPU
+// beside verification: it runs beside the next command's decision), lets
+// the write go and blocks until it is durable. Only then is the receipt
+// handed out and are subscribers woken. wait must always be called: the
+// writer holds every later write until it is.
 func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt, func() error, error) {
-	events, receipt, err := s.seal(c, gs.id, gs.last, p.drafts)
+	events, receipt, err := s.number(c, gs.id, gs.last, p.drafts)
 	if err != nil {
 		s.writer.fail(err)
 		return nil, nil, err
@@ -278,7 +283,12 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		a.gs.descendants = a.descendants
 	}
 	owed, settles := p.owed, p.settles
-	done := s.writer.submit(func(tx *bolt.Tx) error {
+	// signErr is set before release and read by the writer after it.
+	var signErr error
+	done, release := s.writer.reserve(func(tx *bolt.Tx) error {
+		if signErr != nil {
+			return signErr
+		}
 		gb, err := openGroupBuckets(tx, groupID, true)
 		if err != nil {
 			return err
@@ -318,9 +328,25 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		gs.last = *events[len(events)-1].ev.Sequence
 	}
 	wait := func() error {
+		// Signing is most of a command's work under load; here it runs
+		// beside the next command's decision instead of under the lock.
+		signErr = s.sign(events)
+		if signErr == nil {
+			signErr = rec.putEvents(events)
+		}
+		if signErr != nil {
+			s.writer.fail(signErr)
+		}
+		release()
 		err := <-done
+		if signErr != nil {
+			err = signErr
+		}
 		if rkey != nil {
 			s.endInflight(rkey, err)
+		}
+		if signErr != nil {
+			return signErr
 		}
 		if err != nil {
 			return protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
@@ -354,11 +380,36 @@ type sealed struct {
 	raw []byte
 }
 
-// seal numbers and signs drafts as the Group's next events. Each is
-// validated against event.schema.json (its type's payload schema and
-// aggregate kind) before it is signed: an event that does not conform is
-// a fault of the authority, INTERNAL_ERROR, and nothing is committed.
+// seal numbers and signs drafts as the Group's next events.
 func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.EventDraft) ([]sealed, *protocol.Receipt, error) {
+	events, receipt, err := s.number(c, groupID, last, drafts)
+	if err == nil {
+		err = s.sign(events)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return events, receipt, nil
+}
+
+// sign signs numbered events. Each is validated against event.schema.json
+// (its type's payload schema and aggregate kind) before it is signed: an
+// event that does not conform is a fault of the authority,
+// INTERNAL_ERROR, and nothing is committed.
+func (s *Service) sign(events []sealed) error {
+	for i := range events {
+		raw, err := signEvent(events[i].ev, s.key)
+		if err != nil {
+			return err
+		}
+		events[i].raw = raw
+	}
+	return nil
+}
+
+// number gives drafts the Group's next sequences, as events not yet
+// signed, and builds their receipt. It runs under the Group's lock.
+func (s *Service) number(c *call, groupID string, last uint64, drafts []group.EventDraft) ([]sealed, *protocol.Receipt, error) {
 	receipt := &protocol.Receipt{ActionID: c.cmd.ActionID, Events: protocol.List[protocol.EventRef]{}}
 	out := make([]sealed, 0, len(drafts))
 	for i, d := range drafts {
@@ -375,11 +426,7 @@ func (s *Service) seal(c *call, groupID string, last uint64, drafts []group.Even
 		if d.Actor == c.cmd.Actor {
 			ev.Extensions = protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)
 		}
-		raw, err := signEvent(ev, s.key)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, sealed{ev, raw})
+		out = append(out, sealed{ev: ev})
 		receipt.Events = append(receipt.Events, protocol.EventRef{EventID: ev.EventID, GroupID: groupID, Sequence: protocol.Uint64(seq)})
 	}
 	return out, receipt, nil
@@ -402,16 +449,23 @@ func signEvent(ev *protocol.Event, key protocol.PrivateKey) ([]byte, error) {
 	return nil, protocol.Errorf(protocol.CodeInternalError, "sign event: %v", err)
 }
 
-// writeGroup stores events and the records they changed that the log does
-// not give back by itself. The Mission, WorkItem and proposal records are
+// putEvents records signed events.
+func (r *recorder) putEvents(events []sealed) error {
+	for _, e := range events {
+		if err := r.events.Put(seqKey(*e.ev.Sequence), e.raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeGroup stores the records events changed that the log does not give
+// back by itself; the events themselves go in with putEvents once signed. The Mission, WorkItem and proposal records are
 // a checkpoint (see savedState): rewritten, only those that changed, once
 // checkpointEvery events have passed since the last one.
 func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []sealed) error {
 	members, usage := false, false
 	for _, e := range events {
-		if err := gb.events.Put(seqKey(*e.ev.Sequence), e.raw); err != nil {
-			return err
-		}
 		if e.ev.Aggregate.Kind == protocol.AggregateMembership {
 			members = true
 		}

@@ -363,6 +363,10 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 			return nil, err
 		}
 		recs[i] = &recorder{}
+		if err := recs[i].putEvents(r.events); err != nil {
+			s.writer.fail(err)
+			return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+		}
 		if err := s.writeGroup(recs[i], r.gs, r.p, r.events); err != nil {
 			s.writer.fail(err)
 			return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
@@ -372,6 +376,8 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
 	}
+	rkey := receiptKey(c.cmd.Actor, c.cmd.ActionID)
+	s.beginInflight(rkey, c.digest, receipt)
 	err = <-s.writer.submit(func(tx *bolt.Tx) error {
 		org := tx.Bucket(bucketOrg).Bucket(bucketEvents)
 		n, err := org.NextSequence()
@@ -393,8 +399,9 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 				return err
 			}
 		}
-		return tx.Bucket(bucketReceipts).Put(receiptKey(c.cmd.Actor, c.cmd.ActionID), rval)
+		return tx.Bucket(bucketReceipts).Put(rkey, rval)
 	})
+	s.endInflight(rkey, err)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
 	}

@@ -114,8 +114,10 @@ type Service struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	// inflight holds receipts queued but not yet durable, by receipt key.
+	// inflight holds receipts queued but not yet durable, by receipt key;
+	// recent the last ones committed.
 	inflight map[string]*inflight
+	recent   *recentReceipts
 	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
 	// after the owing commit would.
 	holdFollowUps bool
@@ -261,6 +263,7 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.inflight = map[string]*inflight{}
+	s.recent = newRecentReceipts(recentReceiptsSize)
 	s.m = newMetrics()
 	s.writer = newWriter(db, s.head, s.m)
 	if err := s.resumeFollowUps(); err != nil {
@@ -540,6 +543,8 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	if err := s.groupDamage(cmd.GroupID); err != nil {
 		return nil, err
 	}
+	// The store is read outside the lock; checkActionID completes it.
+	c.prior = s.lookupReceipt(cmd.Actor, cmd.ActionID)
 	gs.mu.Lock()
 	r, p, wait, err := s.decideInGroup(c, gs)
 	gs.mu.Unlock()
@@ -589,16 +594,6 @@ func (s *Service) replayed(raw []byte) (*protocol.Receipt, bool) {
 	return &r, true
 }
 
-func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, bool) {
-	var rec receiptRecord
-	found := false
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		found, _ = getJSON(tx.Bucket(bucketReceipts), receiptKey(a, actionID), &rec)
-		return nil
-	})
-	return rec, found
-}
-
 // checkActionID refuses a used (actor, actionId) whose content differs; the
 // byte-identical retry was answered by replayed.
 func (s *Service) checkActionID(c *call) error {
@@ -613,7 +608,7 @@ func (s *Service) checkActionID(c *call) error {
 		}
 		return errReplay{*f.receipt}
 	}
-	rec, ok := s.receipt(c.cmd.Actor, c.cmd.ActionID)
+	rec, ok := s.receiptNow(c.cmd.Actor, c.cmd.ActionID, c.prior)
 	if !ok {
 		return nil
 	}

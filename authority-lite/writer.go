@@ -13,7 +13,9 @@ import (
 // queued so far, from any Group, and commits them in one bbolt
 // transaction, so one fsync covers many commands. Writes commit in the
 // order they were queued, and a Group queues under its lock, so sequences
-// reach the disk in order and a crash can only lose a suffix.
+// reach the disk in order and a crash can only lose a suffix. A write
+// queued with reserve holds its place until its events are signed, after
+// the lock.
 //
 // A failed commit leaves memory ahead of the disk; the writer then refuses
 // everything and closes brokenCh: the process must exit and a supervisor
@@ -38,6 +40,10 @@ type writer struct {
 type writeReq struct {
 	fn   func(*bolt.Tx) error
 	done chan error
+	// ready, when not nil, is closed once fn may run: the request keeps its
+	// place in the commit order while its events are signed outside the
+	// Group's lock.
+	ready chan struct{}
 }
 
 // maxBatch bounds one transaction; docs/performance.md: bigger batches stop paying
@@ -53,7 +59,19 @@ func newWriter(db *logDB, h *head, m *metrics) *writer {
 
 // submit queues fn; the returned channel yields its commit's result.
 func (w *writer) submit(fn func(*bolt.Tx) error) <-chan error {
-	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	return w.queue(&writeReq{fn: fn, done: make(chan error, 1)})
+}
+
+// reserve queues fn in its place but holds its commit until release is
+// called: the caller queues under its Group's lock, so sequences stay in
+// order, and fills in what fn writes after the lock is released. release
+// must be called exactly once, whatever happens.
+func (w *writer) reserve(fn func(*bolt.Tx) error) (done <-chan error, release func()) {
+	r := &writeReq{fn: fn, done: make(chan error, 1), ready: make(chan struct{})}
+	return w.queue(r), func() { close(r.ready) }
+}
+
+func (w *writer) queue(r *writeReq) <-chan error {
 	if err := w.err(); err != nil {
 		r.done <- err
 		return r.done
@@ -101,6 +119,11 @@ func (w *writer) run() {
 				batch = append(batch, r)
 			default:
 				break fill
+			}
+		}
+		for _, r := range batch {
+			if r.ready != nil {
+				<-r.ready
 			}
 		}
 		err := w.err()
@@ -230,9 +253,14 @@ func (s *Service) beginInflight(key []byte, digest string, r *protocol.Receipt) 
 	s.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
 }
 
+// endInflight ends key's wait; a durable receipt goes to the recent ones
+// before it leaves the in-flight map, so a lookup finds it in one of them.
 func (s *Service) endInflight(key []byte, err error) {
 	s.mu.Lock()
 	f := s.inflight[string(key)]
+	if f != nil && err == nil {
+		s.recent.add(string(key), receiptRecord{Digest: f.digest, Receipt: *f.receipt})
+	}
 	delete(s.inflight, string(key))
 	s.mu.Unlock()
 	if f != nil {

@@ -1,7 +1,10 @@
 package authoritylite
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -56,5 +59,75 @@ func TestFailedWriteStopsAndReopenRecovers(t *testing.T) {
 	k.ok(k.coord, protocol.CmdMessagePost, post)
 	if got := k.s.LastSequence("grp-a"); got != before+1 {
 		t.Fatalf("after reopen and one message the log ends at %d, want %d", got, before+1)
+	}
+}
+
+// A receipt is handed out only once its batch is committed: while the
+// writer is held inside the commit, neither the command nor a retry of it
+// gets an answer and the store has no receipt; after the commit the
+// command and the retry get the same receipt, after a failed commit both
+// INTERNAL_ERROR and the store still has none.
+func TestReceiptOnlyAfterCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit error
+	}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newSvc(t)
+			entered, release := make(chan struct{}), make(chan error)
+			var once sync.Once
+			free := func(err error) { once.Do(func() { release <- err }) }
+			k.s.writer.mu.Lock()
+			k.s.writer.inject = func() error {
+				k.s.writer.mu.Lock()
+				k.s.writer.inject = nil // only the next commit is held
+				k.s.writer.mu.Unlock()
+				close(entered)
+				return <-release
+			}
+			k.s.writer.mu.Unlock()
+			_, raw, err := k.coord.Build(protocol.CmdMessagePost, "grp-a", &protocol.PostMessagePayload{ConversationID: "c", MessageID: "m-held", Text: "held"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type answer struct {
+				r   *protocol.Receipt
+				err error
+			}
+			first, retry := make(chan answer, 1), make(chan answer, 1)
+			go func() { r, err := k.s.Submit(context.Background(), "", raw); first <- answer{r, err} }()
+			<-entered
+			defer free(nil) // a failing check still lets the writer go on
+			go func() { r, err := k.s.Submit(context.Background(), "", raw); retry <- answer{r, err} }()
+			select {
+			case a := <-first:
+				t.Fatalf("answered before the commit: %+v", a)
+			default:
+			}
+			var cmd protocol.Command
+			if err := json.Unmarshal(raw, &cmd); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); ok {
+				t.Fatal("receipt readable before the commit")
+			}
+			free(tc.commit)
+			a, b := <-first, <-retry
+			if tc.commit != nil {
+				if protocol.CodeOf(a.err) != protocol.CodeInternalError || protocol.CodeOf(b.err) != protocol.CodeInternalError {
+					t.Fatalf("after a failed commit: %v and %v, want INTERNAL_ERROR", a.err, b.err)
+				}
+				if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); ok {
+					t.Fatal("receipt stored by a failed commit")
+				}
+				return
+			}
+			if a.err != nil || b.err != nil || a.r.Events[0].EventID != b.r.Events[0].EventID {
+				t.Fatalf("after the commit: %+v %v and %+v %v, want one receipt twice", a.r, a.err, b.r, b.err)
+			}
+			if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); !ok {
+				t.Fatal("no receipt after the commit")
+			}
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -171,7 +170,7 @@ type fnode struct {
 
 	strKw     bool
 	minLength int
-	pattern   *regexp.Regexp
+	pattern   func(string) bool
 
 	numKw                   bool
 	minimum, maximum, exMin *fdec
@@ -250,7 +249,7 @@ func (n *fnode) eval(v fval, depth int) fres {
 			if n.minLength > 0 && (len(v.s) < n.minLength || utf8.RuneCountInString(v.s) < n.minLength) {
 				return fNo
 			}
-			if n.pattern != nil && !n.pattern.MatchString(v.s) {
+			if n.pattern != nil && !n.pattern(v.s) {
 				return fNo
 			}
 		}
@@ -844,8 +843,9 @@ func (c *fastCompiler) fill(n *fnode, v any, doc, ptr string) error {
 				return bad(kw)
 			}
 			n.strKw = true
-			// The library's default engine is regexp.Compile too.
-			n.pattern, err = regexp.Compile(s)
+			// The library's default engine is regexp.Compile too;
+			// compilePattern keeps its answers.
+			n.pattern, err = compilePattern(s)
 		case "minimum", "maximum", "exclusiveMinimum":
 			num, ok := val.(json.Number)
 			if !ok {
