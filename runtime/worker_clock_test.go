@@ -77,11 +77,12 @@ func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
 	}
 
 	k.ac.skew.Store(0)
+	tick := k.pacedAdvance(time.Second) // the worker retries a refused renewal on its tick
 	k.until("renewed once the clock is right", func() bool {
 		if l := k.item("wi-1").Lease; l != nil && len(l.Renewals) > 0 {
 			return true
 		}
-		k.fc.Advance(time.Second) // the worker retries a refused renewal on its tick
+		tick()
 		return false
 	}, tw)
 	if l := k.item("wi-1").Lease; l.LeaseID != lease.LeaseID || !l.ExpiresAt.Time.After(lease.ExpiresAt.Time) {
@@ -105,4 +106,20 @@ func runningOneItem(t *testing.T) (*wkit, *stepHandler, *testWorker) {
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
 	k.waitFor("running", runningAll("wi-1"), tw)
 	return k, h, tw
+}
+
+// pacedAdvance returns a step that moves the fake clock by d at most once
+// per 100 ms of real time. A wait that advanced on every poll could run the
+// worker's clock past a lease's end (59 s of headroom in a few hundred
+// polls) before a renewal's round trip came back on a loaded machine, and
+// the test would see the lease lapse instead of what it waits for.
+func (k *wkit) pacedAdvance(d time.Duration) func() {
+	var last time.Time
+	return func() {
+		if time.Since(last) < 100*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		k.fc.Advance(d)
+	}
 }
