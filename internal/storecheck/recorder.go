@@ -6,9 +6,28 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
+
+// armed is set by SIGUSR1: the next commit to return kills the process
+// first, after its meta page's fdatasync and before the record or any
+// caller sees it, the instant whose loss LosePower decides. A test sends
+// it to cut the power inside a commit rather than between two.
+var armed atomic.Bool
+
+func init() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
+	go func() {
+		for range c {
+			armed.Store(true)
+		}
+	}()
+}
 
 // withCommitRecord, in a build with the powerloss tag, records the commits
 // of a bbolt file opened for writing in PATH.committed: bbolt logs
@@ -36,6 +55,10 @@ type commitRecorder struct{ f *os.File }
 func (r *commitRecorder) Debugf(format string, v ...any) {
 	if format != "Committing transaction %d successfully" || len(v) != 1 {
 		return
+	}
+	if armed.Load() {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the kill is on its way
 	}
 	var txid uint64
 	if _, err := fmt.Sscan(fmt.Sprint(v[0]), &txid); err != nil {
