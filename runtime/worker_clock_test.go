@@ -95,6 +95,32 @@ func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
 	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
 }
 
+// The worker's clock runs ahead of the authority's by more than the skew
+// it allows: the acceptance of an offer is refused for its issuedAt, which
+// decides nothing about the offer. Once the clocks agree the worker builds
+// it again and the item runs, without a new offer.
+func TestWorkerClockAheadRetriesOnceClocksAgree(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	clockJump{by: 5 * time.Minute}.apply(k)
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.until("the acceptance refused for its issuedAt", func() bool {
+		return strings.Contains(k.logs.String(), "is in the future")
+	}, tw)
+
+	clockJump{by: -5 * time.Minute}.apply(k)
+	tick := k.pacedAdvance(time.Second)
+	k.waitFor("running without a new offer", func(s WorkerStatus) bool {
+		tick()
+		return runningAll("wi-1")(s)
+	}, tw)
+	h.release("wi-1")
+	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
+
 // runningOneItem is a one-slot worker w1 running wi-1 of grp-a.
 func runningOneItem(t *testing.T) (*wkit, *stepHandler, *testWorker) {
 	t.Helper()

@@ -65,7 +65,7 @@ func (e *engine) pump(it *item) {
 		}
 		c := it.cmds[0]
 		now := e.cfg.Clock.Now()
-		if now.Before(c.retryAt) {
+		if !c.due(now) {
 			return // step pumps it again when the back-off has passed
 		}
 		if c.raw == nil {
