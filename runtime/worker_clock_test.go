@@ -45,6 +45,8 @@ func TestAuthorityClockJumpsFarForward(t *testing.T) {
 	expires := k.item("wi-1").Lease.ExpiresAt.Time
 
 	k.ac.skew.Store(int64(10 * time.Minute))
+	k.fc.Advance(expires.Sub(k.fc.Now()) - 3*time.Second) // renewals due, refused as stale
+	tick := k.pacedAdvance(time.Second)
 	k.until("stopped by the lease's end", func() bool {
 		if len(tw.w.Status().Running) == 0 {
 			return true
@@ -52,7 +54,7 @@ func TestAuthorityClockJumpsFarForward(t *testing.T) {
 		if k.fc.Now().After(expires.Add(5 * time.Second)) {
 			t.Fatalf("still running at %v, past the lease's end %v:\n%s", k.fc.Now(), expires, k.logs)
 		}
-		k.fc.Advance(time.Second)
+		tick()
 		return false
 	}, tw)
 	if i := hasLine(k.trace(), "work.submitted wi-1"); i >= 0 {
@@ -119,6 +121,30 @@ func TestWorkerClockAheadRetriesOnceClocksAgree(t *testing.T) {
 	}, tw)
 	h.release("wi-1")
 	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
+
+// The worker's clock jumps forward past its lease (the authority's does
+// not): by its own view the lease is gone, so the run stops and nothing is
+// sent under that lease, not even the failure its handler reports on the
+// way out; the authority, for which the lease still runs, applies nothing.
+func TestWorkerClockJumpsPastItsLeaseSendsNothing(t *testing.T) {
+	k, h, tw := runningOneItem(t)
+	last := k.auth.Service.LastSequence("grp-a")
+	clockJump{by: 3 * time.Minute}.apply(k)
+	h.release("wi-1") // its next progress report meets the expired credentials
+	k.waitFor("the run stopped", func(s WorkerStatus) bool { return len(s.Running) == 0 }, tw)
+	k.until("the outcome settled", func() bool {
+		for _, o := range tw.w.Status().Outcomes {
+			if o.WorkItemID == "wi-1" {
+				return true
+			}
+		}
+		return false
+	}, tw)
+	k.caughtUp(tw)
+	if got := k.auth.Service.LastSequence("grp-a"); got != last {
+		t.Fatalf("%d events after the worker's lease ended by its clock:\n%s", got-last, strings.Join(k.trace(), "\n"))
+	}
 }
 
 // runningOneItem is a one-slot worker w1 running wi-1 of grp-a.
