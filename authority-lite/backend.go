@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -124,6 +125,19 @@ func (s *Service) Acked(peer, groupID string, sequence uint64) {
 	if sequence > s.acks[k] {
 		s.acks[k] = sequence
 	}
+}
+
+// AckedCursors returns the cursors clients have ACKed since this process
+// started, by peer and Group.
+func (s *Service) AckedCursors() map[[2]string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[[2]string]uint64, len(s.acks))
+	for k, seq := range s.acks {
+		peer, group, _ := strings.Cut(k, "\x00")
+		out[[2]string{peer, group}] = seq
+	}
+	return out
 }
 
 // OrgEvents returns the Organization-scoped events in order.

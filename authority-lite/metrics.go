@@ -100,7 +100,7 @@ func (s *Service) Collectors() []prometheus.Collector {
 		}
 		return 1
 	})
-	return []prometheus.Collector{m.commands, m.commitBatch, m.commitSeconds, m.writeSeconds, m.failedWrites, groups, events, healthy, headCollector{s}}
+	return []prometheus.Collector{m.commands, m.commitBatch, m.commitSeconds, m.writeSeconds, m.failedWrites, groups, events, healthy, headCollector{s}, ackCollector{s}}
 }
 
 var descGroupHead = prometheus.NewDesc("mwp_authority_group_head",
@@ -115,5 +115,20 @@ func (c headCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descGroupHea
 func (c headCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, id := range c.s.GroupIDs() {
 		ch <- prometheus.MustNewConstMetric(descGroupHead, prometheus.GaugeValue, float64(c.s.LastSequence(id)), id)
+	}
+}
+
+var descAgentAcked = prometheus.NewDesc("mwp_authority_agent_acked",
+	"The highest sequence of the Group an agent has ACKed as durable in its store, since this process started.", []string{"agent", "group"}, nil)
+
+// ackCollector reports the clients' ACKed cursors: what a client has said
+// it holds durably, which it must still hold after any crash.
+type ackCollector struct{ s *Service }
+
+func (c ackCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descAgentAcked }
+
+func (c ackCollector) Collect(ch chan<- prometheus.Metric) {
+	for k, seq := range c.s.AckedCursors() {
+		ch <- prometheus.MustNewConstMetric(descAgentAcked, prometheus.GaugeValue, float64(seq), k[0], k[1])
 	}
 }

@@ -85,8 +85,13 @@
 // again after a back-off (retryBackoff), so an acceptance is never taken
 // for a refusal; a command the client did not send within its freshness
 // window (client.ErrStale, commandFreshness) or signed with a stale
-// membership epoch is built again with a new actionId, issuedAt and
-// signature; a REVISION_CONFLICT waits until the projection has the
+// membership epoch, or refused for its issuedAt (AUTH_INVALID_SIGNATURE at
+// /issuedAt: the worker's clock and the authority's disagree by more than
+// its skew), is built again with a new actionId, issuedAt and signature
+// (the last after a back-off, until the clocks agree) (a rebuilt work.start refused because the first was applied
+// after all: the store shows the item active under a lease of this
+// session, which the worker adopts and runs under, worker_sync.go
+// adoptable); a REVISION_CONFLICT waits until the projection has the
 // current revision and decides again (still applicable: built on it; not:
 // settled as that refusal). A refused work.submit is decided: refused
 // while the lease is ours (no artifacts, evidence short of the acceptance

@@ -38,6 +38,16 @@ func (e *engine) again(it *item, m msgSent, now time.Time) bool {
 	case errors.Is(m.err, client.ErrStale):
 		e.log.Info("command not sent within its freshness window; building it again", "type", m.typ, "item", m.key.sched())
 		c.raw = nil
+	case code == protocol.CodeAuthInvalidSignature && detail(m.err, "pointer") == "/issuedAt":
+		// The authority's clock and this worker's disagree by more than
+		// its skew (one of them stepped): the command is sound, its time
+		// is not, and nothing about the item is decided by it. Built
+		// again after a back-off, it goes through once they agree.
+		wait := retryBackoff(e.cfg.Tick, c.tries)
+		c.tries++
+		c.raw, c.retryAt = nil, now.Add(wait)
+		e.log.Warn("command refused for its issuedAt: this worker's clock and the authority's disagree; building it again", "type", m.typ,
+			"item", m.key.sched(), "err", m.err, "tries", c.tries, "retryIn", wait)
 	case (answered(m.err) && code.Retryable()) || lost:
 		wait := retryBackoff(e.cfg.Tick, c.tries)
 		c.tries++
@@ -50,6 +60,12 @@ func (e *engine) again(it *item, m msgSent, now time.Time) bool {
 	return true
 }
 
+// due reports whether a command's back-off has passed: also when its end
+// lies further ahead than any back-off, after the clock stepped back.
+func (c *itemCmd) due(now time.Time) bool {
+	return !now.Before(c.retryAt) || c.retryAt.Sub(now) > maxRetryBackoff
+}
+
 // answered reports whether err is the authority's answer (a protocol
 // error), not a send that ended without one.
 func answered(err error) bool {
@@ -60,7 +76,7 @@ func answered(err error) bool {
 // retryDue pumps the items whose command back-off has passed.
 func (e *engine) retryDue(now time.Time) {
 	for _, it := range e.items {
-		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() && !now.Before(it.cmds[0].retryAt) {
+		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() && it.cmds[0].due(now) {
 			e.pump(it)
 		}
 	}

@@ -45,6 +45,8 @@ func TestAuthorityClockJumpsFarForward(t *testing.T) {
 	expires := k.item("wi-1").Lease.ExpiresAt.Time
 
 	k.ac.skew.Store(int64(10 * time.Minute))
+	k.fc.Advance(expires.Sub(k.fc.Now()) - 3*time.Second) // renewals due, refused as stale
+	tick := k.pacedAdvance(time.Second)
 	k.until("stopped by the lease's end", func() bool {
 		if len(tw.w.Status().Running) == 0 {
 			return true
@@ -52,7 +54,7 @@ func TestAuthorityClockJumpsFarForward(t *testing.T) {
 		if k.fc.Now().After(expires.Add(5 * time.Second)) {
 			t.Fatalf("still running at %v, past the lease's end %v:\n%s", k.fc.Now(), expires, k.logs)
 		}
-		k.fc.Advance(time.Second)
+		tick()
 		return false
 	}, tw)
 	if i := hasLine(k.trace(), "work.submitted wi-1"); i >= 0 {
@@ -77,11 +79,12 @@ func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
 	}
 
 	k.ac.skew.Store(0)
+	tick := k.pacedAdvance(time.Second) // the worker retries a refused renewal on its tick
 	k.until("renewed once the clock is right", func() bool {
 		if l := k.item("wi-1").Lease; l != nil && len(l.Renewals) > 0 {
 			return true
 		}
-		k.fc.Advance(time.Second) // the worker retries a refused renewal on its tick
+		tick()
 		return false
 	}, tw)
 	if l := k.item("wi-1").Lease; l.LeaseID != lease.LeaseID || !l.ExpiresAt.Time.After(lease.ExpiresAt.Time) {
@@ -92,6 +95,56 @@ func TestAuthorityClockJumpsBackThenRecovers(t *testing.T) {
 	}
 	h.release("wi-1")
 	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
+
+// The worker's clock runs ahead of the authority's by more than the skew
+// it allows: the acceptance of an offer is refused for its issuedAt, which
+// decides nothing about the offer. Once the clocks agree the worker builds
+// it again and the item runs, without a new offer.
+func TestWorkerClockAheadRetriesOnceClocksAgree(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	clockJump{by: 5 * time.Minute}.apply(k)
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.until("the acceptance refused for its issuedAt", func() bool {
+		return strings.Contains(k.logs.String(), "is in the future")
+	}, tw)
+
+	clockJump{by: -5 * time.Minute}.apply(k)
+	tick := k.pacedAdvance(time.Second)
+	k.waitFor("running without a new offer", func(s WorkerStatus) bool {
+		tick()
+		return runningAll("wi-1")(s)
+	}, tw)
+	h.release("wi-1")
+	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
+
+// The worker's clock jumps forward past its lease (the authority's does
+// not): by its own view the lease is gone, so the run stops and nothing is
+// sent under that lease, not even the failure its handler reports on the
+// way out; the authority, for which the lease still runs, applies nothing.
+func TestWorkerClockJumpsPastItsLeaseSendsNothing(t *testing.T) {
+	k, h, tw := runningOneItem(t)
+	last := k.auth.Service.LastSequence("grp-a")
+	clockJump{by: 3 * time.Minute}.apply(k)
+	h.release("wi-1") // its next progress report meets the expired credentials
+	k.waitFor("the run stopped", func(s WorkerStatus) bool { return len(s.Running) == 0 }, tw)
+	k.until("the outcome settled", func() bool {
+		for _, o := range tw.w.Status().Outcomes {
+			if o.WorkItemID == "wi-1" {
+				return true
+			}
+		}
+		return false
+	}, tw)
+	k.caughtUp(tw)
+	if got := k.auth.Service.LastSequence("grp-a"); got != last {
+		t.Fatalf("%d events after the worker's lease ended by its clock:\n%s", got-last, strings.Join(k.trace(), "\n"))
+	}
 }
 
 // runningOneItem is a one-slot worker w1 running wi-1 of grp-a.
@@ -105,4 +158,20 @@ func runningOneItem(t *testing.T) (*wkit, *stepHandler, *testWorker) {
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
 	k.waitFor("running", runningAll("wi-1"), tw)
 	return k, h, tw
+}
+
+// pacedAdvance returns a step that moves the fake clock by d at most once
+// per 100 ms of real time. A wait that advanced on every poll could run the
+// worker's clock past a lease's end (59 s of headroom in a few hundred
+// polls) before a renewal's round trip came back on a loaded machine, and
+// the test would see the lease lapse instead of what it waits for.
+func (k *wkit) pacedAdvance(d time.Duration) func() {
+	var last time.Time
+	return func() {
+		if time.Since(last) < 100*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		k.fc.Advance(d)
+	}
 }

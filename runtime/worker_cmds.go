@@ -65,7 +65,7 @@ func (e *engine) pump(it *item) {
 		}
 		c := it.cmds[0]
 		now := e.cfg.Clock.Now()
-		if now.Before(c.retryAt) {
+		if !c.due(now) {
 			return // step pumps it again when the back-off has passed
 		}
 		if c.raw == nil {
@@ -215,8 +215,8 @@ func (e *engine) settle(it *item, m msgSent, now time.Time) {
 				// No answer came (the connection went): back to the
 				// queue to be started again. Had the authority applied
 				// it, a new start is refused (the item is active) and
-				// nothing runs twice, but the lease it granted is not
-				// adopted: it lapses and the coordinator re-offers.
+				// nothing runs twice; the lease it granted is this
+				// session's and is adopted when the store shows it (sync).
 				it.phase = phQueued
 				e.sync(m.key)
 				break

@@ -243,7 +243,11 @@ func (e *engine) run(ctx context.Context) error {
 			e.step(now)
 		}
 		e.publishStatus()
-		t := e.cfg.Clock.NewTimer(e.nextWake(now))
+		// A clock moved forward since now was read (a step, or a test's
+		// fake clock) must not put the wake past the renewal it is for:
+		// it is due at now+d, whatever the time is when it is set.
+		d := e.nextWake(now)
+		t := e.cfg.Clock.NewTimer(min(d, now.Add(d).Sub(e.cfg.Clock.Now())))
 		select {
 		case <-done:
 		case <-e.mb.kick:

@@ -47,8 +47,13 @@ func (e *engine) schedule(now time.Time) {
 		it.phase, it.pickedAt = phStarting, now
 		e.scheduleChanged()
 		e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
+		en, ok := e.store.Item(k.group, k.id)
+		if ok && e.adoptable(it, en) {
+			e.launch(it, en, now) // started already: its lease is adopted (sync)
+			continue
+		}
 		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch}
-		if en, ok := e.store.Item(k.group, k.id); ok && en.Checkpoint != nil {
+		if ok && en.Checkpoint != nil {
 			if _, err := e.cps.Get(en.Checkpoint.CheckpointID); err == nil {
 				p.ResumeFromCheckpointID = en.Checkpoint.CheckpointID
 			}

@@ -158,6 +158,11 @@ func (k *wkit) reoffer(id, offerID string, candidates ...string) {
 // offerUntil offers item id as offerID until expires (the authority's time).
 func (k *wkit) offerUntil(id, offerID string, expires time.Time, candidates ...string) {
 	k.t.Helper()
+	k.ok(k.coord, protocol.CmdWorkOffer, k.offerPayload(id, offerID, expires, candidates...))
+}
+
+// offerPayload is the work.offer of item id to the candidates.
+func (k *wkit) offerPayload(id, offerID string, expires time.Time, candidates ...string) *protocol.OfferWorkPayload {
 	now := k.ac.Now()
 	w, _ := k.auth.Service.WorkItem("grp-a", id)
 	cs := protocol.List[protocol.OfferCandidate]{}
@@ -168,8 +173,7 @@ func (k *wkit) offerUntil(id, offerID string, expires time.Time, candidates ...s
 			ExpectedCost: protocol.Budgets{Tokens: protocol.Uint64(100)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
 			PolicyRulesApplied: protocol.List[string]{"capability-match"}}})
 	}
-	k.ok(k.coord, protocol.CmdWorkOffer, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: offerID, Contract: w.Contract,
-		Candidates: cs, ExpiresAt: protocol.NewTime(expires)})
+	return &protocol.OfferWorkPayload{WorkItemID: id, OfferID: offerID, Contract: w.Contract, Candidates: cs, ExpiresAt: protocol.NewTime(expires)}
 }
 
 func (k *wkit) item(id string) group.WorkItem {

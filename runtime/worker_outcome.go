@@ -302,8 +302,11 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 // hammered).
 func retryBackoff(tick time.Duration, n int) time.Duration {
 	d := 2 * tick
-	for i := 0; i < n && d < time.Minute; i++ {
+	for i := 0; i < n && d < maxRetryBackoff; i++ {
 		d *= 2
 	}
-	return min(d, time.Minute)
+	return min(d, maxRetryBackoff)
 }
+
+// maxRetryBackoff bounds retryBackoff.
+const maxRetryBackoff = time.Minute

@@ -163,8 +163,18 @@ func (e *engine) sync(k itemKey) {
 		l := en.Lease
 		switch it.phase {
 		case phStarting:
-			if l != nil && l.AgentID == me && l.SessionEpoch == e.sess.epoch {
+			if e.startedHere(en) {
 				e.launch(it, en, now)
+			}
+		case phQueued:
+			if e.adoptable(it, en) && !it.sending {
+				// A start the authority applied whose answer was lost,
+				// and a rebuilt start refused as the item is active: the
+				// lease is this worker's. It runs under it once the
+				// scheduler gives it a slot (schedule), with no new start.
+				e.log.Info("adopting the lease of a start whose answer was lost", "item", k.sched(), "lease", l.LeaseID)
+				it.hold = false
+				e.enqueue(it, en, now)
 			}
 		case phRunning:
 			if l != nil && l.LeaseID == it.leaseID && !l.ExpiresAt.Time.Equal(it.expires) {
@@ -192,6 +202,23 @@ func (e *engine) sync(k itemKey) {
 			e.drop(it)
 		}
 	}
+}
+
+// startedHere reports whether the store shows the item active under a
+// lease granted to this worker's current session: the answer to one of its
+// own work.start commands.
+func (e *engine) startedHere(en queue.Entry) bool {
+	l := en.Lease
+	return en.State == protocol.WorkActive && en.Owner == e.cfg.AgentID &&
+		l != nil && l.AgentID == e.cfg.AgentID && l.SessionEpoch == e.sess.epoch
+}
+
+// adoptable reports whether a queued item may run under the lease the
+// store shows without a new start: granted to this session under the
+// item's ownership epoch, and not the lease of a run it already had (a
+// checkpoint released that one; its event may not have arrived yet).
+func (e *engine) adoptable(it *item, en queue.Entry) bool {
+	return e.startedHere(en) && en.OwnershipEpoch == it.epoch && en.Lease.LeaseID != it.leaseID
 }
 
 // forget removes an item's record and any scheduler entry left, also the

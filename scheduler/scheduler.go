@@ -530,11 +530,10 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 	if e.state != StateRunning && e.state != StatePreempting {
 		return nil, fmt.Errorf("%w: %q is %s, not running", ErrWrongState, id, e.state)
 	}
-	t := ms(now)
-	if t < e.startMs {
-		return nil, fmt.Errorf("%w: %q stops before it started", ErrInvalid, id)
-	}
-	ran := t - e.startMs
+	// A clock stepped back since the start makes the run end before it
+	// began: it ran for no time we can tell. Refusing would keep its slot
+	// taken for good (the caller cannot stop it any other way).
+	ran := max(ms(now)-e.startMs, 0)
 	g := e.g
 	g.svc += ran - e.charged // the charge becomes the actual slot-time
 	e.charged = 0

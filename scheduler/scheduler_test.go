@@ -422,3 +422,27 @@ func TestPreemptionRefused(t *testing.T) {
 		t.Fatalf("unknown item: %v", err)
 	}
 }
+
+// A clock stepped back while an item ran: it still ends, Finish or
+// Release, and its slot is free for the next item.
+func TestStopAfterClockSteppedBack(t *testing.T) {
+	t.Parallel()
+	for _, release := range []bool{false, true} {
+		s := newSched(t, scheduler.Config{Slots: 1}, map[string]scheduler.GroupConfig{"g": {Weight: 1}})
+		must(t, s.Enqueue(scheduler.Item{ID: "x", Group: "g"}, at(0)))
+		must(t, s.Enqueue(scheduler.Item{ID: "y", Group: "g"}, at(0)))
+		if d, ok := s.Next(at(60_000)); !ok || d.Item != "x" {
+			t.Fatalf("first pick %+v %v", d, ok)
+		}
+		stop := s.Finish
+		if release {
+			stop = s.Release
+		}
+		must(t, stop("x", at(1_000))) // a minute back
+		if d, ok := s.Next(at(1_000)); !ok {
+			t.Fatalf("release=%v: nothing started in the freed slot", release)
+		} else if d.Item != "y" && d.Item != "x" {
+			t.Fatalf("release=%v: started %q", release, d.Item)
+		}
+	}
+}

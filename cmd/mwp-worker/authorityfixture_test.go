@@ -27,7 +27,13 @@ type authorityFixture struct {
 
 func newAuthorityFixture(t *testing.T) *authorityFixture {
 	t.Helper()
-	f := &authorityFixture{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	return newAuthorityFixtureOf(t, buildBinary(t))
+}
+
+// newAuthorityFixtureOf is newAuthorityFixture with the binary given.
+func newAuthorityFixtureOf(t *testing.T, bin string) *authorityFixture {
+	t.Helper()
+	f := &authorityFixture{t: t, bin: bin, dir: t.TempDir()}
 	keys := filepath.Join(f.dir, "keys")
 	f.hk = writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
 	f.ck = writeKey(t, keys, "coord", protocol.ActorAgent, "coord")

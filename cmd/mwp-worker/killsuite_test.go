@@ -123,10 +123,31 @@ func TestAuthorityKillSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	kills := envInt(t, "MWP_KILLS", 3)
-	seed := envInt(t, "MWP_KILL_SEED", 1)
+	authorityKills(t, newAuthorityFixture(t), envInt(t, "MWP_KILLS", 3), envInt(t, "MWP_KILL_SEED", 1), killFault{})
+}
+
+// killFault is what a kill suite does at each kill beyond SIGKILL (a power
+// loss: powerloss_test.go).
+type killFault struct {
+	// kill ends the process; nil: SIGKILL.
+	kill func(p *proc, rng *rand.Rand)
+	// after, when set, runs on the killed process's data directory before
+	// it starts again.
+	after func(round int, rng *rand.Rand)
+}
+
+func (f killFault) end(p *proc, rng *rand.Rand) error {
+	if f.kill != nil {
+		f.kill(p, rng)
+		return nil
+	}
+	return p.cmd.Process.Kill()
+}
+
+// authorityKills is the kill suite on f: kills rounds, moments seeded by
+// seed, each kill as fault says.
+func authorityKills(t *testing.T, f *authorityFixture, kills, seed int, fault killFault) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	f := newAuthorityFixture(t)
 	bin, hk, ck, data, serveArgs := f.bin, f.hk, f.ck, f.data, f.serveArgs
 	chains := make([]*chain, 4)
 	for i := range chains {
@@ -151,7 +172,7 @@ func TestAuthorityKillSuite(t *testing.T) {
 		for ackedN.Load() < target && time.Now().Before(deadline) && len(errs) == 0 {
 			time.Sleep(time.Millisecond)
 		}
-		if err := p.cmd.Process.Kill(); err != nil {
+		if err := fault.end(p, rng); err != nil {
 			t.Fatal(err)
 		}
 		<-p.done
@@ -160,6 +181,9 @@ func TestAuthorityKillSuite(t *testing.T) {
 		cancel()
 		wg.Wait()
 		co.stop()
+		if fault.after != nil {
+			fault.after(killed, rng)
+		}
 		for _, c := range chains {
 			if c.pending != nil {
 				unanswered++

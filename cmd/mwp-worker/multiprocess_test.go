@@ -116,7 +116,9 @@ func (p *proc) awaitErr(t *testing.T, text string, d time.Duration) {
 	}
 }
 
-func buildBinary(t *testing.T) string {
+// buildBinary builds mwp-worker with the build tags given (powerloss: the
+// failpoint of the power-loss suite).
+func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
 	goBin := filepath.Join(goruntime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
@@ -125,7 +127,11 @@ func buildBinary(t *testing.T) string {
 		}
 	}
 	bin := filepath.Join(t.TempDir(), "mwp-worker")
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -298,9 +304,16 @@ func newCluster(t *testing.T, workerArgs ...string) *cluster {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	k := &cluster{t: t, t0: time.Now(), coordActor: protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}}
-	k.bin = buildBinary(t)
-	t.Logf("built after %v", time.Since(k.t0))
+	t0 := time.Now()
+	bin := buildBinary(t)
+	t.Logf("built after %v", time.Since(t0))
+	return newClusterOf(t, bin, workerArgs...)
+}
+
+// newClusterOf is newCluster with the binary given.
+func newClusterOf(t *testing.T, bin string, workerArgs ...string) *cluster {
+	t.Helper()
+	k := &cluster{t: t, t0: time.Now(), bin: bin, coordActor: protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}}
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	hk := writeKey(t, keys, "alice", protocol.ActorHuman, "alice")

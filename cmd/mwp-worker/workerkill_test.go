@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +22,15 @@ import (
 func TestWorkerKillSuite(t *testing.T) {
 	k := newCluster(t, "--slots", "2", "--demo-step", "150ms")
 	kills := envInt(t, "MWP_WORKER_KILLS", 3)
-	seed := uint64(envInt(t, "MWP_KILL_SEED", int(time.Now().UnixNano()%1_000_000)))
+	seed := envInt(t, "MWP_KILL_SEED", int(time.Now().UnixNano()%1_000_000))
 	t.Logf("MWP_WORKER_KILLS=%d MWP_KILL_SEED=%d", kills, seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	workerKills(t, k, kills, seed, killFault{})
+}
+
+// workerKills is the worker kill suite on k, each kill as fault says
+// (fault.after runs before the store check and the restart).
+func workerKills(t *testing.T, k *cluster, kills, seed int, fault killFault) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
 	const perRound = 3
 	var items []string
 	accepted := map[string]bool{}
@@ -59,8 +64,11 @@ func TestWorkerKillSuite(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		_ = k.worker.cmd.Process.Signal(syscall.SIGKILL)
+		_ = fault.end(k.worker, rng)
 		k.waitExit(k.worker, 10*time.Second)
+		if fault.after != nil {
+			fault.after(round, rng)
+		}
 		if out, err := exec.Command(k.bin, "check", "--data", k.workerDir).CombinedOutput(); err != nil {
 			t.Fatalf("round %d: the killed worker's store does not check sound: %v\n%s", round, err, out)
 		}

@@ -93,6 +93,19 @@ func (f *Fake) Set(t time.Time) {
 	f.setLocked(t)
 }
 
+// Step moves the fake's wall time by d, forward or back, as an operator or
+// NTP stepping a machine's clock does: pending timers keep the time they
+// have left (real timers measure elapsed time, which a step does not
+// change), so none fires for the step and none is put off by it.
+func (f *Fake) Step(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	for tm := range f.timers {
+		tm.at = tm.at.Add(d)
+	}
+}
+
 // setLocked moves the clock and fires the timers it reached; each timer's
 // channel has room for its one value, so this never blocks.
 func (f *Fake) setLocked(t time.Time) {

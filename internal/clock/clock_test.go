@@ -61,3 +61,29 @@ func TestFakeTimers(t *testing.T) {
 		t.Fatal("Stop of a fired timer reports true")
 	}
 }
+
+// A step moves the wall time, not the timers' remaining time: a timer
+// set for a second fires a second of Advance later, whichever way the
+// clock was stepped.
+func TestFakeStep(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, time.Hour} {
+		start := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+		f := NewFake(start)
+		tm := f.NewTimer(time.Second)
+		f.Step(step)
+		if got := f.Now(); !got.Equal(start.Add(step)) {
+			t.Fatalf("step %v: now %v", step, got)
+		}
+		select {
+		case <-tm.C():
+			t.Fatalf("step %v fired the timer", step)
+		default:
+		}
+		f.Advance(time.Second)
+		select {
+		case <-tm.C():
+		default:
+			t.Fatalf("step %v: the timer did not fire a second later", step)
+		}
+	}
+}

@@ -199,11 +199,12 @@ func Structure(tx *bolt.Tx) []string {
 }
 
 // Open is bolt.Open under Guard: bbolt reads the meta and freelist pages
-// while opening, and panics on some damage there too.
+// while opening, and panics on some damage there too. (A build with the
+// powerloss tag also records its commits: LosePower.)
 func Open(path string, mode os.FileMode, opts *bolt.Options) (db *bolt.DB, err error) {
 	err = Guard(func() error {
 		var err error
-		db, err = bolt.Open(path, mode, opts)
+		db, err = bolt.Open(path, mode, withCommitRecord(path, opts))
 		return err
 	})
 	return db, err
