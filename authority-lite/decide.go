@@ -58,6 +58,12 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		}
 		return nil, nil, nil, err
 	}
+	// Checked again under the lock: a command that passed the check in
+	// submit while an earlier one's write was failing must not be decided
+	// on the state that write left in memory.
+	if err := s.failedWrite(); err != nil {
+		return nil, nil, nil, err
+	}
 	if !s.mayKnow(c.cmd.Actor, gs) {
 		return nil, nil, nil, groupNotFound(gs.id)
 	}

@@ -497,8 +497,8 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	if err := ctx.Err(); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)
 	}
-	if err := s.writer.err(); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "the authority stopped accepting commands after a failed write: %v", err)
+	if err := s.failedWrite(); err != nil {
+		return nil, err
 	}
 	now := s.clock.Now()
 	inbound := s.inbound
@@ -711,4 +711,13 @@ func (s *Service) maybeCompact(gs *groupState) {
 	if _, err := s.Compact(gs.id, keep); err != nil {
 		s.log.Error("compaction failed", "group", gs.id, "err", err)
 	}
+}
+
+// failedWrite refuses every command once a write has failed: memory may be
+// ahead of the disk from then on, so nothing may be decided on it.
+func (s *Service) failedWrite() error {
+	if err := s.writer.err(); err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "the authority stopped accepting commands after a failed write: %v", err)
+	}
+	return nil
 }
