@@ -380,6 +380,9 @@ func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, queue *bolt.Bucket, 
 	if inbox, err = gb.CreateBucketIfNotExists(bktInbox); err != nil {
 		return
 	}
+	// Sequences only grow: fill pages before splitting instead of bbolt's
+	// half, so an append rewrites one leaf, not two half-empty ones.
+	inbox.FillPercent = 1.0
 	queue, err = gb.CreateBucketIfNotExists(bktQueue)
 	return
 }
