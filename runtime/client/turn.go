@@ -49,10 +49,10 @@ func (s *session) take(p *pendingCmd) {
 	}
 }
 
-// drain takes, without waiting, what else is ready: frames read (events
-// up to MaxBatch a turn) and Commands handed to Send.
+// drain takes, without waiting, what else is ready: frames read and
+// Commands handed to Send, up to MaxBatch of each a turn.
 func (s *session) drain() error {
-	for len(s.t.events) < s.c.cfg.MaxBatch {
+	for len(s.t.events) < s.c.cfg.MaxBatch && len(s.t.puts) < s.c.cfg.MaxBatch {
 		select {
 		case it := <-s.in:
 			if err := s.onItem(it); err != nil {
