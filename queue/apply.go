@@ -42,6 +42,15 @@ func Decode(doc []byte) (Incoming, error) {
 	return Incoming{Raw: raw, Event: ev}, nil
 }
 
+// Batch is what one turn of the session loop makes durable together
+// (Commit): the events received, the Commands to record before sending
+// them, and the answered Commands to take out of the outbox.
+type Batch struct {
+	Events   []Incoming
+	Puts     []OutboxPut
+	Answered []string // actionIds
+}
+
 // Ref names one event.
 type Ref struct {
 	GroupID  string `json:"groupId,omitempty"`
@@ -91,6 +100,9 @@ type Result struct {
 	// Diverged are Groups found in this batch to contradict an applied
 	// event (see Divergence): none of their events apply any more.
 	Diverged []Divergence
+	// PutRefused are Batch.Puts not recorded: the outbox holds other
+	// bytes under their actionId (ACTION_ID_COLLISION).
+	PutRefused []PutRefusal
 }
 
 // candidateEv is an event routed to a Group and not yet known to be a
@@ -123,17 +135,31 @@ type groupPlan struct {
 // groupId first; deduplicated by eventId and by sequence at or below the
 // cursor; each Group strictly in sequence order, so its durable cursor never
 // passes a gap; inbox append, projection and cursor advance together. Events
-// ahead of a gap wait in the Group's bounded memory buffer.
+// ahead of a gap wait in the Group's bounded memory buffer. It is Commit
+// with events only.
 //
 // An error means the transaction did not commit: nothing of the batch was
 // applied or buffered, and the caller replays from the durable cursors.
 func (s *Store) Apply(batch []Incoming) (Result, error) {
+	return s.Commit(Batch{Events: batch})
+}
+
+// Commit makes a Batch durable in one bbolt transaction (group commit):
+// its events as Apply describes, its outbox puts and its answered
+// Commands' removals. A batch that changes nothing on disk commits
+// nothing. An error means nothing of the batch committed.
+func (s *Store) Commit(b Batch) (Result, error) {
+	batch := b.Events
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.isClosed() {
 		return Result{}, ErrClosed
 	}
 	var res Result
+	puts, acks, err := s.outboxChanges(b, &res)
+	if err != nil {
+		return Result{}, fmt.Errorf("queue: commit: %w", err)
+	}
 	plans := make(map[string]*groupPlan)
 	var org []candidateEv
 	orgSeen := make(map[string]bool)
@@ -223,7 +249,7 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 	}
 	slices.Sort(groupIDs)
 
-	if len(groupIDs) > 0 || len(org) > 0 || len(diverged) > 0 {
+	if len(groupIDs) > 0 || len(org) > 0 || len(diverged) > 0 || len(puts) > 0 || len(acks) > 0 {
 		var txRes Result
 		err := s.update(func(tx *bolt.Tx) error {
 			txRes = Result{}
@@ -238,6 +264,9 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 				}
 			}
 			if err := applyOrg(tx, org, &txRes); err != nil {
+				return err
+			}
+			if err := writeOutbox(tx, puts, acks); err != nil {
 				return err
 			}
 			if s.failApply != nil {
@@ -255,6 +284,7 @@ func (s *Store) Apply(batch []Incoming) (Result, error) {
 	// Committed: make memory match the file, then hold what came early.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settleOutbox(puts, acks, res.Answered)
 	ids := make([]string, 0, len(plans))
 	for id := range plans {
 		ids = append(ids, id)
@@ -452,6 +482,7 @@ func (r *Result) merge(o Result) {
 	r.Problems = append(r.Problems, o.Problems...)
 	r.Org = append(r.Org, o.Org...)
 	r.Answered = append(r.Answered, o.Answered...)
+	r.PutRefused = append(r.PutRefused, o.PutRefused...)
 }
 
 func (s *Store) isClosed() bool {

@@ -16,7 +16,9 @@ const crashEnv = "MWP_QUEUE_CRASH_DIR"
 func crashStream() *stream { return randomStream("g", 25, rand.New(rand.NewPCG(11, 12))) }
 
 // crashChild delivers the stream with duplicates and reordering, printing
-// the durable cursor after every batch, until it is killed or done.
+// the durable cursor after every batch, until it is killed or done. Each
+// batch is one Commit, as the session loop's turn: with its events it puts
+// Command act-K and takes act-(K-1), answered, out of the outbox.
 func crashChild(dir string) {
 	st := crashStream()
 	s, err := Open(dir, Options{NoSocket: true})
@@ -26,15 +28,23 @@ func crashChild(dir string) {
 	}
 	r := rand.New(rand.NewPCG(uint64(os.Getpid()), 1))
 	n := uint64(len(st.evs))
+	k := crashOutboxBatch(s)
 	for c := s.Cursor("g"); c < n; c = s.Cursor("g") {
 		lo, hi := int(c)-min(int(c), 3), min(len(st.evs), int(c)+12)
 		window := append([]Incoming(nil), st.evs[lo:hi]...)
 		r.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
-		if _, err := s.Apply(window[:1+r.IntN(len(window))]); err != nil {
+		k++
+		put, err := NewOutboxPut(command(fmt.Sprintf("act-%d", k), "work.start"))
+		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
 		}
-		fmt.Println("cursor", s.Cursor("g"))
+		b := Batch{Events: window[:1+r.IntN(len(window))], Puts: []OutboxPut{put}, Answered: []string{fmt.Sprintf("act-%d", k-1)}}
+		if _, err := s.Commit(b); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		fmt.Println("batch", k, "cursor", s.Cursor("g"))
 	}
 	s.Close()
 	fmt.Println("done")
@@ -66,26 +76,46 @@ func TestCrashKillChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(out)
-		var last uint64
+		var last, batch uint64
+		cursorAt := map[uint64]uint64{}
 		for sc.Scan() {
 			line := sc.Text()
 			if strings.HasPrefix(line, "error") {
 				t.Fatalf("child: %s", line)
 			}
-			if c, ok := strings.CutPrefix(line, "cursor "); ok {
-				last, _ = strconv.ParseUint(c, 10, 64)
+			var k, c uint64
+			if _, err := fmt.Sscanf(line, "batch %d cursor %d", &k, &c); err == nil {
+				last, batch, cursorAt[k] = c, k, c
 				if last >= killAt {
 					break
 				}
 			}
 		}
 		cmd.Process.Kill()
+		// The child ran on until the kill: what it printed meanwhile
+		// names the batches it committed.
+		for sc.Scan() {
+			var k, c uint64
+			if _, err := fmt.Sscanf(sc.Text(), "batch %d cursor %d", &k, &c); err == nil {
+				batch, cursorAt[k] = k, c
+			}
+		}
 		cmd.Wait()
 
 		s := openTest(t, dir, Options{NoSocket: true})
 		c := s.Cursor("g")
 		if c < last {
 			t.Fatalf("kill at %d: cursor %d is behind the %d the child reported durable", killAt, c, last)
+		}
+		// The outbox moved with the events: the last batch committed is
+		// the last one reported or the next (killed before printing it),
+		// never half of one.
+		k := crashOutboxBatch(s)
+		if k != batch && k != batch+1 {
+			t.Fatalf("kill at %d: outbox holds batch %d's Command, the child reported batch %d", killAt, k, batch)
+		}
+		if want, ok := cursorAt[k]; ok && c != want {
+			t.Fatalf("kill at %d: cursor %d with batch %d's Command in the outbox; that batch left cursor %d", killAt, c, k, want)
 		}
 		want := reference(t, []string{"g"}, st.evs[:c])
 		if got := stateOf(t, s, []string{"g"}); got["g"] != want["g"] {
@@ -100,8 +130,31 @@ func TestCrashKillChild(t *testing.T) {
 		closeChecked(t, s)
 	}
 	s := openTest(t, dir, Options{NoSocket: true})
+	defer s.Close()
 	mustApply(t, s, st.evs...)
 	if got, want := stateOf(t, s, []string{"g"}), reference(t, []string{"g"}, st.evs); got["g"] != want["g"] {
 		t.Fatalf("final store differs from in-order delivery")
 	}
+}
+
+// crashOutboxBatch is K of the one Command act-K the crash child's outbox
+// holds (0 when empty); it exits the child or panics the test on more.
+func crashOutboxBatch(s *Store) uint64 {
+	var ids []string
+	for e, err := range s.Outbox() {
+		if err != nil {
+			panic(err)
+		}
+		ids = append(ids, e.ActionID)
+	}
+	switch len(ids) {
+	case 0:
+		return 0
+	case 1:
+		k, err := strconv.ParseUint(strings.TrimPrefix(ids[0], "act-"), 10, 64)
+		if err == nil {
+			return k
+		}
+	}
+	panic(fmt.Sprintf("outbox %v: want at most one act-K", ids))
 }

@@ -82,6 +82,12 @@
 // An applied event whose causationId is a pending outbox actionId answers
 // that Command: it leaves the outbox in the same transaction.
 //
+// Commit takes a Batch, one turn of the worker's session loop: its events
+// (as Apply), the Commands to record before they are sent and the answered
+// Commands to remove, in one transaction. The actionIds the outbox holds
+// are kept in memory, so removing one already answered, or putting the
+// same bytes again, opens no transaction at all.
+//
 // # The projection
 //
 // The view keeps every WorkItem of a Group, not only those offered to or

@@ -91,6 +91,9 @@ type Store struct {
 	mu     sync.RWMutex // guards groups and closed; written only with wmu held
 	groups map[string]*groupState
 	closed bool
+	// outbox holds the actionIds in the outbox bucket, so a removal of
+	// one it does not hold (answered already) costs no transaction.
+	outbox map[string]bool
 
 	ln       net.Listener
 	sockPath string
@@ -99,7 +102,7 @@ type Store struct {
 	// failed is set by the first panic caught on a damaged page.
 	failed atomic.Pointer[protocol.Error]
 
-	commits atomic.Int64 // write transactions of Apply, for group-commit tests
+	commits atomic.Int64 // write transactions of Commit, for group-commit tests
 	// failApply, when set (tests only), runs at the end of Apply's
 	// transaction; an error rolls everything back like a crash would.
 	failApply func() error
@@ -179,7 +182,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState)}
+	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState), outbox: make(map[string]bool)}
 	if err := s.update(initLayout); err != nil {
 		db.Close()
 		return nil, err
@@ -266,8 +269,15 @@ func (s *Store) upgradeProjection() error {
 	})
 }
 
-// load reads every Group's meta and projection into memory.
+// load reads every Group's meta and projection, and the outbox's
+// actionIds, into memory.
 func (s *Store) load(tx *bolt.Tx) error {
+	if err := tx.Bucket(bktOutboxIndex).ForEach(func(k, _ []byte) error {
+		s.outbox[string(k)] = true
+		return nil
+	}); err != nil {
+		return err
+	}
 	return tx.Bucket(bktGroups).ForEachBucket(func(name []byte) error {
 		g, err := loadGroup(tx.Bucket(bktGroups).Bucket(name), string(name))
 		if err != nil {
@@ -370,6 +380,9 @@ func groupBuckets(tx *bolt.Tx, id string) (gb, meta, inbox, queue *bolt.Bucket, 
 	if inbox, err = gb.CreateBucketIfNotExists(bktInbox); err != nil {
 		return
 	}
+	// Sequences only grow: fill pages before splitting instead of bbolt's
+	// half, so an append rewrites one leaf, not two half-empty ones.
+	inbox.FillPercent = 1.0
 	queue, err = gb.CreateBucketIfNotExists(bktQueue)
 	return
 }

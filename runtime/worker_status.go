@@ -14,66 +14,87 @@ const maxLog = 512
 // selection basis, scheduler picks, preemptions, outcomes, reconciliation.
 type statusLogs struct {
 	m           *metrics
-	admissions  []AdmissionLog
-	selections  []SelectionLog
-	preemptions []PreemptionLog
-	outcomes    []OutcomeLog
-	reconciled  []ReconcileLog
-	notices     []NoticeLog
+	admissions  boundedLog[AdmissionLog]
+	selections  boundedLog[SelectionLog]
+	preemptions boundedLog[PreemptionLog]
+	outcomes    boundedLog[OutcomeLog]
+	reconciled  boundedLog[ReconcileLog]
+	notices     boundedLog[NoticeLog]
 }
 
-func appendBounded[T any](s []T, v ...T) []T {
-	s = append(s, v...)
-	if len(s) > maxLog {
-		s = slices.Clone(s[len(s)-maxLog:])
+// boundedLog is one decision log. Status gets it without a copy (publish,
+// on every turn of the loop): appends write past the end it was given,
+// and an entry is changed in place only in a copy made after it was
+// handed out.
+type boundedLog[T any] struct {
+	s      []T
+	shared bool
+}
+
+func (l *boundedLog[T]) add(v ...T) {
+	l.s = append(l.s, v...)
+	if len(l.s) > 2*maxLog {
+		// Trimmed with slack: an append costs O(1), amortized.
+		l.s, l.shared = slices.Clone(l.s[len(l.s)-maxLog:]), false
 	}
-	return s
 }
 
-func (l *statusLogs) admission(a AdmissionLog) { l.admissions = appendBounded(l.admissions, a) }
+// edit returns the newest entry ok accepts, ready to change, or nil.
+func (l *boundedLog[T]) edit(ok func(*T) bool) *T {
+	for i := len(l.s) - 1; i >= 0; i-- {
+		if ok(&l.s[i]) {
+			if l.shared {
+				l.s, l.shared = slices.Clone(l.s), false
+			}
+			return &l.s[i]
+		}
+	}
+	return nil
+}
+
+// publish returns the newest maxLog entries for Status.
+func (l *boundedLog[T]) publish() []T {
+	l.shared = true
+	return slices.Clip(l.s[max(0, len(l.s)-maxLog):])
+}
+
+func (l *statusLogs) admission(a AdmissionLog) { l.admissions.add(a) }
 
 // admissionErr records the authority's refusal of an acceptance.
 func (l *statusLogs) admissionErr(k itemKey, offerID string, err error) {
-	for i := len(l.admissions) - 1; i >= 0; i-- {
-		a := &l.admissions[i]
-		if a.GroupID == k.group && a.WorkItemID == k.id && a.OfferID == offerID {
-			a.Err = err.Error()
-			return
-		}
+	if a := l.admissions.edit(func(a *AdmissionLog) bool {
+		return a.GroupID == k.group && a.WorkItemID == k.id && a.OfferID == offerID
+	}); a != nil {
+		a.Err = err.Error()
 	}
 }
 
-func (l *statusLogs) selection(s SelectionLog) { l.selections = appendBounded(l.selections, s) }
+func (l *statusLogs) selection(s SelectionLog) { l.selections.add(s) }
 
 func (l *statusLogs) preempt(k itemKey, forID, reason string, b scheduler.SelectionBasis, now time.Time) {
 	if l.m != nil {
 		l.m.preemptions.WithLabelValues(reason).Inc()
 	}
-	l.preemptions = appendBounded(l.preemptions, PreemptionLog{GroupID: k.group, WorkItemID: k.id, For: forID, Reason: reason, Basis: b, At: now})
+	l.preemptions.add(PreemptionLog{GroupID: k.group, WorkItemID: k.id, For: forID, Reason: reason, Basis: b, At: now})
 }
 
 // preemptRefused marks the item's last preemption as refused.
 func (l *statusLogs) preemptRefused(k itemKey, now time.Time) {
-	for i := len(l.preemptions) - 1; i >= 0; i-- {
-		if p := &l.preemptions[i]; p.GroupID == k.group && p.WorkItemID == k.id {
-			p.RefusedAt = &now
-			return
-		}
+	if p := l.preemptions.edit(func(p *PreemptionLog) bool { return p.GroupID == k.group && p.WorkItemID == k.id }); p != nil {
+		p.RefusedAt = &now
 	}
 }
 
-func (l *statusLogs) outcome(o OutcomeLog) { l.outcomes = appendBounded(l.outcomes, o) }
+func (l *statusLogs) outcome(o OutcomeLog) { l.outcomes.add(o) }
 
 // sent records the authority's answer to an outcome's command.
 func (l *statusLogs) sent(k itemKey, typ string, err error) {
-	for i := len(l.outcomes) - 1; i >= 0; i-- {
-		o := &l.outcomes[i]
-		if o.GroupID == k.group && o.WorkItemID == k.id && (o.Sent == typ || o.Sent == "held until reconciled") {
-			o.Sent = typ
-			if err != nil {
-				o.Err = err.Error()
-			}
-			return
+	if o := l.outcomes.edit(func(o *OutcomeLog) bool {
+		return o.GroupID == k.group && o.WorkItemID == k.id && (o.Sent == typ || o.Sent == "held until reconciled")
+	}); o != nil {
+		o.Sent = typ
+		if err != nil {
+			o.Err = err.Error()
 		}
 	}
 }
@@ -81,39 +102,30 @@ func (l *statusLogs) sent(k itemKey, typ string, err error) {
 // decided records what the worker did about a refused command of an
 // outcome.
 func (l *statusLogs) decided(k itemKey, typ, decision string) {
-	for i := len(l.outcomes) - 1; i >= 0; i-- {
-		if o := &l.outcomes[i]; o.GroupID == k.group && o.WorkItemID == k.id && o.Sent == typ {
-			o.Decision = decision
-			return
-		}
+	if o := l.outcomes.edit(func(o *OutcomeLog) bool { return o.GroupID == k.group && o.WorkItemID == k.id && o.Sent == typ }); o != nil {
+		o.Decision = decision
 	}
 }
 
-func (l *statusLogs) notice(n NoticeLog) { l.notices = appendBounded(l.notices, n) }
+func (l *statusLogs) notice(n NoticeLog) { l.notices.add(n) }
 
 // noticeState records how a notice was settled.
 func (l *statusLogs) noticeState(messageID, state, why string) {
-	for i := len(l.notices) - 1; i >= 0; i-- {
-		n := &l.notices[i]
-		if n.MessageID == messageID && n.State != noticeSkipped {
-			n.State, n.Err = state, why
-			return
-		}
+	if n := l.notices.edit(func(n *NoticeLog) bool { return n.MessageID == messageID && n.State != noticeSkipped }); n != nil {
+		n.State, n.Err = state, why
 	}
 }
 
-func (l *statusLogs) addReconciled(r []ReconcileLog) {
-	l.reconciled = appendBounded(l.reconciled, r...)
-}
+func (l *statusLogs) addReconciled(r []ReconcileLog) { l.reconciled.add(r...) }
 
 // publishStatus copies the loop's state into the Worker's status.
 func (e *engine) publishStatus() {
 	st := WorkerStatus{
 		AgentID: e.cfg.AgentID, SessionEpoch: e.sess.epoch, Connection: e.connState.String(), Offline: e.mon.State().String(),
 		Slots: int(e.cfg.Card.MaxConcurrency), FreeSlots: e.pool.Free(),
-		Admissions: slices.Clone(e.log_.admissions), Selections: slices.Clone(e.log_.selections),
-		Preemptions: slices.Clone(e.log_.preemptions), Outcomes: slices.Clone(e.log_.outcomes),
-		Reconciled: slices.Clone(e.log_.reconciled), Notices: slices.Clone(e.log_.notices),
+		Admissions: e.log_.admissions.publish(), Selections: e.log_.selections.publish(),
+		Preemptions: e.log_.preemptions.publish(), Outcomes: e.log_.outcomes.publish(),
+		Reconciled: e.log_.reconciled.publish(), Notices: e.log_.notices.publish(),
 	}
 	st.Queued, _ = e.sched.Len()
 	counts := map[string]int{}

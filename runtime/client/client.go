@@ -218,8 +218,9 @@ func (c *Client) reject(groupID string, err error) {
 // authority's answer: the receipt, or the *protocol.Error it returned
 // (either way the Command leaves the outbox). RATE_LIMITED and BACKPRESSURE
 // errors are retried after the delay they ask for instead. When ctx ends
-// first, Send returns ctx.Err() and the Command stays in the outbox, to be
-// sent again on every reconnect until answered.
+// first, Send returns ctx.Err(); a Command the connection had already
+// taken stays in the outbox, to be sent again on every reconnect until
+// answered, and one it had not taken was never recorded or sent.
 func (c *Client) Send(ctx context.Context, signed []byte) (*protocol.Receipt, error) {
 	return c.send(ctx, signed, false)
 }
@@ -234,7 +235,7 @@ func (c *Client) SendAdvisory(ctx context.Context, signed []byte) (*protocol.Rec
 }
 
 func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*protocol.Receipt, error) {
-	actionID, groupID, issuedAt, err := commandIDs(signed)
+	put, err := queue.NewOutboxPut(signed)
 	if err != nil {
 		return nil, err
 	}
@@ -244,11 +245,11 @@ func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*proto
 	if !running {
 		return nil, ErrNotRunning
 	}
-	if err := c.cfg.Store.PutOutbox(actionID, signed); err != nil {
-		return nil, err
-	}
 	w := make(chan cmdResult, 1)
-	p := &pendingCmd{actionID: actionID, groupID: groupID, issuedAt: issuedAt, signed: slices.Clone(signed), waiters: []chan cmdResult{w}, advisory: advisory}
+	put.Signed = slices.Clone(signed)
+	p := &pendingCmd{actionID: put.ActionID, groupID: put.GroupID, typ: put.Type, issuedAt: put.IssuedAt, signed: put.Signed, waiters: []chan cmdResult{w}, advisory: advisory}
+	// Taken by the connection, p is recorded in the outbox with whatever
+	// else that turn commits, and sent only once that commit is durable.
 	select {
 	case c.cmds <- p:
 	case <-done:
@@ -262,23 +263,6 @@ func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*proto
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// commandIDs reads actionId, groupId and issuedAt of a signed Command.
-func commandIDs(signed []byte) (actionID, groupID string, issuedAt time.Time, err error) {
-	v, err := protocol.Parse(signed, protocol.DecodeOptions{})
-	if err != nil {
-		return "", "", time.Time{}, err
-	}
-	m, _ := v.(map[string]any)
-	actionID, _ = m["actionId"].(string)
-	if actionID == "" {
-		return "", "", time.Time{}, protocol.Errorf(protocol.CodeInvalidCommand, "a Command needs an actionId").At("/actionId")
-	}
-	groupID, _ = m["groupId"].(string)
-	s, _ := m["issuedAt"].(string)
-	issuedAt, _ = time.Parse(time.RFC3339Nano, s) // none: no freshness check
-	return actionID, groupID, issuedAt, nil
 }
 
 // Run connects and keeps the connection up until ctx ends (returns nil),
@@ -374,7 +358,7 @@ func (c *Client) pause(ctx context.Context, q *cmdQueue, d time.Duration) bool {
 		case <-t.C():
 			return true
 		case p := <-c.cmds:
-			q.add(p)
+			c.persist(q, p)
 		}
 	}
 }

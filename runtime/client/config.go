@@ -16,12 +16,12 @@ import (
 // Store is what the connection needs of the worker's durable store;
 // *queue.Store implements it.
 type Store interface {
-	Apply(batch []queue.Incoming) (queue.Result, error)
+	// Commit makes one turn of the session loop durable: events, outbox
+	// puts and removals in one transaction (queue.Store.Commit).
+	Commit(b queue.Batch) (queue.Result, error)
 	Cursor(groupID string) uint64
 	GroupIDs() []string
 	RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify func(map[string]any) error) (queue.Result, error)
-	PutOutbox(actionID string, signed []byte) error
-	AckOutbox(actionID string) error
 	Outbox() iter.Seq2[queue.OutboxEntry, error]
 }
 

@@ -41,14 +41,9 @@ func (s *session) dispatch(f inbound) error {
 	return nil
 }
 
-// apply hands a batch of events to the store and ACKs what became durable.
-func (s *session) apply(batch []queue.Incoming) error {
-	res, err := s.c.cfg.Store.Apply(batch)
-	if err != nil {
-		// Nothing of the batch is durable; reconnecting replays it from the
-		// durable cursors.
-		return fmt.Errorf("client: store: %w", err)
-	}
+// applied ACKs what a committed batch of events made durable and follows
+// up on the rest of its result.
+func (s *session) applied(batch []queue.Incoming, res queue.Result) error {
 	if err := s.ack(res.Cursors); err != nil {
 		return err
 	}
@@ -117,19 +112,11 @@ func (s *session) onReceipt(a *protocol.AckFrame) error {
 	return s.answer(p, cmdResult{receipt: a.Receipt})
 }
 
-// answer takes an answered Command out of the outbox, then wakes its
-// waiters.
+// answer takes an answered Command out of the queue; the turn's commit
+// takes it out of the outbox, then its waiters are woken.
 func (s *session) answer(p *pendingCmd, r cmdResult) error {
-	if err := s.c.cfg.Store.AckOutbox(p.actionID); err != nil {
-		if errors.Is(err, queue.ErrClosed) {
-			return err
-		}
-		s.c.log.Warn("outbox removal failed; the Command will be resent", "action", p.actionID, "err", err)
-	}
-	for _, w := range p.waiters {
-		deliver(w, r)
-	}
 	s.q.remove(p)
+	s.t.answers = append(s.t.answers, answered{p, r})
 	return nil
 }
 

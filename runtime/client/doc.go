@@ -21,16 +21,20 @@
 // Inbound frames are decoded and their signatures checked by a pool of
 // goroutines (decode.go), because verification is most of an event's cost;
 // they reach the session loop in arrival order all the same. The loop
-// takes the events already waiting into one store transaction (group
-// commit) and ACKs only the cursors that transaction made durable, so an
-// ACK is never ahead of the disk. A Group stuck on a gap for GapTimeout is
+// works in turns (turn.go): it takes everything already waiting (events
+// read, Commands handed to Send, receipts and errors answering Commands)
+// and commits it in one store transaction (group commit: queue.Store.Commit),
+// and only then ACKs the cursors that transaction made durable, writes the
+// Commands it recorded and wakes the senders whose Commands it took out of
+// the outbox. An ACK is never ahead of the disk, a Command never leaves
+// before it is in the outbox, and no step commits on its own. A Group stuck on a gap for GapTimeout is
 // re-subscribed from its cursor (the store drops the duplicates); a
 // CURSOR_TOO_OLD with a snapshot reference is restored through
 // FetchSnapshot.
 //
-// Send writes the Command to the outbox before the socket, so a crash or a
-// disconnect loses nothing: it is resent until answered, also after a
-// restart, unless its issuedAt is older than Config.Freshness: then it is
+// Send hands the Command to the loop, whose turn records it in the outbox
+// before the socket, so a crash or a disconnect loses nothing: it is
+// resent until answered, also after a restart, unless its issuedAt is older than Config.Freshness: then it is
 // never sent stale (spec 19), it leaves the outbox and Send returns
 // ErrStale for the sender to build it again. RATE_LIMITED and BACKPRESSURE pause only the Group concerned;
 // SendAdvisory returns them instead, so a refused message never holds back

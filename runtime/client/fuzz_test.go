@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
-	"github.com/missionweave/mwp-worker/queue"
 )
 
 func TestDecodeInbound(t *testing.T) {
@@ -58,7 +57,7 @@ func TestDecodeInbound(t *testing.T) {
 }
 
 // testSession is a session without a socket: frames it writes are captured.
-func testSession(t testing.TB, store *queue.Store) (*session, *[][]byte) {
+func testSession(t testing.TB, store Store) (*session, *[][]byte) {
 	t.Helper()
 	c, err := New(Config{
 		URL: "ws://127.0.0.1:1/mwp", AllowInsecureLoopback: true, AgentID: agentID, Key: agentKey, Store: store,
@@ -126,7 +125,9 @@ func FuzzInboundFrame(f *testing.F) {
 			}
 			return
 		}
-		_ = s.onItem(readItem{f: in})
+		if s.onItem(readItem{f: in}) == nil {
+			_ = s.finish()
+		}
 		for _, b := range *out {
 			var a protocol.AckFrame
 			if json.Unmarshal(b, &a) != nil || a.Type != protocol.FrameAck {

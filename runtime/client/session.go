@@ -63,6 +63,8 @@ type session struct {
 
 	timer   clock.Timer
 	timerAt time.Time
+
+	t turn // what this turn of the loop commits (turn.go)
 }
 
 // session dials, authenticates and serves one connection until it fails or
@@ -108,12 +110,14 @@ func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (
 		if err != nil {
 			return true, err
 		}
-		p := &pendingCmd{actionID: e.ActionID, groupID: e.GroupID, signed: e.Signed}
-		_, _, p.issuedAt, _ = commandIDs(e.Signed)
+		p := &pendingCmd{actionID: e.ActionID, groupID: e.GroupID, typ: e.Type, signed: e.Signed}
+		if put, err := queue.NewOutboxPut(e.Signed); err == nil {
+			p.issuedAt = put.IssuedAt
+		}
 		outbox = append(outbox, p)
 	}
 	q.sync(outbox)
-	if err := s.flush(); err != nil {
+	if err := s.finish(); err != nil {
 		return true, err
 	}
 	return true, s.loop(ctx)
@@ -195,7 +199,7 @@ func (s *session) hello() error {
 		case <-t.C():
 			return errors.New("client: no HELLO answer in time")
 		case p := <-c.cmds:
-			s.q.add(p)
+			c.persist(s.q, p)
 		case it := <-s.in:
 			switch {
 			case it.err != nil:
@@ -296,6 +300,10 @@ func (s *session) flush() error {
 	return nil
 }
 
+// loop serves the connection in turns: it waits for something to do,
+// takes with it everything else already waiting (drain), then commits
+// what the turn gathered in one store transaction and only then ACKs,
+// sends and answers (finish).
 func (s *session) loop(ctx context.Context) error {
 	for {
 		s.arm()
@@ -303,45 +311,50 @@ func (s *session) loop(ctx context.Context) error {
 		if s.timer != nil {
 			tc = s.timer.C()
 		}
+		var err error
 		select {
 		case <-ctx.Done():
 			return nil
 		case it := <-s.in:
-			if err := s.onItem(it); err != nil {
-				return err
-			}
+			err = s.onItem(it)
 		case p := <-s.c.cmds:
-			s.q.add(p)
-			if s.c.hookQueued != nil {
-				s.c.hookQueued(p.actionID)
-			}
-			if err := s.flush(); err != nil {
-				return err
-			}
+			s.take(p)
 		case <-s.c.kick:
-			for _, g := range s.c.wantedGroups() {
-				if !s.subscribed[g] {
-					if err := s.subscribe(g); err != nil {
-						return err
-					}
-				}
-			}
-			for g, after := range s.c.takeReplays() {
-				if err := s.subscribeFrom(g, min(after, s.c.cfg.Store.Cursor(g))); err != nil {
-					return err
-				}
-			}
+			err = s.onKick()
 		case r := <-s.snaps:
-			if err := s.restored(r); err != nil {
-				return err
-			}
+			err = s.restored(r)
 		case <-tc:
 			s.timerAt = time.Time{}
-			if err := s.tick(); err != nil {
+			err = s.tick()
+		}
+		if err == nil {
+			err = s.drain()
+		}
+		// Also after an error: a Command taken is recorded or answered,
+		// never left half done.
+		if ferr := s.finish(); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *session) onKick() error {
+	for _, g := range s.c.wantedGroups() {
+		if !s.subscribed[g] {
+			if err := s.subscribe(g); err != nil {
 				return err
 			}
 		}
 	}
+	for g, after := range s.c.takeReplays() {
+		if err := s.subscribeFrom(g, min(after, s.c.cfg.Store.Cursor(g))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // arm keeps one timer set for the earliest thing the loop must do on its
@@ -386,37 +399,16 @@ func (s *session) tick() error {
 			return err
 		}
 	}
-	return s.flush()
+	return nil // the turn's finish sends what a pause held back
 }
 
-// onItem handles one read item; consecutive EVENTs already waiting are
-// taken with it into one store transaction (group commit).
+// onItem handles one read item: an EVENT joins the turn's batch, any
+// other frame is handled at once.
 func (s *session) onItem(it readItem) error {
-	if it.isEvent() {
-		batch := []queue.Incoming{it.f.event}
-		var next *readItem
-	drain:
-		for len(batch) < s.c.cfg.MaxBatch {
-			select {
-			case nx := <-s.in:
-				if !nx.isEvent() {
-					next = &nx
-					break drain
-				}
-				batch = append(batch, nx.f.event)
-			default:
-				break drain
-			}
-		}
-		if err := s.apply(batch); err != nil {
-			return err
-		}
-		if next == nil {
-			return nil
-		}
-		it = *next
-	}
 	switch {
+	case it.isEvent():
+		s.t.events = append(s.t.events, it.f.event)
+		return nil
 	case it.err != nil:
 		return it.err
 	case it.bad != nil:

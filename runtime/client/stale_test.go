@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 	"time"
+
+	"github.com/missionweave/mwp-worker/queue"
 )
 
 func TestPendingStale(t *testing.T) {
@@ -26,9 +28,9 @@ func TestPendingStale(t *testing.T) {
 	}
 }
 
-func TestCommandIDsIssuedAt(t *testing.T) {
-	_, _, at, err := commandIDs([]byte(`{"actionId":"act-1","groupId":"grp-a","issuedAt":"2026-11-30T08:00:00.250Z"}`))
-	if err != nil || !at.Equal(time.Date(2026, 11, 30, 8, 0, 0, 250e6, time.UTC)) {
-		t.Fatalf("issuedAt %v, err %v", at, err)
+func TestOutboxPutIssuedAt(t *testing.T) {
+	p, err := queue.NewOutboxPut([]byte(`{"actionId":"act-1","groupId":"grp-a","issuedAt":"2026-11-30T08:00:00.250Z"}`))
+	if err != nil || !p.IssuedAt.Equal(time.Date(2026, 11, 30, 8, 0, 0, 250e6, time.UTC)) {
+		t.Fatalf("issuedAt %v, err %v", p.IssuedAt, err)
 	}
 }

@@ -21,7 +21,8 @@ type cmdResult struct {
 // pendingCmd is a Command in the outbox, known to the client.
 type pendingCmd struct {
 	actionID string
-	groupID  string    // "" for Organization-scoped Commands: never paused
+	groupID  string // "" for Organization-scoped Commands: never paused
+	typ      protocol.CommandType
 	issuedAt time.Time // zero: unknown (no freshness check)
 	signed   []byte
 	frameID  string // COMMAND frame on the current connection; "" = not sent
