@@ -25,16 +25,7 @@ func TestContextPackagesPublished(t *testing.T) {
 	cfg := r.coordinator("c1", "w1", "w2")
 	rec := &recorder{Authority: cfg.Authority}
 	cfg.Authority = rec
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
-	r.start("c1")
-	for _, w := range workers {
-		go w.run(ctx)
-	}
+	_, errc := r.launch(ctx, cfg, workers...)
 	go r.approve(ctx)
 	r.waitMission(protocol.MissionApproved, errc)
 	if err := <-errc; err != nil {

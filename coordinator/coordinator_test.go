@@ -24,16 +24,7 @@ func TestExamplePlansReachApproved(t *testing.T) {
 			caps := capsOf(r.plan)
 			workers := []*fakeWorker{r.worker("w1", caps, nil), r.worker("w2", caps, nil)}
 			cfg := r.coordinator("c1", "w1", "w2")
-			c, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errc := make(chan error, 1)
-			go func() { errc <- c.Run(ctx) }()
-			r.start("c1")
-			for _, w := range workers {
-				go w.run(ctx)
-			}
+			_, errc := r.launch(ctx, cfg, workers...)
 			go r.approve(ctx)
 			r.waitMission(protocol.MissionApproved, errc)
 			if err := <-errc; err != nil {

@@ -123,16 +123,7 @@ func TestReviewFailuresRetryPerPolicy(t *testing.T) {
 					return tc.check(n)
 				}
 			}
-			c, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errc := make(chan error, 1)
-			go func() { errc <- c.Run(ctx) }()
-			r.start("c1")
-			for _, w := range workers {
-				go w.run(ctx)
-			}
+			_, errc := r.launch(ctx, cfg, workers...)
 			go r.approve(ctx)
 			r.waitMission(tc.want, errc)
 			failed := r.counts(protocol.EvtWorkFailed)

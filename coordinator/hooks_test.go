@@ -67,14 +67,7 @@ func TestRulesFailInTheirStep(t *testing.T) {
 					}
 				}
 			}
-			c, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errc := make(chan error, 1)
-			go func() { errc <- c.Run(ctx) }()
-			r.start("c1")
-			go w.run(ctx)
+			_, errc := r.launch(ctx, cfg, w)
 			go r.approve(ctx)
 			r.waitMission(protocol.MissionApproved, errc)
 			mu.Lock()
@@ -114,14 +107,7 @@ func TestInputsPublishedBeforeTheOffer(t *testing.T) {
 			w := r.worker("w1", capsOf(p), nil)
 			cfg := r.coordinator("c1", "w1")
 			cfg.Inputs, cfg.RequireProvenance = []Input{in}, tc.provenance
-			c, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errc := make(chan error, 1)
-			go func() { errc <- c.Run(ctx) }()
-			r.start("c1")
-			go w.run(ctx)
+			_, errc := r.launch(ctx, cfg, w)
 			go r.approve(ctx)
 			r.waitMission(tc.want, errc)
 			draft := p.Stage("draft").WorkItemID
@@ -173,14 +159,7 @@ func TestReworkAnswersAChangeRequest(t *testing.T) {
 					return []plan.Stage{s}
 				}
 			}
-			c, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errc := make(chan error, 1)
-			go func() { errc <- c.Run(ctx) }()
-			r.start("c1")
-			go w.run(ctx)
+			_, errc := r.launch(ctx, cfg, w)
 			g := p.Mission.GroupID
 			submitted := 0 // the human asks for changes once, then approves
 			go follow(ctx, r.svc, g, func(ev *protocol.Event, _ any) {
@@ -259,13 +238,7 @@ func TestCardsReadAgainWhileAnItemWaits(t *testing.T) {
 	w := r.worker("w1", []protocol.Capability{{ID: "docs.translate", Version: "1.0.0"}}, nil)
 	cfg := r.coordinator("c1", "w1")
 	cfg.CardRefresh = 20 * time.Millisecond
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
-	r.start("c1")
+	_, errc := r.launch(ctx, cfg)
 	// Authorized, no one to offer it to.
 	r.waitItem(p.Stage("draft").WorkItemID, func(w group.WorkItem) bool { return w.State == protocol.WorkOpen }, errc)
 	card := protocol.AgentCard{AgentVersion: "0.2.0", OrganizationID: "org-1", DisplayName: "w1", Capabilities: capsOf(p), Roles: []protocol.Role{protocol.RoleWorker}, MaxConcurrency: 2}

@@ -422,3 +422,20 @@ func passingCheck(p *plan.Plan) func(context.Context, CheckRun) (CheckResult, er
 		return CheckResult{}, fmt.Errorf("no check %s in the plan", run.Name)
 	}
 }
+
+// launch starts a coordinator of cfg, then the rig's Mission ("c1" its
+// coordinator) and the workers; Run's result arrives on the channel.
+func (r *rig) launch(ctx context.Context, cfg Config, workers ...*fakeWorker) (*Coordinator, chan error) {
+	r.t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	r.start("c1")
+	for _, w := range workers {
+		go w.run(ctx)
+	}
+	return c, errc
+}
