@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,7 +27,9 @@ func TestPreemptionBoundaries(t *testing.T) {
 		name    string
 		groups  map[string]scheduler.GroupConfig
 		running []run
-		from    string // the candidate's Group
+		fixed   []string // running items that are not preemptible
+		queued  []string // Groups with a low item waiting (active, not running)
+		from    string   // the candidate's Group
 		ask     int64
 		want    string // victim; "" for none
 		across  bool   // the victim is of another Group: the fair-share floor rule applies
@@ -46,6 +49,18 @@ func TestPreemptionBoundaries(t *testing.T) {
 			groups:  map[string]scheduler.GroupConfig{"a": {Weight: 1}, "b": {Weight: 1}, "c": {Weight: 1}},
 			running: []run{{"b1", "b", scheduler.UrgencyLow, 0}, {"c1", "c", scheduler.UrgencyNormal, 0}, {"c2", "c", scheduler.UrgencyNormal, 10}},
 			from:    "a", ask: 200, want: "c2", across: true},
+		// Weights 1:2:1 on four slots: b holds its whole-slot share (2) and
+		// keeps it although its items rank lowest; c is above its share (1).
+		{name: "across Groups: a Group at its whole-slot share keeps it",
+			groups:  map[string]scheduler.GroupConfig{"a": {Weight: 1}, "b": {Weight: 2}, "c": {Weight: 1}},
+			running: []run{{"b1", "b", scheduler.UrgencyLow, 0}, {"b2", "b", scheduler.UrgencyLow, 10}, {"c1", "c", scheduler.UrgencyNormal, 0}, {"c2", "c", scheduler.UrgencyNormal, 10}},
+			from:    "a", ask: 200, want: "c2", across: true},
+		// Three Groups of weight 1 on three slots, b waiting: a holds exactly
+		// its share (one slot), so it takes none from c, which holds two.
+		{name: "across Groups: a candidate's Group at its share preempts no other",
+			groups:  map[string]scheduler.GroupConfig{"a": {Weight: 1}, "b": {Weight: 1}, "c": {Weight: 1}},
+			running: []run{{"a1", "a", scheduler.UrgencyNormal, 0}, {"c1", "c", scheduler.UrgencyNormal, 0}, {"c2", "c", scheduler.UrgencyNormal, 10}},
+			fixed:   []string{"a1"}, queued: []string{"b"}, from: "a", ask: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -58,11 +73,14 @@ func TestPreemptionBoundaries(t *testing.T) {
 				if d, ok := s.Next(at(0)); !ok || d.Item != "blocker" {
 					t.Fatalf("setup %d: %+v %v", i, d, ok)
 				}
-				must(t, s.Enqueue(scheduler.Item{ID: r.id, Group: r.group, Urgency: r.urgency, Preemptible: true, Estimate: est(100_000)}, at(0)))
+				must(t, s.Enqueue(scheduler.Item{ID: r.id, Group: r.group, Urgency: r.urgency, Preemptible: !slices.Contains(tc.fixed, r.id), Estimate: est(100_000)}, at(0)))
 				must(t, s.Finish("blocker", at(r.start)))
 				if d, ok := s.Next(at(r.start)); !ok || d.Item != r.id {
 					t.Fatalf("setup: %+v %v, want %s started at %d", d, ok, r.id, r.start)
 				}
+			}
+			for _, g := range tc.queued {
+				must(t, s.Enqueue(scheduler.Item{ID: "waiting-" + g, Group: g, Urgency: scheduler.UrgencyLow, Estimate: est(100)}, at(tc.ask-1)))
 			}
 			must(t, s.Enqueue(scheduler.Item{ID: "c", Group: tc.from, Urgency: scheduler.UrgencyCritical, Estimate: est(100)}, at(tc.ask-1)))
 			p, ok := s.Preempt(at(tc.ask))
