@@ -53,10 +53,10 @@ func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisc
 	}
 }
 
-// unknownCritical lists the critical extensions of the event that carried
-// the item's contract that this worker does not interpret. A contract
-// restored from a snapshot has no event, so nothing to list.
-func (e *engine) unknownCritical(k itemKey, en queue.Entry) []string {
+// offerExtensions are the extensions of the event that carried the item's
+// contract (the offer, or the revision); nil for a contract restored from
+// a snapshot, which keeps none.
+func (e *engine) offerExtensions(k itemKey, en queue.Entry) protocol.Extensions {
 	raw, err := e.store.Event(k.group, en.ContractSeq)
 	if err != nil {
 		return nil
@@ -67,8 +67,14 @@ func (e *engine) unknownCritical(k itemKey, en queue.Entry) []string {
 	if json.Unmarshal(raw, &ev) != nil {
 		return nil
 	}
+	return ev.Extensions
+}
+
+// unknownCritical lists the critical extensions of the event that carried
+// the item's contract that this worker does not interpret.
+func (e *engine) unknownCritical(k itemKey, en queue.Entry) []string {
 	var out []string
-	for uri, x := range ev.Extensions {
+	for uri, x := range e.offerExtensions(k, en) {
 		if x.Critical && !protocol.KnownExtension(uri) && !slices.Contains(e.cfg.Extensions, uri) {
 			out = append(out, uri)
 		}

@@ -129,7 +129,7 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		idx, err = e.pool.Start(slots.Assignment{
 			GroupID: it.key.group, MissionID: mission, WorkItemID: it.key.id, OwnershipEpoch: en.OwnershipEpoch,
 			LeaseID: l.LeaseID, LeaseExpiresAt: l.ExpiresAt.Time, Contract: contract,
-			Context: e.contextFor(it.key.group, it.key.id), CitedEvents: e.citedEvents,
+			Context: e.contextFor(it.key.group, it.key.id), CitedEvents: e.citedEvents, Extensions: e.offerExtensions(it.key, en),
 			Credentials:   slots.Credentials{Token: leaseToken(e.secret, l.LeaseID, l.ExpiresAt.Time), ExpiresAt: l.ExpiresAt.Time},
 			PriorAttempts: en.Attempts,
 		})

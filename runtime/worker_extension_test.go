@@ -8,7 +8,9 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/slots"
 )
 
 const gpuURI = "urn:example:ext:gpu"
@@ -63,7 +65,7 @@ func (k *wkit) offerWithGPU(id string) {
 func TestWorkerRefusesOfferOfUnknownCriticalExtension(t *testing.T) {
 	for _, knows := range []bool{false, true} {
 		k := newWKitPinned(t, 2*time.Minute, nil, registerGPU(t))
-		h := newStepHandler(1)
+		h := &extHandler{got: make(chan protocol.Extensions, 1)}
 		cfg := k.workerConfig("w1", t.TempDir(), h, 1)
 		if knows {
 			cfg.Extensions = []string{gpuURI}
@@ -78,7 +80,15 @@ func TestWorkerRefusesOfferOfUnknownCriticalExtension(t *testing.T) {
 			if !a.Accepted {
 				t.Fatalf("a worker that interprets the profile refused: %+v", a.Rejection)
 			}
-			k.until("queued or running", func() bool { s := k.state("wi-1"); return s == protocol.WorkQueued || s == protocol.WorkActive }, tw)
+			// The handler gets the offer's extension data.
+			select {
+			case got := <-h.got:
+				if e := got[gpuURI]; !e.Critical || string(e.Data) != `{"model":"L4"}` {
+					t.Fatalf("the handler got extensions %+v", got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler never ran")
+			}
 		} else {
 			if a.Accepted || a.Rejection.Reason != protocol.RejectCapability || !strings.Contains(a.Rejection.Detail, gpuURI) {
 				t.Fatalf("admission %+v, want a capability refusal naming %s", a, gpuURI)
@@ -90,5 +100,25 @@ func TestWorkerRefusesOfferOfUnknownCriticalExtension(t *testing.T) {
 		if err := tw.stop(t); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// extHandler hands the run's extensions to the test and completes.
+type extHandler struct{ got chan protocol.Extensions }
+
+func (h *extHandler) Capability() protocol.Capability {
+	return protocol.Capability{ID: "code.implement", Version: "1.2.0"}
+}
+
+func (h *extHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
+	h.got <- w.Extensions()
+	if _, err := w.Checkpoint(ctx, []byte("0"), checkpoint.Meta{Phase: "start"}); err != nil {
+		return slots.Result{}, err
+	}
+	select { // until the test stops the worker
+	case <-w.PreemptRequested():
+		return slots.Result{}, slots.ErrPreempted
+	case <-ctx.Done():
+		return slots.Result{}, ctx.Err()
 	}
 }

@@ -172,7 +172,7 @@ func (e Exec) Run(ctx context.Context, w *Work) (Result, error) {
 
 func startMessage(w *Work) (startMsg, error) {
 	s := w.Slot()
-	m := startMsg{Type: "start", Protocol: ExecProtocol, Contract: w.Contract(), Context: w.Context(),
+	m := startMsg{Type: "start", Protocol: ExecProtocol, Contract: w.Contract(), Context: w.Context(), Extensions: w.Extensions(),
 		Slot: slotMsg{GroupID: s.GroupID, MissionID: s.MissionID, WorkItemID: s.WorkItemID,
 			OwnershipEpoch: s.OwnershipEpoch, LeaseID: s.LeaseID, Attempt: w.Attempt()}}
 	if len(m.Context) == 0 {

@@ -283,12 +283,14 @@ func TestStartMessage(t *testing.T) {
 	e := newEnv(t, 1)
 	var got startMsg
 	a := execAssignment("l1", `{"k":[1,2]}`)
+	a.Extensions = protocol.Extensions{"urn:example:ext:gpu": {Critical: true, Data: json.RawMessage(`{"model":"L4"}`)}}
 	runWith(t, e, a, func(ctx context.Context, w *Work) (Result, error) {
 		var err error
 		got, err = startMessage(w)
 		return Result{}, err
 	})
-	if string(got.Context) != string(a.Context) || got.Contract.Notes != `{"k":[1,2]}` || got.Slot.LeaseID != "l1" || got.Protocol != ExecProtocol || got.Resume != nil {
+	if string(got.Context) != string(a.Context) || got.Contract.Notes != `{"k":[1,2]}` || got.Slot.LeaseID != "l1" || got.Protocol != ExecProtocol || got.Resume != nil ||
+		string(got.Extensions["urn:example:ext:gpu"].Data) != `{"model":"L4"}` {
 		t.Fatalf("start %+v", got)
 	}
 }

@@ -225,7 +225,9 @@ type (
 		Slot     slotMsg               `json:"slot"`
 		Contract protocol.WorkContract `json:"contract"`
 		Context  json.RawMessage       `json:"context"`
-		Resume   *resumeMsg            `json:"resume"`
+		// Extensions are the offer's (Work.Extensions), absent when none.
+		Extensions protocol.Extensions `json:"extensions,omitzero"`
+		Resume     *resumeMsg          `json:"resume"`
 	}
 	slotMsg struct {
 		GroupID        string `json:"groupId"`

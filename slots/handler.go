@@ -139,6 +139,10 @@ type Assignment struct {
 	// the worker's membership allows (the runtime: queue.Store.CitedEvents);
 	// nil when the host offers none.
 	CitedEvents func(ctx context.Context, r protocol.EventRange, max int) ([]json.RawMessage, error)
+	// Extensions are the extensions the offer (or the contract revision)
+	// carried, as the authority relayed them (spec 18): the data of the
+	// profiles this worker interprets.
+	Extensions  protocol.Extensions
 	Credentials Credentials
 	// Attempts already made in earlier runs (WorkItem.attempts); the
 	// retry policy counts from there.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -140,7 +141,7 @@ func (p *Pool) Start(a Assignment) (int, error) {
 		pool: p, handler: h, contract: contract, budgets: a.Contract.Budgets,
 		retry: a.Contract.RetryPolicy, deadline: a.Contract.Deadline.Time,
 		allowedTools: set(a.Contract.AllowedTools), allowedOps: set(a.Contract.AllowedOperations),
-		ctxPkg: append([]byte(nil), a.Context...), cited: a.CitedEvents, startedAt: now,
+		ctxPkg: append([]byte(nil), a.Context...), cited: a.CitedEvents, exts: maps.Clone(a.Extensions), startedAt: now,
 		preempt: make(chan struct{}), wake: make(chan struct{}, 1),
 		leaseExpires: a.LeaseExpiresAt, creds: a.Credentials, prior: a.PriorAttempts,
 	}

@@ -27,6 +27,7 @@ type run struct {
 	allowedTools map[string]bool
 	allowedOps   map[string]bool
 	ctxPkg       []byte
+	exts         protocol.Extensions
 	cited        func(ctx context.Context, r protocol.EventRange, max int) ([]json.RawMessage, error)
 	workdir      string
 	startedAt    time.Time

@@ -47,6 +47,10 @@ func (w *Work) Contract() protocol.WorkContract {
 // Context returns a copy of the WorkItem's Context Package (JSON, or nil).
 func (w *Work) Context() []byte { return bytes.Clone(w.r.ctxPkg) }
 
+// Extensions returns the extensions the item's offer carried, by profile
+// URI (spec 18); nil when it carried none.
+func (w *Work) Extensions() protocol.Extensions { return maps.Clone(w.r.exts) }
+
 // MaxCitedEvents bounds one CitedEvents answer.
 const MaxCitedEvents = 256
 
