@@ -89,6 +89,8 @@ class Slot:
         self.slot = start["slot"]
         self.contract = start["contract"]
         self.context = start.get("context")
+        # The offer's extensions by profile URI: {"critical": bool, "data": ...}.
+        self.extensions = start.get("extensions") or {}
         self.resume = start.get("resume")
         self.resume_state = _unb64(self.resume["state"]) if self.resume else None
 

@@ -87,8 +87,14 @@ class SlotTest(unittest.TestCase):
         s = mwpslot.Slot(h.prog_in, h.prog_out)
         self.assertEqual(s.slot["workItemId"], "wi-1")
         self.assertEqual(s.context, {"k": 1})
+        self.assertEqual(s.extensions, {})
         self.assertEqual(s.resume_state, b"step 2")
         self.assertEqual(s.input_names(), ["spec"])
+
+    def test_extensions(self):
+        h = Host(dict(START, extensions={"urn:example:ext:gpu": {"critical": True, "data": {"model": "L4"}}}))
+        s = mwpslot.Slot(h.prog_in, h.prog_out)
+        self.assertEqual(s.extensions["urn:example:ext:gpu"]["data"], {"model": "L4"})
 
     def test_first_message_must_be_start(self):
         h = Host({"type": "preempt", "reason": "preempt"})
