@@ -98,8 +98,8 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if grant != nil {
 		s.consumeGrant(c, gs, grant, &p)
 	}
-	if near != nil {
-		s.tellSoftLimit(c, gs, near, &p)
+	for i := range near {
+		s.tellSoftLimit(c, gs, &near[i], &p)
 	}
 	p.leases = append(p.leases, s.trackLeases(gs, p.drafts, c.now)...)
 	if err := s.issueTokens(gs, p.drafts); err != nil {

@@ -147,8 +147,9 @@ func policyOf(err error) string {
 }
 
 // checkPolicy applies the limits that depend on the command and Group.
-// For a counted limit it also returns the count the command would raise.
-func (s *Service) checkPolicy(c *call, gs *groupState) (*count, error) {
+// It also returns the counted limits the command brings to their soft
+// threshold; every limit is checked before any is returned.
+func (s *Service) checkPolicy(c *call, gs *groupState) ([]count, error) {
 	switch c.cmd.Type {
 	case protocol.CmdMessagePost:
 		if err := s.rates.allow(c.cmd.Actor, c.now); err != nil {
@@ -165,22 +166,23 @@ func (s *Service) checkPolicy(c *call, gs *groupState) (*count, error) {
 			return nil, policyError(protocol.CodeAuthForbidden, PolicyDelegationDepth, "delegation depth %d exceeds the policy's %d", depth, max).At("/payload/parentDelegationId")
 		}
 	}
+	var near []count
 	for _, n := range countsFor(c, gs) {
 		n.max = s.cfg.Policy.limit(n.policy)
 		if n.n >= n.max {
 			return nil, policyError(protocol.CodeAuthForbidden, n.policy, "group %s has %d %s, the policy allows %d", gs.id, n.n, n.what, n.max)
 		}
 		if soft := s.cfg.Policy.soft(n.max); soft > 0 && n.n+1 == soft {
-			return &n, nil
+			near = append(near, n)
 		}
 	}
-	return nil, nil
+	return near, nil
 }
 
 // policyGate runs checkPolicy, letting a matching grant override the
 // exceeded policy. It returns the grant to consume, if any.
-// near is a counted limit the command brings to its soft threshold.
-func (s *Service) policyGate(c *call, gs *groupState) (grant *grantRecord, near *count, err error) {
+// near are the counted limits the command brings to their soft threshold.
+func (s *Service) policyGate(c *call, gs *groupState) (grant *grantRecord, near []count, err error) {
 	if id := c.cmd.CooperationOverrideGrantID; id != "" {
 		if grant, err = s.matchGrant(c, gs, id); err != nil {
 			return nil, nil, err

@@ -220,3 +220,22 @@ func TestDecompositionKey(t *testing.T) {
 		}
 	}
 }
+
+// A command that brings one limit to its soft threshold is still held to
+// every other: here the fourth duplicate reaches the open-items notice
+// (⌈0.8 × 5⌉ = 4) and is refused by the duplicate limit (3).
+func TestCountedPolicyAllLimitsChecked(t *testing.T) {
+	k := newSvc(t)
+	k.s.cfg.Policy.MaxOpenWorkItems, k.s.cfg.Policy.MaxDuplicateWorkItems = 5, 3
+	for i := 1; i <= 3; i++ {
+		must(t, k.authorizeGoal(itemID(i), "the same work"))
+	}
+	err := k.authorizeGoal(itemID(4), "the same work")
+	if protocol.CodeOf(err) != protocol.CodeAuthForbidden || policyOf(err) != PolicyDuplicateWork {
+		t.Fatalf("fourth duplicate: %v, want AUTH_FORBIDDEN naming %s", err, PolicyDuplicateWork)
+	}
+	must(t, k.authorizeGoal(itemID(4), "other work"))
+	if n := softNotices(t, k); len(n) != 2 || n[0].Policy != PolicyDuplicateWork || n[1].Policy != PolicyOpenWorkItems {
+		t.Fatalf("notices %+v, want the duplicate one (third) and the open one (fourth item)", n)
+	}
+}
