@@ -109,7 +109,8 @@
 // or {kind: "schedule.disclosure", groupId, workItemId, ...ScheduleDisclosure}
 // or {kind: "contract.ambiguity", groupId, workItemId, offerId,
 // contractRevision, questions} — the questions a handler that implements
-// slots.Clarifier raised about an offered contract (spec 10.1: an
+// slots.Clarifier or slots.OfferClarifier (asked off the loop: an
+// external program, --handler-clarify) raised about an offered contract (spec 10.1: an
 // essential ambiguity is raised before acceptance; the offer is not
 // accepted, and only a new offer or revision is judged again);
 // the same object rides as the non-critical command extension

@@ -261,6 +261,27 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		e.noticeAmbiguity(k, en, qs, now)
 		return
 	}
+	if len(e.unknownCritical(k, en)) == 0 { // refused below without asking
+		qs, err, ready := e.askedAbout(k, en, contract)
+		switch {
+		case !ready:
+			return // judged when the handlers answer
+		case err != nil:
+			// The reason stays in the worker's log: a program's stderr is
+			// not for the Group.
+			rej := protocol.AdmissionRejection{Reason: protocol.RejectCapability, Detail: "the handler could not be asked about the contract (the worker's log says why)"}
+			e.log.Warn("offer refused: asking the handler about the contract failed", "item", k.sched(), "offer", en.Offer.OfferID, "err", err)
+			e.refused[k] = refusal{offerID: en.Offer.OfferID, reason: rej.Reason, capacity: e.freed}
+			e.noticeRefusal(k, en, rej, now)
+			return
+		case len(qs) > 0:
+			e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
+				"contractRevision", en.ContractRevision, "questions", qs)
+			e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
+			e.noticeAmbiguity(k, en, qs, now)
+			return
+		}
+	}
 	e.ensureGroup(k.group)
 	in := e.admissionInput(k, en, contract, now)
 	it := &item{key: k, phase: phAccepting, offerID: en.Offer.OfferID, missionID: en.MissionID, hold: true}

@@ -3,7 +3,11 @@ package slots
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 var lineSeeds = []string{
@@ -72,4 +76,41 @@ func TestDecodeLineSeeds(t *testing.T) {
 	if ok != 16 {
 		t.Fatalf("%d of the seeds decoded, want the 16 valid ones", ok)
 	}
+}
+
+// The decoder of a program's clarification never panics, refuses only with
+// a PROTOCOL_VIOLATION, and what it accepts is within the bounds and
+// survives a round trip.
+func FuzzDecodeClarification(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"clarification","questions":[]}`,
+		`{"type":"clarification","questions":["which branch?","which file?"]}`,
+		`{"type":"clarification","questions":[""]}`,
+		`{"type":"clarification"}`,
+		`{"type":"clarification","questions":null}`,
+		`{"type":"result","questions":[]}`,
+		`{"type":"clarification","questions":["a"],"x":1}`,
+		`{"type":"clarification","questions":["\ud800"]}`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		qs, err := decodeClarification(line)
+		if err != nil {
+			var pe *protocol.Error
+			if qs != nil || !errors.As(err, &pe) || pe.Code != protocol.CodeProtocolViolation {
+				t.Fatalf("refusal %v (questions %q)", err, qs)
+			}
+			return
+		}
+		if qs == nil || len(qs) > MaxClarifyQuestions {
+			t.Fatalf("accepted %d questions", len(qs))
+		}
+		again, _ := json.Marshal(clarificationMsg{Type: "clarification", Questions: qs})
+		qs2, err := decodeClarification(again)
+		if err != nil || strings.Join(qs2, "\x00") != strings.Join(qs, "\x00") {
+			t.Fatalf("round trip of %s: %q, %v", again, qs2, err)
+		}
+	})
 }

@@ -32,7 +32,7 @@ func TestSplitCommand(t *testing.T) {
 }
 
 func TestHandlersFromArgs(t *testing.T) {
-	hs, err := handlersFrom([]string{`lint@2.1.0=/bin/sh -c 'echo a,b'`}, nil, demoHandler{}, slog.New(slog.DiscardHandler))
+	hs, err := handlersFrom([]string{`lint@2.1.0=/bin/sh -c 'echo a,b'`}, nil, nil, demoHandler{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,5 +45,35 @@ func TestHandlersFromArgs(t *testing.T) {
 	}
 	if got := splitList([]string{"a=/x 1,2\nb=/y"}, "\n"); !slices.Equal(got, []string{"a=/x 1,2", "b=/y"}) {
 		t.Fatalf("handlers %q", got)
+	}
+}
+
+// --handler-clarify makes the named capability's program a ClarifyingExec;
+// a name no --handler-exec provides is refused.
+func TestHandlersFromClarify(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	hs, err := handlersFrom([]string{"lint=/bin/sh", "fmt=/bin/sh"}, []string{"fmt"}, nil, demoHandler{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hs[0].(slots.Exec); !ok {
+		t.Fatalf("lint is %T", hs[0])
+	}
+	if c, ok := hs[1].(slots.ClarifyingExec); !ok || c.Cap.ID != "fmt" || c.Path != "/bin/sh" {
+		t.Fatalf("fmt is %T %+v", hs[1], hs[1])
+	}
+	if _, ok := hs[1].(slots.OfferClarifier); !ok {
+		t.Fatal("a ClarifyingExec is not an OfferClarifier")
+	}
+	for _, tc := range []struct {
+		specs, clarify []string
+	}{
+		{[]string{"lint=/bin/sh"}, []string{"fmt"}},
+		{nil, []string{"fmt"}},
+	} {
+		_, err := handlersFrom(tc.specs, tc.clarify, nil, demoHandler{}, log)
+		if err == nil || err.Error() != "--handler-clarify fmt: no --handler-exec provides it" {
+			t.Errorf("%q %q: err %v", tc.specs, tc.clarify, err)
+		}
 	}
 }

@@ -76,6 +76,7 @@ func Command(opts Options) *cli.Command {
 			&cli.StringSliceFlag{Name: "group", Usage: "Group to subscribe at start (optional: the authority tells the worker its Groups, also those it joins later; repeatable, or comma-separated; retried until the agent is a member)", Sources: cli.EnvVars("MWP_GROUPS")},
 			&cli.IntFlag{Name: "slots", Usage: "execution slots, the Agent Card's maxConcurrency", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
 			handlerExecFlag(),
+			handlerClarifyFlag(),
 			&cli.StringFlag{Name: "enrollment", Usage: "write this agent's signed agent_card_register to FILE and exit"},
 			&cli.DurationFlag{Name: "enrollment-valid", Usage: "how long the --enrollment document stays acceptable to the authority (at most 24h)", Value: protocol.DefaultEnrollmentValidity, Sources: cli.EnvVars("MWP_ENROLLMENT_VALID")},
 			&cli.DurationFlag{Name: "demo-step", Usage: "how long each step of the built-in demo handler takes", Value: 100 * time.Millisecond, Sources: cli.EnvVars("MWP_DEMO_STEP")},
@@ -105,9 +106,9 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	if !ok {
 		return fail("--key: key id %q is not an agent key (agent:<id>#<name>)", key.KeyID)
 	}
-	handlers, err := handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), opts.Handlers, demoHandler{agentID: agentID, step: cmd.Duration("demo-step")}, log)
+	handlers, err := HandlersOf(cmd, opts.Handlers, agentID, cmd.Duration("demo-step"), log)
 	if err != nil {
-		return fail("--handler-exec: %v", err)
+		return fail("%v", err)
 	}
 	if n := cmd.Int("slots"); n < 1 {
 		return fail("--slots must be at least 1")
@@ -226,6 +227,11 @@ func handlerExecFlag() cli.Flag {
 	return &cli.StringSliceFlag{Name: "handler-exec", Usage: "external handler `CAP=PATH [ARG...]`, CAP as ID or ID@VERSION; arguments split as a shell would, without one (repeatable; MWP_HANDLER_EXEC: one per line)", Sources: cli.EnvVars("MWP_HANDLER_EXEC")}
 }
 
+// handlerClarifyFlag is --handler-clarify, read by handlersFrom (run and up).
+func handlerClarifyFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "handler-clarify", Usage: "ask the --handler-exec program of capability `ID` about each offered contract before accepting it (the clarify message of mwp-slot/1, slots/EXTERNAL.md; at most 10 s each); its questions are raised in the WorkItem's conversation and the offer is not accepted (repeatable)"}
+}
+
 // agentOfKey reads <id> from an agent key id agent:<id>#<name>.
 func agentOfKey(keyID string) (string, bool) {
 	rest, ok := strings.CutPrefix(keyID, "agent:")
@@ -238,22 +244,29 @@ func agentOfKey(keyID string) (string, bool) {
 
 // handlersFrom builds the external handlers after the embedder's own, or,
 // with neither, the demo handler.
-func handlersFrom(specs []string, own []slots.Handler, demo demoHandler, log *slog.Logger) ([]slots.Handler, error) {
+func handlersFrom(specs, clarify []string, own []slots.Handler, demo demoHandler, log *slog.Logger) ([]slots.Handler, error) {
 	if len(specs) == 0 && len(own) == 0 {
+		if len(clarify) > 0 {
+			return nil, fmt.Errorf("--handler-clarify %s: no --handler-exec provides it", clarify[0])
+		}
 		return []slots.Handler{demo}, nil
 	}
 	hs := append([]slots.Handler(nil), own...)
+	asked, provided := map[string]bool{}, map[string]bool{}
+	for _, id := range clarify {
+		asked[id] = true
+	}
 	for _, s := range specs {
 		capSpec, command, ok := strings.Cut(s, "=")
 		if !ok || capSpec == "" || command == "" {
-			return nil, fmt.Errorf("%q: want CAP=PATH [ARG...]", s)
+			return nil, fmt.Errorf("--handler-exec: %q: want CAP=PATH [ARG...]", s)
 		}
 		argv, err := splitCommand(command)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %v", s, err)
+			return nil, fmt.Errorf("--handler-exec: %q: %v", s, err)
 		}
 		if len(argv) == 0 {
-			return nil, fmt.Errorf("%q: want CAP=PATH [ARG...]", s)
+			return nil, fmt.Errorf("--handler-exec: %q: want CAP=PATH [ARG...]", s)
 		}
 		path := argv[0]
 		id, version, hasVersion := strings.Cut(capSpec, "@")
@@ -261,16 +274,27 @@ func handlersFrom(specs []string, own []slots.Handler, demo demoHandler, log *sl
 			version = "1.0.0"
 		}
 		if !slots.VersionSatisfies(version, version) {
-			return nil, fmt.Errorf("%q: version %q is not MAJOR.MINOR.PATCH", s, version)
+			return nil, fmt.Errorf("--handler-exec: %q: version %q is not MAJOR.MINOR.PATCH", s, version)
 		}
 		abs, err := filepath.Abs(path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--handler-exec: %v", err)
 		}
 		if _, err := os.Stat(abs); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--handler-exec: %v", err)
 		}
-		hs = append(hs, slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Logger: log})
+		x := slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Logger: log}
+		provided[id] = true
+		if asked[id] {
+			hs = append(hs, slots.ClarifyingExec{Exec: x})
+			continue
+		}
+		hs = append(hs, x)
+	}
+	for _, id := range clarify {
+		if !provided[id] {
+			return nil, fmt.Errorf("--handler-clarify %s: no --handler-exec provides it", id)
+		}
 	}
 	return hs, nil
 }

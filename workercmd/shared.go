@@ -16,10 +16,14 @@ import (
 // HandlerExecFlag is run's --handler-exec flag.
 func HandlerExecFlag() cli.Flag { return handlerExecFlag() }
 
-// HandlersOf returns the handlers of cmd's --handler-exec values, then
-// own, then the built-in demo handler for agentID (one step of step).
+// HandlerClarifyFlag is run's --handler-clarify flag.
+func HandlerClarifyFlag() cli.Flag { return handlerClarifyFlag() }
+
+// HandlersOf returns the handlers of cmd's --handler-exec values (those
+// --handler-clarify names asked about offers too), then own, then the
+// built-in demo handler for agentID (one step of step).
 func HandlersOf(cmd *cli.Command, own []slots.Handler, agentID string, step time.Duration, log *slog.Logger) ([]slots.Handler, error) {
-	return handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), own, demoHandler{agentID: agentID, step: step}, log)
+	return handlersFrom(splitList(cmd.StringSlice("handler-exec"), "\n"), cmd.StringSlice("handler-clarify"), own, demoHandler{agentID: agentID, step: step}, log)
 }
 
 // AllOf is a health check that passes when every one of checks does.

@@ -53,6 +53,7 @@ func upCommand() *cli.Command {
 			"is terminated or cancelled (the reason on one line of stderr). Run again with the same --data to resume.",
 		Flags: append([]cli.Flag{
 			workercmd.HandlerExecFlag(),
+			workercmd.HandlerClarifyFlag(),
 			&cli.BoolFlag{Name: "auto-approve", Usage: "approve the Mission as its owner once it is submitted", Sources: cli.EnvVars("MWP_AUTO_APPROVE")},
 			&cli.StringFlag{Name: "data", Usage: "the data directory (authority, worker store, keys); default a new temporary directory, printed", Sources: cli.EnvVars("MWP_DATA")},
 			&cli.IntFlag{Name: "slots", Usage: "the worker's execution slots", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
@@ -85,7 +86,7 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 	}
 	handlers, err := workercmd.HandlersOf(cmd, nil, upWorker, 100*time.Millisecond, log)
 	if err != nil {
-		return fail("--handler-exec: %v", err)
+		return fail("%v", err)
 	}
 	if err := handlersCover(p, handlers); err != nil {
 		return fail("%v", err)

@@ -121,3 +121,63 @@ func TestUpRefusesWhatItCannotRun(t *testing.T) {
 		})
 	}
 }
+
+// `up --handler-clarify` asks the example handler about each offered
+// contract before the worker accepts it, in its own short run: a contract
+// it can act on runs to approval; one asking for an output it cannot write
+// gets its question raised and is not accepted.
+func TestUpHandlerClarify(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: the example handler cannot run")
+	}
+	bin := buildBinary(t)
+	handler, err := filepath.Abs("../../examples/handlers/echo-handler.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := string(mustRead(t, "../../examples/plans/echo-hello.yaml"))
+	ambiguous := strings.Replace(raw, "{name: echo, mediaType: application/json}", "{name: echo, mediaType: text/plain}", 1)
+	if ambiguous == raw {
+		t.Fatal("the ambiguous plan is the same as the example")
+	}
+	ambiguousPlan := filepath.Join(t.TempDir(), "ambiguous.yaml")
+	if err := os.WriteFile(ambiguousPlan, []byte(ambiguous), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("clear", func(t *testing.T) {
+		p := startProc(t, bin, "up", "../../examples/plans/echo-hello.yaml", "--auto-approve", "--data", t.TempDir(),
+			"--log-level", "debug", "--handler-exec", "echo.run="+handler, "--handler-clarify", "echo.run")
+		select {
+		case err := <-p.done:
+			p.done <- err
+			if err != nil {
+				t.Fatalf("up: %v\n%s", err, p.logs())
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("up did not end:\n%s", p.logs())
+		}
+		if !strings.Contains(p.logs(), "asking the handlers about an offered contract") || !strings.Contains(p.stdout(), "mission mis-echo-hello approved") {
+			t.Fatalf("not asked, or not approved:\n%s", p.logs())
+		}
+	})
+	t.Run("ambiguous", func(t *testing.T) {
+		p := startProc(t, bin, "up", ambiguousPlan, "--auto-approve", "--data", t.TempDir(),
+			"--handler-exec", "echo.run="+handler, "--handler-clarify", "echo.run")
+		want := "output echo is text/plain: echo writes only application/json"
+		deadline := time.Now().Add(2 * time.Minute)
+		for !strings.Contains(p.logs(), want) {
+			select {
+			case err := <-p.done:
+				t.Fatalf("up ended (%v) before the question:\n%s", err, p.logs())
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no question raised:\n%s", p.logs())
+			}
+		}
+		if strings.Contains(p.stdout(), "stage echo active") {
+			t.Fatalf("the ambiguous stage ran:\n%s", p.stdout())
+		}
+	})
+}

@@ -71,8 +71,20 @@ def progress(phase, done, nxt):
     }})
 
 
+def clarify(msg):
+    """Answers the clarify message (a worker run with --handler-clarify
+    echo.run asks before it accepts an offer): echo writes JSON only, so a
+    contract asking for any other output is one it cannot act on."""
+    questions = ["output %s is %s: echo writes only application/json; which output should hold the echo?" % (o.get("name"), o.get("mediaType"))
+                 for o in (msg.get("contract") or {}).get("requiredOutputs", []) if o.get("mediaType") != "application/json"]
+    send({"type": "clarification", "questions": questions})
+
+
 def main():
     start = recv()
+    if start.get("type") == "clarify" and start.get("protocol") == "mwp-slot/1":
+        clarify(start)
+        return
     if start.get("type") != "start" or start.get("protocol") != "mwp-slot/1":
         send({"type": "fail", "reason": "unexpected first message", "permanent": True})
         return

@@ -74,7 +74,7 @@ class Slot:
     None).
     """
 
-    def __init__(self, infd=None, out=None):
+    def __init__(self, infd=None, out=None, first=None):
         self._fd = sys.stdin.fileno() if infd is None else infd
         self._out = sys.stdout if out is None else out
         self._buf = b""
@@ -82,7 +82,7 @@ class Slot:
         self.finished = False
         self.preempt_reason = None  # "preempt" or "leaseLost" once asked
         self.notices = []  # errors about progress or charge, as SlotError
-        start = self._read(block=True)
+        start = self._read(block=True) if first is None else first
         if start.get("type") != "start" or start.get("protocol") != PROTOCOL:
             raise PermanentError("the first message is not a %s start: %r" % (PROTOCOL, start.get("type")))
         self.start = start
@@ -316,10 +316,27 @@ def evidence_for(contract, subject, producer, checks):
     return out
 
 
-def main(handler, infd=None, out=None):
-    """Runs handler(slot) and makes sure the run ends with one final message."""
+def main(handler, infd=None, out=None, clarify=None):
+    """Runs handler(slot) and makes sure the run ends with one final message.
+
+    clarify, when given, answers the clarify message a worker started with
+    --handler-clarify sends about an offered contract before accepting it
+    (slots/EXTERNAL.md): clarify(contract, offer, extensions) returns the
+    questions the handler cannot act on without guessing, [] for none.
+    A program asked to clarify without one exits 1: the worker then
+    refuses the offer and its log says why.
+    """
+    fd = sys.stdin.fileno() if infd is None else infd
+    out = sys.stdout if out is None else out
     try:
-        slot = Slot(infd, out)
+        first = _read_first(fd)
+    except Closed:
+        return
+    if first.get("type") == "clarify":
+        _answer_clarify(first, out, clarify)
+        return
+    try:
+        slot = Slot(fd, out, first=first)
     except Closed:
         return
     try:
@@ -334,3 +351,25 @@ def main(handler, infd=None, out=None):
     except Exception as e:
         if not slot.finished:
             slot.fail("%s: %s" % (type(e).__name__, e))
+
+
+def _read_first(fd):
+    buf = b""
+    while b"\n" not in buf:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise Closed("the host closed stdin")
+        buf += chunk
+    return json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
+
+
+def _answer_clarify(msg, out, clarify):
+    if msg.get("protocol") != PROTOCOL:
+        sys.stderr.write("clarify: not %s: %r\n" % (PROTOCOL, msg.get("protocol")))
+        sys.exit(1)
+    if clarify is None:
+        sys.stderr.write("clarify: this handler does not answer clarify (pass clarify= to mwpslot.main)\n")
+        sys.exit(1)
+    questions = [str(q) for q in (clarify(msg["contract"], msg["offer"], msg.get("extensions") or {}) or [])]
+    out.write(json.dumps({"type": "clarification", "questions": questions}, separators=(",", ":"), ensure_ascii=False) + "\n")
+    out.flush()

@@ -76,6 +76,20 @@ class Host:
         t.start()
         return t
 
+    def run_with(self, handler, clarify, exits=None):
+        """Runs mwpslot.main(handler, clarify=clarify) in a thread; a
+        SystemExit's code goes to exits."""
+        def target():
+            try:
+                mwpslot.main(handler, self.prog_in, self.prog_out, clarify=clarify)
+            except SystemExit as e:
+                exits.append(e.code)
+            finally:
+                self.prog_out.close()
+        t = threading.Thread(target=target, daemon=True)
+        t.start()
+        return t
+
 
 class SlotTest(unittest.TestCase):
     def tearDown(self):
@@ -279,6 +293,34 @@ class SlotTest(unittest.TestCase):
                 t.join(10)
                 with self.assertRaises(EOFError):
                     h.recv()  # nothing after the final message
+
+    def test_clarify(self):
+        offer = {"groupId": "grp-a", "missionId": "mis-a", "workItemId": "wi-1", "offerId": "off-1"}
+        msg = {"type": "clarify", "protocol": mwpslot.PROTOCOL, "offer": offer,
+               "contract": {"goal": "fix it"}}
+
+        def clarify(contract, got_offer, extensions):
+            self.assertEqual((got_offer, extensions), (offer, {}))
+            return [] if "branch" in contract["goal"] else ["which branch?"]
+        for goal, want in (("fix it", ["which branch?"]), ("fix it on branch main", [])):
+            with self.subTest(goal):
+                h = Host(start=dict(msg, contract={"goal": goal}))
+                ran = []
+                t = h.run_with(lambda s: ran.append(s), clarify)
+                self.assertEqual(h.recv(), {"type": "clarification", "questions": want})
+                t.join(10)
+                with self.assertRaises(EOFError):
+                    h.recv()  # one line, then the program is done
+                self.assertEqual(ran, [])  # never a run
+
+    def test_clarify_without_a_function_exits_1(self):
+        h = Host(start={"type": "clarify", "protocol": mwpslot.PROTOCOL, "offer": {}, "contract": {}})
+        codes = []
+        t = h.run_with(lambda s: None, None, codes)
+        t.join(10)
+        self.assertEqual(codes, [1])
+        with self.assertRaises(EOFError):
+            h.recv()
 
     def test_closed_stdin_ends_quietly(self):
         h = Host()
