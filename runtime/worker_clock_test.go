@@ -1,11 +1,14 @@
 package runtime
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/slots"
 )
 
 // The authority's clock jumps forward past a running item's lease: the
@@ -173,5 +176,54 @@ func (k *wkit) pacedAdvance(d time.Duration) func() {
 		}
 		last = time.Now()
 		k.fc.Advance(d)
+	}
+}
+
+// failAtRelease fails its run as soon as the test releases it.
+type failAtRelease struct{ release chan struct{} }
+
+func (h failAtRelease) Capability() protocol.Capability {
+	return protocol.Capability{ID: "code.implement", Version: "1.2.0"}
+}
+
+func (h failAtRelease) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
+	select {
+	case <-h.release:
+		return slots.Result{}, errors.New("the tool crashed")
+	case <-ctx.Done():
+		return slots.Result{}, ctx.Err()
+	}
+}
+
+// A run that fails just as its lease ends by the worker's clock sends no
+// work.fail, even to an authority whose clock is behind and would take it.
+func TestWorkerFailAfterItsLeaseSendsNothing(t *testing.T) {
+	k := newWKit(t)
+	h := failAtRelease{release: make(chan struct{})}
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	last := k.auth.Service.LastSequence("grp-a")
+	clockJump{by: 3 * time.Minute}.apply(k)
+	close(h.release)
+	k.waitFor("the run stopped", func(s WorkerStatus) bool { return len(s.Running) == 0 }, tw)
+	k.until("the outcome settled", func() bool {
+		for _, o := range tw.w.Status().Outcomes {
+			if o.WorkItemID == "wi-1" {
+				return true
+			}
+		}
+		return false
+	}, tw)
+	k.caughtUp(tw)
+	if got := k.auth.Service.LastSequence("grp-a"); got != last {
+		t.Fatalf("%d events after the worker's lease ended by its clock:\n%s", got-last, strings.Join(k.trace(), "\n"))
+	}
+	for _, o := range tw.w.Status().Outcomes {
+		if o.WorkItemID == "wi-1" && o.Sent != "" {
+			t.Fatalf("outcome %+v was sent", o)
+		}
 	}
 }

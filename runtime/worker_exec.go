@@ -229,10 +229,18 @@ func (e *engine) leaseEnds(now time.Time) {
 		return
 	}
 	for _, it := range e.items {
-		if it.phase == phRunning && !it.lost && !it.expires.IsZero() && !now.Before(it.expires) {
+		if it.phase == phRunning && !it.lost && e.leaseOver(it, now) {
 			e.leaseLost(it, "the lease ended without an accepted renewal", now)
 		}
 	}
+}
+
+// leaseOver reports that the run's lease has ended by the worker's clock
+// (online: offline, the grace of spec 11.5 decides and reconciliation
+// settles the lease). Nothing more is sent under such a lease, whatever an
+// authority whose clock is behind would still accept.
+func (e *engine) leaseOver(it *item, now time.Time) bool {
+	return e.mon.State() == stateOnline && !it.expires.IsZero() && !now.Before(it.expires)
 }
 
 func (e *engine) offlinePauses(now time.Time) {

@@ -37,6 +37,12 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 	}
 	e.log.Log(context.Background(), level, "run ended", "group", k.group, "item", k.id, "lease", it.leaseID, "outcome", o.Kind, "reason", o.Reason, "err", o.Err)
 	e.w.m.runs.WithLabelValues(o.Kind.String()).Inc()
+	if o.Kind != slots.LeaseLost && o.Kind != slots.Preempted && (it.lost || e.leaseOver(it, now)) {
+		// The run ended as its lease did: its result is late, kept for
+		// audit and never sent.
+		e.log.Warn("run ended after its lease: the outcome is not sent", "item", k.sched(), "lease", it.leaseID, "outcome", o.Kind)
+		o.Kind = slots.LeaseLost
+	}
 	it.phase, it.slot = phFinishing, -1
 	if o.Kind != slots.Preempted {
 		e.track(it, false)
