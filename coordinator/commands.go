@@ -119,8 +119,11 @@ func (c *Coordinator) Renew(ctx context.Context) error {
 
 // review runs the 13.2 review of a submission and accepts or fails it.
 func (c *Coordinator) review(ctx context.Context, p *plan.Plan, a action, now time.Time) (bool, error) {
-	rec := review(ctx, c.v, p, a.stage, reviewIO{fetch: c.cfg.Authority.Artifact, runCheck: c.cfg.RunCheck,
+	rec, err := review(ctx, c.v, p, a.stage, reviewIO{fetch: c.cfg.Authority.Artifact, runCheck: c.cfg.RunCheck,
 		rules: c.cfg.Rules, provenance: c.cfg.RequireProvenance})
+	if err != nil {
+		return false, err // transient: reviewed again after a back-off
+	}
 	if c.cfg.OnReview != nil {
 		c.cfg.OnReview(rec)
 	}

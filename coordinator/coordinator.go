@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"sync"
 	"time"
 
@@ -141,49 +143,89 @@ func (c *Coordinator) MissionState() protocol.MissionState { return c.v.missionS
 
 // Run follows the Group log and acts until the Mission is approved,
 // cancelled or terminated (nil), the coordinator is fenced by a newer
-// assignment (AUTH_STALE_COORDINATOR) or ctx ends. Before its assignment
-// it waits for it.
+// assignment (AUTH_STALE_COORDINATOR), a permanent error, or ctx ends.
+// Before its assignment it waits for it. A transient failure (the
+// authority busy, failing internally or unreachable: transient) is logged
+// and retried after a back-off from 50 ms to 5 s: a long-running agent
+// outlives an authority's restart.
 func (c *Coordinator) Run(ctx context.Context) error {
-	if err := c.readCards(ctx); err != nil {
-		return err
-	}
-	c.agentVersion = "unknown"
-	if card, err := c.cfg.Authority.AgentCard(ctx, c.cfg.AgentID); err == nil && card.AgentVersion != "" {
-		c.agentVersion = card.AgentVersion
-	}
-	group := c.cfg.Plan.Mission.GroupID
+	retry := time.Duration(0)
 	for {
-		if c.v.g.Mission == nil {
-			// Before mission.create the Group has no log to wait on.
-			if err := c.waitCreated(ctx); err != nil {
-				return err
-			}
-		}
-		if err := c.catchUp(ctx); err != nil {
-			return err
-		}
-		if m := c.v.missionState(); m == protocol.MissionApproved || m == protocol.MissionCancelled || m == protocol.MissionTerminated {
+		done, err := c.round(ctx)
+		switch {
+		case err == nil && done:
 			return nil
-		}
-		if err := c.fenced(); err != nil {
+		case err == nil:
+			retry = 0
+			continue
+		case ctx.Err() != nil || !transient(err):
 			return err
 		}
-		now := c.cfg.Clock.Now()
-		if !now.Before(c.cardsAt.Add(c.cfg.CardRefresh)) && starved(c.v, c.cfg.Plan, c.workers, now, c.pol) {
-			if err := c.readCards(ctx); err != nil {
-				return err
-			}
+		retry = min(max(2*retry, 50*time.Millisecond), 5*time.Second)
+		c.cfg.Logger.Warn("the authority failed transiently; retrying", "err", err, "in", retry)
+		t := newTimer(c.cfg.Clock, retry)
+		select {
+		case <-t.C():
+		case <-c.poke:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
 		}
-		acted, err := c.step(ctx, now)
-		if err != nil {
-			return err
+		t.Stop()
+	}
+}
+
+// round catches up with the log, acts once or waits once; done: the
+// Mission has ended.
+func (c *Coordinator) round(ctx context.Context) (done bool, err error) {
+	if c.workers == nil {
+		if err := c.readCards(ctx); err != nil {
+			return false, err
 		}
-		if !acted {
-			if err := c.wait(ctx, group, now); err != nil {
-				return err
-			}
+		c.agentVersion = "unknown"
+		if card, err := c.cfg.Authority.AgentCard(ctx, c.cfg.AgentID); err == nil && card.AgentVersion != "" {
+			c.agentVersion = card.AgentVersion
 		}
 	}
+	if c.v.g.Mission == nil {
+		// Before mission.create the Group has no log to wait on.
+		if err := c.waitCreated(ctx); err != nil {
+			return false, err
+		}
+	}
+	if err := c.catchUp(ctx); err != nil {
+		return false, err
+	}
+	if m := c.v.missionState(); m == protocol.MissionApproved || m == protocol.MissionCancelled || m == protocol.MissionTerminated {
+		return true, nil
+	}
+	if err := c.fenced(); err != nil {
+		return false, err
+	}
+	now := c.cfg.Clock.Now()
+	if !now.Before(c.cardsAt.Add(c.cfg.CardRefresh)) && starved(c.v, c.cfg.Plan, c.workers, now, c.pol) {
+		if err := c.readCards(ctx); err != nil {
+			return false, err
+		}
+	}
+	acted, err := c.step(ctx, now)
+	if err != nil || acted {
+		return false, err
+	}
+	return false, c.wait(ctx, c.cfg.Plan.Mission.GroupID, now)
+}
+
+// transient reports whether err may pass by itself: a retryable protocol
+// error (BACKPRESSURE, RATE_LIMITED, INTERNAL_ERROR) or a failure to reach
+// the authority at all.
+func transient(err error) bool {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Code.Retryable()
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne)
 }
 
 // wait blocks until the log grows, the next deadline passes, a poke or
@@ -309,6 +351,8 @@ func (c *Coordinator) step(ctx context.Context, now time.Time) (bool, error) {
 			return false, err
 		case ctx.Err() != nil:
 			return false, ctx.Err()
+		case transient(err):
+			return false, err // Run backs off and decides again
 		default:
 			c.cfg.Logger.Warn("coordinator action refused", "action", a.kind, "item", a.item, "err", err)
 			c.blocked[a.key()] = c.v.lastSeq

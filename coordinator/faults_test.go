@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -260,4 +261,79 @@ func TestReassignmentFencesTheOldCoordinator(t *testing.T) {
 	w.setBehaviour(func(string, int) fault { return good })
 	w.maybeStart(ctx, p.Stages[0].WorkItemID)
 	r.waitMission(protocol.MissionApproved, errc)
+}
+
+// flaky is an Authority whose reads fail transiently, in turn: the log
+// read, the artifact read and the card read each fail the first n times.
+type flaky struct {
+	Authority
+	mu                   sync.Mutex
+	events, reads, cards int
+	eventErr, readErr    error
+}
+
+func (f *flaky) fail(n *int, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *n > 0 {
+		*n--
+		return err
+	}
+	return nil
+}
+
+func (f *flaky) Events(ctx context.Context, groupID string, after uint64, max int) ([]SignedEvent, error) {
+	if err := f.fail(&f.events, f.eventErr); err != nil {
+		return nil, err
+	}
+	return f.Authority.Events(ctx, groupID, after, max)
+}
+
+func (f *flaky) Artifact(ctx context.Context, digest string) ([]byte, error) {
+	if err := f.fail(&f.reads, f.readErr); err != nil {
+		return nil, err
+	}
+	return f.Authority.Artifact(ctx, digest)
+}
+
+func (f *flaky) AgentCard(ctx context.Context, agentID string) (protocol.AgentCard, error) {
+	if err := f.fail(&f.cards, protocol.Errorf(protocol.CodeInternalError, "cards unavailable")); err != nil {
+		return protocol.AgentCard{}, err
+	}
+	return f.Authority.AgentCard(ctx, agentID)
+}
+
+// Transient failures of the authority (rate limited, internal errors, an
+// unreachable address) neither end Run nor decide a review: the Mission is
+// approved with no stage failed. A permanent refusal still ends Run.
+func TestTransientAuthorityFailuresRetried(t *testing.T) {
+	unreachable := &url.Error{Op: "Get", URL: "https://127.0.0.1:1/mwp/groups/grp-r/events", Err: errors.New("connection refused")}
+	p := parsePlan(t, reviewedPlan)
+	r := newRig(t, p)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	cfg := r.coordinator("c1", "w1")
+	f := &flaky{Authority: cfg.Authority, events: 3, reads: 3, cards: 2, eventErr: unreachable,
+		readErr: protocol.Errorf(protocol.CodeRateLimited, "too many requests from this address")}
+	cfg.Authority = f
+	_, errc := r.launch(ctx, cfg, r.worker("w1", capsOf(p), nil))
+	go r.approve(ctx)
+	r.waitMission(protocol.MissionApproved, errc)
+	if failed := r.counts(protocol.EvtWorkFailed); len(failed) != 0 {
+		t.Fatalf("stages failed %v: a transient read decided a review\n%s", failed, r.dump())
+	}
+	if f.events != 0 || f.reads != 0 || f.cards != 0 {
+		t.Fatalf("failures not all met: events %d, reads %d, cards %d", f.events, f.reads, f.cards)
+	}
+
+	// A refusal that stands is returned.
+	bad := &flaky{Authority: cfg.Authority.(*flaky).Authority, events: 1, eventErr: protocol.Errorf(protocol.CodeProtocolViolation, "bad event")}
+	cfg.Authority = bad
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); protocol.CodeOf(err) != protocol.CodeProtocolViolation {
+		t.Fatalf("Run: %v, want the PROTOCOL_VIOLATION", err)
+	}
 }

@@ -147,8 +147,10 @@ type reviewIO struct {
 	provenance bool
 }
 
-// review runs the steps over stage s's last submission.
-func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io reviewIO) Review {
+// review runs the steps over stage s's last submission. An artifact that
+// cannot be read for a transient reason (the authority busy or
+// unreachable) is no verdict: review returns that error and no Review.
+func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io reviewIO) (Review, error) {
 	w, sub := v.g.Items[s.WorkItemID], v.item(s.WorkItemID).submission
 	rec := Review{WorkItemID: s.WorkItemID, Submission: sub.seq}
 	files, byType := map[string][]byte{}, map[string][]byte{}
@@ -161,6 +163,8 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 		}
 		b, err := io.fetch(ctx, a)
 		switch {
+		case err != nil && (transient(err) || ctx.Err() != nil):
+			return Review{}, fmt.Errorf("coordinator: review of %s: reading %s: %w", s.WorkItemID, a, err)
 		case err != nil:
 			integrity.Problems = append(integrity.Problems, fmt.Sprintf("%s: %v", a, err))
 			continue
@@ -196,13 +200,17 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 		}
 	}
 	if !rec.add(integrity) {
-		return rec
+		return rec, nil
 	}
+	var unread error // a rule's input read failed for a transient reason
 	in := ReviewInput{Stage: s, Contract: w.Contract, Agent: sub.agent, Artifacts: sub.artifacts, Evidence: sub.evidence, Outputs: byType,
 		Input: func(name string) ([]byte, string, error) {
 			for _, i := range w.Contract.Inputs {
 				if i.Name == name {
 					b, err := io.fetch(ctx, i.Artifact)
+					if err != nil && (transient(err) || ctx.Err() != nil) && unread == nil {
+						unread = fmt.Errorf("coordinator: review of %s: reading input %s: %w", s.WorkItemID, name, err)
+					}
 					return b, i.Artifact, err
 				}
 			}
@@ -223,14 +231,17 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 	if io.rules != nil {
 		checks.Problems = append(checks.Problems, io.rules.Checks(ctx, in)...)
 	}
+	if unread != nil {
+		return Review{}, unread
+	}
 	if !rec.add(checks) {
-		return rec
+		return rec, nil
 	}
 	sem := Step{Name: StepSemantic}
 	switch st := semanticState(v, p, s); {
 	case st.waiting:
 		rec.Waiting = true
-		return rec
+		return rec, nil
 	case st.reviewer != nil && !st.deferred:
 		sem.Problems = verdictOn(st.verdict, s)
 	}
@@ -246,8 +257,11 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 	if io.rules != nil {
 		sem.Problems = append(sem.Problems, io.rules.Semantic(ctx, in)...)
 	}
+	if unread != nil {
+		return Review{}, unread
+	}
 	rec.Accepted = rec.add(sem)
-	return rec
+	return rec, nil
 }
 
 func (r *Review) add(s Step) bool {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -107,7 +108,10 @@ func TestReviewSteps(t *testing.T) {
 			if c.tweak != nil {
 				c.tweak(f)
 			}
-			rec := review(context.Background(), f.v, p, s, f.io)
+			rec, err := review(context.Background(), f.v, p, s, f.io)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if rec.Accepted != (c.failed == "") {
 				t.Fatalf("accepted %v: %+v", rec.Accepted, rec.Steps)
 			}
@@ -134,3 +138,72 @@ func TestReviewSteps(t *testing.T) {
 		})
 	}
 }
+
+// An output or input that cannot be read for a transient reason (the
+// authority rate limiting, failing internally, unreachable) is no verdict:
+// the review returns the error and is made again, where a refusal that
+// stands (the artifact is not there) fails the integrity step.
+func TestReviewTransientReadIsNoVerdict(t *testing.T) {
+	p := parsePlan(t, singlePlan)
+	s := p.Stage("draft")
+	notes := []byte("# notes\n")
+	d := protocol.Digest(notes)
+	for _, tc := range []struct {
+		name    string
+		err     error
+		rules   bool // the failure is on a rule's input read
+		verdict bool
+	}{
+		{name: "rate limited", err: protocol.Errorf(protocol.CodeRateLimited, "slow down")},
+		{name: "internal error", err: protocol.Errorf(protocol.CodeInternalError, "disk")},
+		{name: "unreachable", err: &url.Error{Op: "Get", URL: "https://127.0.0.1:1/mwp/artifacts/x", Err: errors.New("connection refused")}},
+		{name: "rule input rate limited", err: protocol.Errorf(protocol.CodeRateLimited, "slow down"), rules: true},
+		{name: "not there", err: protocol.Errorf(protocol.CodeInvalidCommand, "no such artifact"), verdict: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := stateView(t, p, protocol.WorkSubmitted)
+			v.manifests[[2]string{s.WorkItemID, d}] = protocol.ArtifactManifest{ContentHash: d, MediaType: "text/markdown", Size: uint64(len(notes)),
+				WorkItemID: s.WorkItemID, Producer: protocol.ArtifactProducer{AgentID: "w1"}}
+			v.item(s.WorkItemID).submission = &submission{seq: 9, agent: "w1", artifacts: []string{d},
+				evidence: []protocol.Evidence{{Subject: s.WorkItemID, Criteria: protocol.List[string]{"done"}, Result: protocol.EvidencePass, Artifacts: protocol.List[string]{d}}}}
+			io := reviewIO{
+				fetch: func(_ context.Context, x string) ([]byte, error) {
+					if x == d && !tc.rules {
+						return nil, tc.err
+					}
+					if x == d {
+						return notes, nil
+					}
+					return nil, tc.err
+				},
+				runCheck: func(context.Context, CheckRun) (CheckResult, error) { return CheckResult{}, nil },
+			}
+			if tc.rules {
+				v.g.Items[s.WorkItemID].Contract.Inputs = protocol.List[protocol.InputRef]{{Artifact: protocol.Digest([]byte("req")), Name: "request"}}
+				io.rules = inputRule{}
+			}
+			rec, err := review(context.Background(), v, p, s, io)
+			if tc.verdict {
+				if err != nil || rec.Accepted || len(rec.Steps) == 0 {
+					t.Fatalf("review %+v, %v: want a failed integrity step", rec, err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, tc.err) {
+				t.Fatalf("review %+v, err %v: want no verdict and %v", rec, err, tc.err)
+			}
+		})
+	}
+}
+
+// inputRule reads the item's input "request" in its checks.
+type inputRule struct{}
+
+func (inputRule) Checks(_ context.Context, in ReviewInput) []string {
+	if _, _, err := in.Input("request"); err != nil {
+		return []string{"request unreadable: " + err.Error()}
+	}
+	return nil
+}
+
+func (inputRule) Semantic(context.Context, ReviewInput) []string { return nil }

@@ -50,6 +50,9 @@ type Config struct {
 	AuthorityKeys protocol.KeyResolver
 	Clock         clock.Clock // default real time
 	Logger        *slog.Logger
+	// RateLimitWait bounds how long one request waits out RATE_LIMITED
+	// answers; 0 means DefaultRateLimitWait, negative not at all.
+	RateLimitWait time.Duration
 }
 
 // Authority is one principal's view of a remote Group Authority.
@@ -79,6 +82,9 @@ func Dial(ctx context.Context, cfg Config) (*Authority, error) {
 	tc, err := cfg.Trust.Config()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.RateLimitWait == 0 {
+		cfg.RateLimitWait = DefaultRateLimitWait
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -236,9 +242,68 @@ func (a *Authority) doTok(ctx context.Context, method, path, ctype string, body 
 // page of events.
 const maxAnswer = 80 << 20
 
-// send makes one request and hands a 200 answer's body to read; any other
-// answer is decoded as the authority's Error.
+// DefaultRateLimitWait bounds how long one request waits out the
+// authority's RATE_LIMITED answers (their retryAfterMs) before it returns
+// the refusal.
+const DefaultRateLimitWait = 30 * time.Second
+
+// send makes a request and hands a 200 answer's body to read; any other
+// answer is decoded as the authority's Error. A RATE_LIMITED answer is
+// counted before any check (nothing was done), so the request is made
+// again, freshly signed, once its retryAfterMs has passed, within
+// Config.RateLimitWait: agents sharing an address share its limit, and a
+// transient refusal must not read as an answer.
 func (a *Authority) send(ctx context.Context, method, path, ctype string, body []byte, tok *protocol.CapabilityToken, proof bool, read func([]byte) error) error {
+	var waited time.Duration
+	for {
+		err := a.sendOnce(ctx, method, path, ctype, body, tok, proof, read)
+		wait, ok := rateLimitWait(err)
+		if !ok || waited+wait > a.cfg.RateLimitWait {
+			return err
+		}
+		waited += wait
+		if a.cfg.Logger != nil {
+			a.cfg.Logger.Debug("rate limited by the authority; waiting", "method", method, "path", path, "wait", wait)
+		}
+		if err := a.sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// rateLimitWait is how long a RATE_LIMITED refusal asks to wait.
+func rateLimitWait(err error) (time.Duration, bool) {
+	var e *protocol.Error
+	if !errors.As(err, &e) || e.Code != protocol.CodeRateLimited {
+		return 0, false
+	}
+	ms, ok := e.Details["retryAfterMs"].(float64)
+	if !ok || ms < 0 {
+		return 0, false
+	}
+	return min(max(time.Duration(ms)*time.Millisecond, time.Millisecond), 5*time.Second), true
+}
+
+func (a *Authority) sleep(ctx context.Context, d time.Duration) error {
+	var c <-chan time.Time
+	if ts, ok := a.cfg.Clock.(clock.Timers); ok {
+		t := ts.NewTimer(d)
+		defer t.Stop()
+		c = t.C()
+	} else {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		c = t.C
+	}
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *Authority) sendOnce(ctx context.Context, method, path, ctype string, body []byte, tok *protocol.CapabilityToken, proof bool, read func([]byte) error) error {
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err

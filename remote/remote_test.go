@@ -1,13 +1,17 @@
 package remote_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/coordinator"
 	"github.com/missionweave/mwp-worker/internal/tlstrust"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -201,5 +205,62 @@ func TestEventsVerified(t *testing.T) {
 		&protocol.CreateMissionPayload{MissionID: "mis-r", Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal})
 	if _, err := h.Events(context.Background(), "grp-r", 0, 0); protocol.CodeOf(err) != protocol.CodeAuthInvalidSignature {
 		t.Fatalf("Events under the wrong key = %v", err)
+	}
+}
+
+// Requests refused RATE_LIMITED (agents sharing an address share its
+// limit) are made again once the refusal's retryAfterMs has passed, within
+// RateLimitWait; past it, or with waiting off, the refusal is returned.
+func TestRateLimitedRequestsWaited(t *testing.T) {
+	a, err := embed.Start(embed.Config{Dir: t.TempDir(), Server: wss.Options{RouteBurst: 1, RouteEvery: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	k := &kit{t: t, a: a, alice: key(t, protocol.ActorHuman, "alice")}
+	if err := a.Service.AddPrincipal(protocol.ActorHuman, "alice", k.alice.Public()); err != nil {
+		t.Fatal(err)
+	}
+	url, pin := a.Endpoint()
+	var logs bytes.Buffer
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+		ok   bool
+	}{
+		{name: "waited", ok: true},
+		{name: "not waited", wait: -1},
+		{name: "past the bound", wait: time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs.Reset()
+			r, err := remote.Dial(context.Background(), remote.Config{URL: url, Trust: remote.Trust{Pin: pin}, Actor: alice, Key: k.alice,
+				AuthorityKeys: a.Keys(), RateLimitWait: tc.wait, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			if err != nil && tc.ok {
+				t.Fatal(err)
+			}
+			var refused error
+			// Until one was limited (a request slower than the refill is
+			// not), within a bound.
+			for i := 0; i < 20 && err == nil && refused == nil && !strings.Contains(logs.String(), "rate limited by"); i++ {
+				_, refused = r.MissionGroup(context.Background(), "mis-none")
+				var e *protocol.Error
+				if errors.As(refused, &e) && e.Code == protocol.CodeGroupNotFound {
+					refused = nil // the answer itself: the request went through
+				}
+			}
+			if err == nil {
+				err = refused
+			}
+			var e *protocol.Error
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.ok && !strings.Contains(logs.String(), "rate limited by the authority; waiting"):
+				t.Fatalf("20 requests at a burst of 1 were never limited:\n%s", logs.String())
+			case !tc.ok && (!errors.As(err, &e) || e.Code != protocol.CodeRateLimited):
+				t.Fatalf("err %v, want RATE_LIMITED", err)
+			}
+		})
 	}
 }

@@ -155,7 +155,7 @@ var _ slots.ArtifactReader = (*host)(nil)
 // store when it kept them, else from the authority (WorkerConfig.
 // FetchArtifact). The slot has checked that the digest is an input of the
 // item; it also checks the bytes' hash and size.
-func (h *host) ReadArtifact(ctx context.Context, _ slots.Slot, digest string) ([]byte, error) {
+func (h *host) ReadArtifact(ctx context.Context, s slots.Slot, digest string) ([]byte, error) {
 	e := h.e
 	if data, ok, err := readStoredArtifact(e.cfg.Dir, digest); err != nil || ok {
 		return data, err
@@ -163,5 +163,7 @@ func (h *host) ReadArtifact(ctx context.Context, _ slots.Slot, digest string) ([
 	if e.cfg.FetchArtifact == nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidCommand, "runtime: artifact %s is not in this worker's store and no authority store is configured", digest)
 	}
-	return e.cfg.FetchArtifact(ctx, digest)
+	data, err := e.cfg.FetchArtifact(ctx, digest)
+	e.log.Debug("input read from the authority", "group", s.GroupID, "item", s.WorkItemID, "artifact", digest, "bytes", len(data), "err", err)
+	return data, err
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -20,6 +21,55 @@ import (
 // --group; `coordinator run PLAN`; `mission start PLAN`; `mission approve`.
 // The Mission ends approved in the log and no process was restarted.
 func TestMultiProcessPlanMissionCLIOnly(t *testing.T) {
+	r := newCLIRig(t)
+	planFile, err := filepath.Abs("../../examples/plans/echo-hello.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := r.startWorker("w1", nil, "echo.run="+r.handler)
+	r.runMission(planFile, w1)
+}
+
+// Two workers on a remote authority, and a stage whose input another
+// worker made: the handler's fetch of it is answered from the authority
+// over the signed GET route (the reading worker's store does not hold it),
+// hash-checked, and the pipeline ends approved.
+func TestMultiProcessRemoteFetch(t *testing.T) {
+	r := newCLIRig(t)
+	raw := string(mustRead(t, "../../examples/plans/echo-pipeline.yaml"))
+	// gather needs a capability only w1 has; summarize and check run on w2.
+	split := strings.Replace(raw, "goal: Gather the inputs.\n    capability: {id: echo.run, version: 1.x}",
+		"goal: Gather the inputs.\n    capability: {id: gather.run, version: 1.x}", 1)
+	if split == raw {
+		t.Fatal("the split plan is the same as the example")
+	}
+	planFile := filepath.Join(r.dir, "split.yaml")
+	if err := os.WriteFile(planFile, []byte(split), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w1 := r.startWorker("w1", nil, "gather.run="+r.handler)
+	w2 := r.startWorker("w2", []string{"--log-level", "debug"}, "echo.run="+r.handler)
+	r.runMission(planFile, w1, w2)
+	// The echo handler fails for good when a fetch is refused, so the
+	// approval says summarize read its input; w2's log says from where.
+	read := regexp.MustCompile(`msg="input read from the authority".*item=mis-echo-pipeline:summarize artifact=(sha256:[0-9a-f]{64}) bytes=[1-9]\d* err=<nil>`).FindStringSubmatch(w2.logs())
+	if read == nil || !strings.Contains(w1.logs(), "item=mis-echo-pipeline:gather") || !strings.Contains(w2.logs(), "run started") {
+		t.Fatalf("summarize did not read gather's output from the authority:\nw1:\n%s\nw2:\n%s", w1.logs(), w2.logs())
+	}
+}
+
+// cliRig is `authority serve` in its own process, with the keys of an
+// Organization policy service, the plans' owner and a coordinator, and the
+// example Python handler.
+type cliRig struct {
+	t                         *testing.T
+	bin, dir, keys, handler   string
+	authDir, url, fp, authPub string
+	auth                      *proc
+	workers                   []string
+}
+
+func newCLIRig(t *testing.T) *cliRig {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -30,85 +80,122 @@ func TestMultiProcessPlanMissionCLIOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planFile, err := filepath.Abs("../../examples/plans/echo-hello.yaml")
+	r := &cliRig{t: t, bin: buildBinary(t), dir: t.TempDir(), handler: handler}
+	r.keys = filepath.Join(r.dir, "keys")
+	writeKey(t, r.keys, "policy", protocol.ActorService, "org-policy")
+	writeKey(t, r.keys, "owner", protocol.ActorHuman, "owner") // the plans' approver
+	r.authDir = filepath.Join(r.dir, "authority")
+	r.auth = startProc(t, r.bin, "authority", "serve", "--data", r.authDir, "--listen", "127.0.0.1:0", "--closed-registration",
+		"--policy", "org-policy="+filepath.Join(r.keys, "policy.pub"), "--human", "owner="+filepath.Join(r.keys, "owner.pub"))
+	r.url = r.auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
+	r.fp = r.auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
+	r.authPub = filepath.Join(r.authDir, "authority.pub")
+	return r
+}
+
+// run runs one command of the binary against the rig's authority.
+func (r *cliRig) run(args ...string) (string, int) {
+	r.t.Helper()
+	cmd := exec.Command(r.bin, args...)
+	cmd.Env = append(os.Environ(), "MWP_AUTHORITY="+r.url, "MWP_AUTHORITY_FINGERPRINT="+r.fp, "MWP_AUTHORITY_KEY="+r.authPub)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatal(err)
+	}
+	return out.String(), code
+}
+
+// enroll registers an enrollment file with the running authority.
+func (r *cliRig) enroll(file string) {
+	r.t.Helper()
+	if out, code := r.run("authority", "enroll", "--data", r.authDir, "--policy-key", filepath.Join(r.keys, "policy.key"), file); code != 0 {
+		r.t.Fatalf("authority enroll %s: exit %d\n%s", file, code, out)
+	}
+}
+
+// startWorker enrols agent id while the authority runs and starts its
+// `run --authority` with the handlers and the extra flags, without --group.
+func (r *cliRig) startWorker(id string, extra []string, handlers ...string) *proc {
+	r.t.Helper()
+	writeKey(r.t, r.keys, id, protocol.ActorAgent, id)
+	data, key := filepath.Join(r.dir, id), filepath.Join(r.keys, id+".key")
+	var hs []string
+	for _, h := range handlers {
+		hs = append(hs, "--handler-exec", h)
+	}
+	enroll := filepath.Join(r.dir, id+"-enroll.json")
+	if out, code := r.run(append([]string{"run", "--data", data, "--key", key, "--enrollment", enroll}, hs...)...); code != 0 {
+		r.t.Fatalf("run --enrollment: exit %d\n%s", code, out)
+	}
+	r.enroll(enroll)
+	p := startProc(r.t, r.bin, append(append([]string{"run", "--data", data, "--key", key, "--authority", r.url,
+		"--authority-fingerprint", r.fp, "--authority-key", r.authPub}, extra...), hs...)...)
+	p.await(r.t, regexp.MustCompile(`agent `+id+` session 1 open`), 15*time.Second)
+	r.workers = append(r.workers, id)
+	return p
+}
+
+// runMission enrols the coordinator, runs `coordinator run PLAN` with the
+// rig's workers and `mission start PLAN`, approves the Mission once it
+// awaits approval, and checks that it ends approved with no process
+// restarted.
+func (r *cliRig) runMission(planFile string, workers ...*proc) {
+	t := r.t
+	t.Helper()
+	pl, err := plan.Parse(planFile, mustRead(t, planFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys")
-	writeKey(t, keys, "policy", protocol.ActorService, "org-policy")
-	writeKey(t, keys, "owner", protocol.ActorHuman, "owner") // the plan's approver
-	writeKey(t, keys, "w1", protocol.ActorAgent, "w1")
-	ck := writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
-	authDir, workerDir := filepath.Join(dir, "authority"), filepath.Join(dir, "worker")
-	auth := startProc(t, bin, "authority", "serve", "--data", authDir, "--listen", "127.0.0.1:0", "--closed-registration",
-		"--policy", "org-policy="+filepath.Join(keys, "policy.pub"), "--human", "owner="+filepath.Join(keys, "owner.pub"))
-	url := auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
-	fp := auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
-	authPub := filepath.Join(authDir, "authority.pub")
-
-	run := func(args ...string) (string, int) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "MWP_AUTHORITY="+url, "MWP_AUTHORITY_FINGERPRINT="+fp, "MWP_AUTHORITY_KEY="+authPub)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), code
+	mission, groupID := pl.Mission.ID, pl.Mission.GroupID
+	ck := writeKey(t, r.keys, "coord", protocol.ActorAgent, "coord")
+	cEnroll, _ := coordinatorEnrollment(t, r.dir, ck)
+	r.enroll(cEnroll)
+	args := []string{"coordinator", "run", planFile, "--key", filepath.Join(r.keys, "coord.key"),
+		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub}
+	for _, w := range r.workers {
+		args = append(args, "--worker", w)
 	}
-	// Enrol both agents with the running authority.
-	wEnroll := filepath.Join(dir, "w1-enroll.json")
-	if out, code := run("run", "--data", workerDir, "--key", filepath.Join(keys, "w1.key"), "--enrollment", wEnroll,
-		"--handler-exec", "echo.run="+handler); code != 0 {
-		t.Fatalf("run --enrollment: exit %d\n%s", code, out)
-	}
-	cEnroll, _ := coordinatorEnrollment(t, dir, ck)
-	for _, e := range []string{wEnroll, cEnroll} {
-		if out, code := run("authority", "enroll", "--data", authDir, "--policy-key", filepath.Join(keys, "policy.key"), e); code != 0 {
-			t.Fatalf("authority enroll %s: exit %d\n%s", e, code, out)
-		}
-	}
-
-	worker := startProc(t, bin, "run", "--data", workerDir, "--key", filepath.Join(keys, "w1.key"), "--authority", url,
-		"--authority-fingerprint", fp, "--authority-key", authPub, "--handler-exec", "echo.run="+handler)
-	worker.await(t, regexp.MustCompile(`agent w1 session 1 open`), 15*time.Second)
-	coord := startProc(t, bin, "coordinator", "run", planFile, "--key", filepath.Join(keys, "coord.key"), "--worker", "w1",
-		"--authority", url, "--authority-fingerprint", fp, "--authority-key", authPub)
-
-	owner := filepath.Join(keys, "owner.key")
-	if out, code := run("mission", "start", planFile, "--owner-key", owner, "--coordinator", "coord"); code != 0 ||
-		out != "mission mis-echo-hello group grp-echo-hello\n" {
+	coord := startProc(t, r.bin, args...)
+	owner := filepath.Join(r.keys, "owner.key")
+	if out, code := r.run("mission", "start", planFile, "--owner-key", owner, "--coordinator", "coord"); code != 0 ||
+		out != "mission "+mission+" group "+groupID+"\n" {
 		t.Fatalf("mission start: exit %d\n%s", code, out)
 	}
+	logs := func() string {
+		var b strings.Builder
+		b.WriteString("coordinator:\n" + coord.logs())
+		for i, w := range workers {
+			b.WriteString("\n" + r.workers[i] + ":\n" + w.logs())
+		}
+		return b.String()
+	}
 	state := func() string {
-		out, code := run("mission", "status", "mis-echo-hello", "--owner-key", owner, "--json")
+		out, code := r.run("mission", "status", mission, "--owner-key", owner, "--json")
 		var s missionStatus
 		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
-			t.Fatalf("mission status: exit %d\n%s", code, out)
+			t.Fatalf("mission status: exit %d\n%s\n%s", code, out, logs())
 		}
 		return string(s.State)
 	}
-	for deadline := time.Now().Add(60 * time.Second); state() != "awaiting_approval"; {
+	for deadline := time.Now().Add(90 * time.Second); state() != "awaiting_approval"; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the Mission never awaited approval; coordinator:\n%s\nworker:\n%s", coord.logs(), worker.logs())
+			t.Fatalf("the Mission never awaited approval; %s", logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if out, code := run("mission", "approve", "mis-echo-hello", "--owner-key", owner, "--comment", "looks right"); code != 0 ||
-		!strings.HasPrefix(out, "mission mis-echo-hello approved event ") {
+	if out, code := r.run("mission", "approve", mission, "--owner-key", owner, "--comment", "looks right"); code != 0 ||
+		!strings.HasPrefix(out, "mission "+mission+" approved event ") {
 		t.Fatalf("mission approve: exit %d\n%s", code, out)
 	}
 	select {
 	case err := <-coord.done:
 		coord.done <- err
-		if err != nil || !strings.Contains(coord.stdout(), "mission mis-echo-hello approved\n") {
+		if err != nil || !strings.Contains(coord.stdout(), "mission "+mission+" approved\n") {
 			t.Fatalf("coordinator run: %v\n%s", err, coord.logs())
 		}
 	case <-time.After(30 * time.Second):
@@ -117,7 +204,11 @@ func TestMultiProcessPlanMissionCLIOnly(t *testing.T) {
 	if s := state(); s != "approved" {
 		t.Fatalf("Mission %s in the log, want approved", s)
 	}
-	for name, p := range map[string]*proc{"authority": auth, "worker": worker} {
+	procs := map[string]*proc{"authority": r.auth}
+	for i, w := range workers {
+		procs[r.workers[i]] = w
+	}
+	for name, p := range procs {
 		select {
 		case err := <-p.done:
 			t.Fatalf("%s exited (%v): nothing may restart\n%s", name, err, p.logs())

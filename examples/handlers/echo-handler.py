@@ -6,8 +6,9 @@ It counts from its last checkpoint to options["steps"] (default 3), reporting
 structured progress and taking a checkpoint at each step (its safe points);
 it yields when the host says "preempt"; optionally runs one tool operation
 through the host (options["toolOp"]); reads the events its Context Package
-cites (the "events" request); then publishes an artifact echoing the
-package, its options and how many cited events it read, and submits a
+cites (the "events" request); reads each of its contract's inputs (the
+"fetch" request); then publishes an artifact echoing the package, its
+options, how many cited events it read and the inputs it read, and submits a
 result with one passing Evidence per acceptance criterion of its contract.
 
 options["pauseAfter"] = n makes it wait at the safe point after step n until
@@ -149,7 +150,18 @@ def main():
             cited += len(reply["events"])
             after = reply["events"][-1]["sequence"]
 
-    echo = json.dumps({"context": ctx, "options": opts, "citedEvents": cited,
+    # Every input of the contract, read through the worker with fetch: the
+    # bytes come hash-checked from its store or the authority's.
+    inputs = {}
+    for i, ref in enumerate((start.get("contract") or {}).get("inputs", [])):
+        ask = {"name": ref["name"]} if ref.get("name") else {"digest": ref["artifact"]}
+        reply = request(dict(ask, type="fetch", id="in-%d" % i), "fetched")
+        if reply["type"] == "error":
+            send({"type": "fail", "reason": "fetch %s refused: %s %s" % (ref["artifact"], reply["code"], reply["message"]), "permanent": True})
+            return
+        inputs[ref.get("name") or ref["artifact"]] = {"digest": reply["digest"], "bytes": len(base64.b64decode(reply["data"]))}
+
+    echo = json.dumps({"context": ctx, "options": opts, "citedEvents": cited, "inputs": inputs,
                        "workdirIsPrivate": os.getcwd() == os.environ.get("MWP_WORKDIR"),
                        "toolOutputs": outputs}, sort_keys=True).encode()
     reply = request({"type": "artifact", "id": "art-1", "mediaType": "application/json", "data": b64(echo)}, "published")
