@@ -38,6 +38,7 @@
 //	checkpoints/  reserved for package checkpoint
 //	toolkeys/     reserved for package toolkeys
 //	notices/      reserved for runtime (messages the worker posts: refusals, schedule updates)
+//	observed/     reserved for runtime (observed run durations and start latency, for estimates)
 //
 // The reserved buckets are created here so the layout lives in one place;
 // their owners reach them through Store.DB. Changing this tree means a new

@@ -124,6 +124,7 @@ var (
 	bktCheckpoints = []byte("checkpoints")
 	bktToolkeys    = []byte("toolkeys")
 	bktNotices     = []byte("notices")
+	bktObserved    = []byte("observed")
 
 	keySchema      = []byte("schema")
 	keyCursor      = []byte("cursor")
@@ -144,7 +145,7 @@ const ProjectionVersion = 6
 
 // ReservedBuckets are the top-level buckets other packages own: offline/,
 // checkpoint/ and toolkeys/ keep their records there through DB().
-var ReservedBuckets = []string{string(bktOffline), string(bktCheckpoints), string(bktToolkeys), string(bktNotices)}
+var ReservedBuckets = []string{string(bktOffline), string(bktCheckpoints), string(bktToolkeys), string(bktNotices), string(bktObserved)}
 
 // Open opens (creating if needed) DIR/worker.db for reading and writing,
 // checks its schema version, loads every Group's cursor and projection, and
@@ -226,7 +227,7 @@ func initLayout(tx *bolt.Tx) error {
 	} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
 		return err
 	}
-	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices} {
+	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices, bktObserved} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

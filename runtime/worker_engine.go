@@ -55,7 +55,11 @@ type engine struct {
 	runs             map[string]runStats // completed runs per capability id
 	starts           runStats            // picks to leases
 	held             []heldOutcome       // outcomes waiting for the authority
-	notes            *notices            // refusal notices and schedule updates
+	// observedDirty: runs or starts observed since observedSaved, when
+	// they were last written (worker_observe.go).
+	observedDirty bool
+	observedSaved time.Time
+	notes         *notices // refusal notices and schedule updates
 
 	inflight int // command sends outstanding
 	draining bool
@@ -159,6 +163,13 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	}
 	// A start takes at least a loop tick until one is observed.
 	sched.SetStartLatency(cfg.Tick)
+	if e.runs, e.starts, err = loadObserved(store.DB()); err != nil {
+		return nil, err
+	}
+	if e.starts.n > 0 {
+		sched.SetStartLatency(e.starts.mean)
+	}
+	e.observedSaved = cfg.Clock.Now()
 	e.shared.members = cloneMap(members)
 	if e.notes, err = newNotices(store.DB(), cfg, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -225,6 +236,7 @@ func (e *engine) run(ctx context.Context) error {
 		cancelClient()
 		<-clientDone
 	}()
+	defer func() { e.saveObservations(e.cfg.Clock.Now(), true) }()
 	e.syncAll()
 	done := ctx.Done()
 	var drainBy <-chan time.Time
@@ -401,6 +413,7 @@ func (e *engine) step(now time.Time) {
 	}
 	e.schedule(now)
 	e.stepNotices(now)
+	e.saveObservations(now, false)
 }
 
 // drained reports that nothing more can go out: every command answered,
