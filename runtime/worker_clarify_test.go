@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,14 +14,29 @@ import (
 )
 
 // slowClarifier is asked off the loop (slots.OfferClarifier) and answers
-// only when the test releases it: the worker must hold its decision on the
-// offer meanwhile.
+// about a contract revision only once the test opens that revision's gate:
+// the worker must hold its decision on the offer meanwhile. (A corrected
+// offer may be asked about twice: its revision can reach the worker before
+// the new offer does.)
 type slowClarifier struct {
 	*stepHandler
-	mu      sync.Mutex
-	asked   []slots.ClarifyRequest
-	release chan struct{}
-	err     error
+	mu    sync.Mutex
+	asked []slots.ClarifyRequest
+	gates map[uint64]chan struct{}
+	err   error
+}
+
+func newSlowClarifier(err error) *slowClarifier {
+	return &slowClarifier{stepHandler: newStepHandler(1), gates: map[uint64]chan struct{}{}, err: err}
+}
+
+func (h *slowClarifier) gate(rev uint64) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gates[rev] == nil {
+		h.gates[rev] = make(chan struct{})
+	}
+	return h.gates[rev]
 }
 
 func (h *slowClarifier) ClarifyOffer(ctx context.Context, q slots.ClarifyRequest) ([]string, error) {
@@ -28,7 +44,7 @@ func (h *slowClarifier) ClarifyOffer(ctx context.Context, q slots.ClarifyRequest
 	h.asked = append(h.asked, q)
 	h.mu.Unlock()
 	select {
-	case <-h.release:
+	case <-h.gate(q.Contract.Revision):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -62,8 +78,17 @@ func noticeWith(k *wkit, marker string) string {
 // again and accepted (spec 10.1).
 func TestWorkerAsksSlowClarifierBeforeAccepting(t *testing.T) {
 	k := newWKit(t)
-	h := &slowClarifier{stepHandler: newStepHandler(1), release: make(chan struct{})}
+	h := newSlowClarifier(nil)
 	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.mu.Lock()
+			for _, q := range h.asked {
+				t.Logf("asked %s rev %d", q.OfferID, q.Contract.Revision)
+			}
+			h.mu.Unlock()
+		}
+	})
 	k.member("w1")
 	tw.w.AddGroup("grp-a")
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
@@ -75,7 +100,8 @@ func TestWorkerAsksSlowClarifierBeforeAccepting(t *testing.T) {
 	if q := h.asked[0]; q.OfferID != "off-wi-1" || q.WorkItemID != "wi-1" || q.GroupID != "grp-a" || q.MissionID != "mis-a" || q.Contract.Goal == "" {
 		t.Fatalf("asked %+v", q)
 	}
-	h.release <- struct{}{}
+	rev := h.asked[0].Contract.Revision
+	close(h.gate(rev))
 	k.until("ambiguity posted", func() bool { return noticeWith(k, "contract.ambiguity") != "" }, tw)
 	if n := noticeWith(k, "contract.ambiguity"); !strings.Contains(n, "which branch should the change go to?") {
 		t.Fatalf("notice %s", n)
@@ -92,8 +118,12 @@ func TestWorkerAsksSlowClarifierBeforeAccepting(t *testing.T) {
 	p := k.offerPayload("wi-1", "off-wi-1-2", k.ac.Now().Add(time.Hour), "w1")
 	p.Contract = c
 	k.ok(k.coord, protocol.CmdWorkOffer, p)
-	k.until("asked about the new offer", func() bool { return h.askedCount() == 2 }, tw)
-	h.release <- struct{}{}
+	k.until("asked about the new offer", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.ContainsFunc(h.asked, func(q slots.ClarifyRequest) bool { return q.OfferID == "off-wi-1-2" })
+	}, tw)
+	close(h.gate(c.Revision))
 	k.waitFor("wi-1 running on the corrected contract", runningAll("wi-1"), tw)
 }
 
@@ -102,8 +132,8 @@ func TestWorkerAsksSlowClarifierBeforeAccepting(t *testing.T) {
 // the Group.
 func TestWorkerRefusesOfferWhenClarifyFails(t *testing.T) {
 	k := newWKit(t)
-	h := &slowClarifier{stepHandler: newStepHandler(1), release: make(chan struct{}), err: errors.New("slots: clarify: secret stderr")}
-	close(h.release)
+	h := newSlowClarifier(errors.New("slots: clarify: secret stderr"))
+	close(h.gate(1))
 	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
 	k.member("w1")
 	tw.w.AddGroup("grp-a")

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -43,7 +44,7 @@ func TestHostReadArtifact(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			asked = nil
-			h := &host{e: &engine{cfg: WorkerConfig{Dir: dir, FetchArtifact: tc.fetch}}}
+			h := &host{e: &engine{cfg: WorkerConfig{Dir: dir, FetchArtifact: tc.fetch}, log: slog.New(slog.DiscardHandler)}}
 			var _ slots.ArtifactReader = h
 			got, err := h.ReadArtifact(context.Background(), slots.Slot{}, tc.digest)
 			if tc.code != "" {
