@@ -45,6 +45,8 @@ func TestUnlikeSlots(t *testing.T) {
 		{"the second is the smaller", []r{{MilliCPU: 2000}, {MilliCPU: 1000}}, r{MilliCPU: 500}, 1},
 		{"a limit is smaller than none", []r{{}, {MilliCPU: 2000}}, r{MilliCPU: 500}, 1},
 		{"equal CPU, the smaller memory", []r{{MilliCPU: 1000, MemoryMiB: 2048}, {MilliCPU: 1000, MemoryMiB: 1024}}, r{MilliCPU: 500}, 1},
+		{"equal CPU, a memory limit is smaller than none", []r{{MilliCPU: 1000}, {MilliCPU: 1000, MemoryMiB: 2048}}, r{MilliCPU: 500}, 1},
+		{"equal slots: the first", []r{{MilliCPU: 1000, MemoryMiB: 1024}, {MilliCPU: 1000, MemoryMiB: 1024}, {MilliCPU: 2000}}, r{MilliCPU: 500}, 0},
 		{"only the second fits", []r{{MilliCPU: 1000}, {MilliCPU: 2000}}, r{MilliCPU: 1500}, 1},
 		{"none fits", []r{{MilliCPU: 1000}, {MilliCPU: 2000}}, r{MilliCPU: 3000}, -1},
 	} {
@@ -106,15 +108,36 @@ func TestStatusSlotAndLen(t *testing.T) {
 	}
 }
 
-func TestParseUrgency(t *testing.T) {
+// The wire spellings of urgency and impact read back; a value past the last
+// prints as a number.
+func TestNames(t *testing.T) {
 	t.Parallel()
 	for _, u := range []scheduler.Urgency{scheduler.UrgencyLow, scheduler.UrgencyNormal, scheduler.UrgencyHigh, scheduler.UrgencyCritical} {
 		if got, err := scheduler.ParseUrgency(u.String()); err != nil || got != u {
 			t.Errorf("ParseUrgency(%q) = %v, %v", u.String(), got, err)
 		}
 	}
+	for _, i := range []scheduler.Impact{scheduler.ImpactLow, scheduler.ImpactMedium, scheduler.ImpactHigh, scheduler.ImpactCritical} {
+		if got, err := scheduler.ParseImpact(i.String()); err != nil || got != i {
+			t.Errorf("ParseImpact(%q) = %v, %v", i.String(), got, err)
+		}
+	}
 	if _, err := scheduler.ParseUrgency("urgent"); err == nil {
 		t.Error("ParseUrgency(urgent): no error")
+	}
+	if _, err := scheduler.ParseImpact("severe"); err == nil {
+		t.Error("ParseImpact(severe): no error")
+	}
+	for _, tc := range []struct{ got, want string }{
+		{(scheduler.UrgencyCritical + 1).String(), "Urgency(4)"},
+		{(scheduler.ImpactCritical + 1).String(), "Impact(4)"},
+		{scheduler.Blockers(0).String(), "none"},
+		{scheduler.BlockedApproval.String(), "approval"},
+		{(scheduler.BlockedDependencies | scheduler.BlockedResources).String(), "dependencies,resources"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
 	}
 }
 
