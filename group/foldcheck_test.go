@@ -3,6 +3,9 @@ package group
 import (
 	"encoding/json"
 	"fmt"
+	"testing"
+
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // Every decision in this package's tests also checks that Fold of its
@@ -16,4 +19,16 @@ func init() {
 			panic(fmt.Sprintf("Fold disagrees with Decide:\n%s", diffJSON(string(f), string(d))))
 		}
 	}
+}
+
+// Outside this package's tests the hook is unset: a decision then neither
+// copies the Group nor calls it. Not parallel: it swaps the package's hook
+// (parallel tests start only after the sequential ones have run).
+func TestDecideWithoutFoldCheck(t *testing.T) {
+	saved := decidedCheck
+	decidedCheck = nil
+	t.Cleanup(func() { decidedCheck = saved })
+	k := newKit(t)
+	k.authorize("wi")
+	k.wantState("wi", protocol.WorkOpen)
 }

@@ -37,3 +37,15 @@ func TestExactTieBreaks(t *testing.T) {
 		}
 	}
 }
+
+// vtCmp decides on the high words of the cross products when they differ
+// (products of 2^64 and more).
+func TestVtCmpHighWords(t *testing.T) {
+	const s = int64(1) << 62
+	if got := vtCmp(s, 8, s, 4); got != -1 { // s/8 < s/4: 2^64 against 2^65
+		t.Errorf("vtCmp(2^62, 8, 2^62, 4) = %d, want -1", got)
+	}
+	if got := vtCmp(s, 4, s, 8); got != 1 {
+		t.Errorf("vtCmp(2^62, 4, 2^62, 8) = %d, want 1", got)
+	}
+}

@@ -55,6 +55,14 @@ func TestPreemptionBoundaries(t *testing.T) {
 			groups:  map[string]scheduler.GroupConfig{"a": {Weight: 1}, "b": {Weight: 2}, "c": {Weight: 1}},
 			running: []run{{"b1", "b", scheduler.UrgencyLow, 0}, {"b2", "b", scheduler.UrgencyLow, 10}, {"c1", "c", scheduler.UrgencyNormal, 0}, {"c2", "c", scheduler.UrgencyNormal, 10}},
 			from:    "a", ask: 200, want: "c2", across: true},
+		// The same Groups, b started last: a joins at the virtual time c had
+		// when its second item started, behind b's (b's two runs put it at
+		// 100 025 against a's 100 010), so only b's share keeps b's items,
+		// the lowest ranked, from being taken.
+		{name: "across Groups: a Group at its whole-slot share keeps it from a Group behind it",
+			groups:  map[string]scheduler.GroupConfig{"a": {Weight: 1}, "b": {Weight: 2}, "c": {Weight: 1}},
+			running: []run{{"c1", "c", scheduler.UrgencyNormal, 0}, {"c2", "c", scheduler.UrgencyNormal, 10}, {"b1", "b", scheduler.UrgencyLow, 20}, {"b2", "b", scheduler.UrgencyLow, 30}},
+			from:    "a", ask: 200, want: "c2", across: true},
 		// Three Groups of weight 1 on three slots, b waiting: a holds exactly
 		// its share (one slot), so it takes none from c, which holds two.
 		{name: "across Groups: a candidate's Group at its share preempts no other",
