@@ -5,11 +5,11 @@
 // The run (driver*.go): authority-lite embedded and served over real wss on
 // 127.0.0.1; worker-1 (runtime.Worker, two slots) serves Mission A (grp-a,
 // priority high: requirements → implementation → testing → code review and
-// eight parallel load stages → integration → human approval) and Mission B
-// (grp-b, normal: implementation → testing → review and four load stages)
+// sixteen parallel load stages → integration → human approval) and Mission B
+// (grp-b, normal: implementation → testing → review and eight load stages)
 // at the same time. The load stages (handlers_load.go: checkpointed steps
 // of a SHA-256 chain the reviewer recomputes) keep both Groups backlogged
-// on the shared worker at once, so the report's contention window
+// on the shared worker at once (it takes them all: queueDepth), so the report's contention window
 // (ComputeContention) shows each Group's share of slot-time against its
 // weight; worker-2 is
 // registered and started only when a fault needs a second worker. Each

@@ -57,6 +57,9 @@ const (
 	worker1    = "worker-1" // shared by both Missions, two slots
 	worker2    = "worker-2" // Mission A only; runs when a fault needs a second worker
 	slotsPerWk = 2
+	// queueDepth is the commitments per slot a PoC worker takes: room
+	// for every stage both Missions have ready at once.
+	queueDepth = (LoadStagesA + LoadStagesB + 8) / slotsPerWk
 )
 
 // The PoC's execution lease and start deadline. Short, so the
@@ -271,6 +274,12 @@ func (r *run) startWorker(id string, groups []string) error {
 		Handlers: Handlers(HandlerConfig{AgentID: id, Artifacts: r.svc, Integration: r.effects, Holds: r.holds, Python: r.python}),
 		Logger:   r.log.With("component", "worker", "agent", id),
 		Tick:     200 * time.Millisecond,
+		// Every stage the two Missions offer at once is taken: at the
+		// default depth (4 per slot) one Mission's load stages filled
+		// the worker's commitments and the other's were refused and taken
+		// one at a time as commitments ended, so the scheduler never had
+		// both backlogs to share (the contention window fell apart).
+		QueueDepth: queueDepth,
 		// A short reconnect cap: the injected outages end at known times
 		// and the run should not wait out a 30 s backoff after them, nor
 		// lose a lease to a slow reconnection.

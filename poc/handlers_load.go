@@ -22,7 +22,7 @@ import (
 // it can be preempted and resumed anywhere. The reviewer recomputes the
 // chain.
 const (
-	LoadSteps     = 4
+	LoadSteps     = 2
 	LoadRounds    = 20000
 	LoadStepTime  = 100 * time.Millisecond
 	loadStepLabel = "load step "

@@ -191,10 +191,14 @@ func MissionB(base time.Time) MissionSpec {
 
 // Load stages per Mission, in proportion to the Groups' weights (4:2), so
 // both backlogs drain at about the same time under weighted fair sharing
-// and the window in which both wait is as long as the work.
+// and the window in which both wait is as long as the work. Many short
+// ones rather than a few long ones: weighted fair sharing keeps a Group
+// within about one run of its share, so the share a window shows is as
+// fine as the runs in it (twelve runs of half a second put one run at
+// eight share points; two dozen shorter ones, at about four).
 const (
-	LoadStagesA = 8
-	LoadStagesB = 4
+	LoadStagesA = 16
+	LoadStagesB = 8
 )
 
 // loadStages are a Mission's n parallel load branches, each after the

@@ -142,3 +142,32 @@ func TestTinyProjectMatchesTestdata(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The PoC worker takes every stage both Missions have ready at once (each
+// Mission's review and load stages, released together by its tests, and
+// the priority-arrival hotfix): were some refused for capacity, they would
+// reach the scheduler one at a time and the contention window would not
+// show its sharing.
+func TestWorkerTakesEveryReadyStage(t *testing.T) {
+	upToTests := map[StageKind]bool{StageRequirements: true, StageImplementation: true, StageTesting: true}
+	ready := 1 // the hotfix
+	for _, m := range []MissionSpec{MissionA(base), MissionB(base)} {
+		for _, s := range m.WorkStages() {
+			after := len(s.Contract.Dependencies) > 0
+			for _, d := range s.Contract.Dependencies {
+				if ds, ok := m.Stage(d.WorkItemID); !ok || !upToTests[ds.Kind] {
+					after = false
+				}
+			}
+			if after && !upToTests[s.Kind] {
+				ready++
+			}
+		}
+	}
+	if ready != LoadStagesA+LoadStagesB+3 {
+		t.Errorf("%d stages ready at once after the tests, want both Missions' loads, reviews and the hotfix", ready)
+	}
+	if c := queueDepth * slotsPerWk; c < ready {
+		t.Errorf("the PoC worker commits to %d items, %d are ready at once", c, ready)
+	}
+}
