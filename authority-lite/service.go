@@ -524,7 +524,7 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 		return nil, protocol.Errorf(protocol.CodeInternalError, "canonical bytes: %v", err)
 	}
 	c := &call{s: s, cmd: cmd, digest: protocol.Digest(canon), now: now}
-	if c.payload, err = decodePayload(cmd); err != nil {
+	if c.payload, err = decodePayload(cmd, in.Value["payload"]); err != nil {
 		return nil, err
 	}
 	switch cmd.Type {
@@ -625,12 +625,14 @@ type errReplay struct{ receipt protocol.Receipt }
 
 func (errReplay) Error() string { return "replayed command" }
 
-func decodePayload(cmd *protocol.Command) (any, error) {
+// decodePayload decodes the typed payload of cmd from parsed, the payload
+// as DecodeCommand parsed it, so it is not parsed a second time.
+func decodePayload(cmd *protocol.Command, parsed any) (any, error) {
 	p := protocol.PayloadFor(cmd.Type)
 	if p == nil {
 		return nil, protocol.InvalidCommand("unknown command type %s", cmd.Type).At("/type")
 	}
-	if err := protocol.DecodeExact(cmd.Payload, p, protocol.CodeSchemaValidationFailed); err != nil {
+	if err := protocol.DecodeExactParsed(cmd.Payload, parsed, p, protocol.CodeSchemaValidationFailed); err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
 			return nil, pe

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -82,11 +81,8 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, compareUTF16)
+		var arr [16]string
+		keys := sortKeys(appendKeys(arr[:0], x))
 		dst = append(dst, '{')
 		for i, k := range keys {
 			if i > 0 {

@@ -42,14 +42,22 @@ func EnrollmentExtension(issuedAt time.Time, valid time.Duration) (Extensions, e
 // issuedAt (minus the skew) until its validUntil, at most
 // MaxEnrollmentValidity later. Past validUntil it is AUTH_INVALID_SIGNATURE
 // with details.reason "enrollment_expired", like any stale document.
-func verifyFreshCommand(doc map[string]any, keys KeyResolver, now time.Time, maxSkew time.Duration) error {
+//
+// It writes the signing input to dst and its layout to lay (see
+// verifyInto) and returns the input and the signature's value.
+func verifyFreshCommand(doc map[string]any, keys KeyResolver, now time.Time, maxSkew time.Duration, dst []byte, lay *signedLayout) ([]byte, string, error) {
+	input, value, err := verifyInto(dst, doc, keys, lay)
+	if err != nil {
+		return nil, "", err
+	}
+	return input, value, checkCommandFresh(doc, now, maxSkew)
+}
+
+func checkCommandFresh(doc map[string]any, now time.Time, maxSkew time.Duration) error {
 	exts, _ := doc["extensions"].(map[string]any)
 	entry, ok := exts[EnrollmentExtensionURI].(map[string]any)
 	if !ok || doc["type"] != string(CmdAgentCardRegister) {
-		return VerifyFresh(doc, keys, now, maxSkew)
-	}
-	if err := Verify(doc, keys); err != nil {
-		return err
+		return checkIssuedAt(doc, now, maxSkew)
 	}
 	ptr := pointerOf([]string{"extensions", EnrollmentExtensionURI, "data", "validUntil"})
 	issued, err := ParseTime(str(doc, "issuedAt"))

@@ -21,13 +21,24 @@ type Inbound struct {
 // InboundCommand is a Command that passed every check of DecodeCommand.
 type InboundCommand struct {
 	Command *Command
-	Value   map[string]any // the parsed document, for canonical bytes on demand
+	Value   map[string]any // the parsed document, as received
 	Raw     []byte         // the bytes as received
+
+	input []byte // the signing input DecodeCommand verified
+	lay   signedLayout
+	value string // signature.value
 }
 
 // CanonicalBytes returns the command's JCS bytes, signature included: what
-// the authority compares when the same (actor, actionId) comes again.
-func (c *InboundCommand) CanonicalBytes() ([]byte, error) { return Canonical(c.Value) }
+// the authority compares when the same (actor, actionId) comes again. They
+// are those of Value as received: the verified signing input with the
+// signature's value put back.
+func (c *InboundCommand) CanonicalBytes() ([]byte, error) {
+	if c.input == nil {
+		return Canonical(c.Value)
+	}
+	return appendSignedValue(make([]byte, 0, len(c.input)+valueMember), c.input, &c.lay, c.value), nil
+}
 
 // DecodeCommand runs the checks a Command gets before any state is looked
 // at, in the order of spec 15.1: strict decoding (PROTOCOL_VIOLATION),
@@ -52,7 +63,10 @@ func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, e
 	if skew == 0 {
 		skew = DefaultMaxSkew
 	}
-	if err := verifyFreshCommand(doc, in.Keys, now, skew); err != nil {
+	// Canonical JSON may be longer than the text only by number forms.
+	ic := &InboundCommand{Value: doc, Raw: data}
+	ic.input, ic.value, err = verifyFreshCommand(doc, in.Keys, now, skew, make([]byte, 0, len(data)+64), &ic.lay)
+	if err != nil {
 		return nil, err
 	}
 	if err := CheckCommandSigner(doc); err != nil {
@@ -71,18 +85,18 @@ func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, e
 	if err := CheckExtensions(doc, known); err != nil {
 		return nil, err
 	}
-	cmd, err := commandFromParsed(doc)
-	if err != nil {
+	if ic.Command, err = commandFromParsed(doc, ic.input, &ic.lay); err != nil {
 		return nil, err
 	}
-	return &InboundCommand{Command: cmd, Value: doc, Raw: data}, nil
+	return ic, nil
 }
 
 // commandFromParsed builds the typed Command from a parsed envelope that
 // already passed command.schema.json, without decoding the bytes a second
 // time. Payload and extension data become their canonical bytes, which
-// relay the same value with the same signature input.
-func commandFromParsed(doc map[string]any) (*Command, error) {
+// relay the same value with the same signature input: the slices of input
+// (the verified signing input, laid out as lay says) that hold them.
+func commandFromParsed(doc map[string]any, input []byte, lay *signedLayout) (*Command, error) {
 	c := &Command{
 		ActionID:                   str(doc, "actionId"),
 		ProtocolVersion:            str(doc, "protocolVersion"),
@@ -94,18 +108,23 @@ func commandFromParsed(doc map[string]any) (*Command, error) {
 	actor, _ := doc["actor"].(map[string]any)
 	c.Actor = Actor{Kind: ActorKind(str(actor, "kind")), ID: str(actor, "id")}
 	var err error
-	for name, dst := range map[string]**uint64{
-		"sessionEpoch": &c.SessionEpoch, "membershipEpoch": &c.MembershipEpoch,
-		"coordinatorEpoch": &c.CoordinatorEpoch, "expectedRevision": &c.ExpectedRevision,
+	for _, m := range [...]struct {
+		name string
+		dst  **uint64
+	}{
+		{"coordinatorEpoch", &c.CoordinatorEpoch}, {"expectedRevision", &c.ExpectedRevision},
+		{"membershipEpoch", &c.MembershipEpoch}, {"sessionEpoch", &c.SessionEpoch},
 	} {
-		if *dst, err = optUint(doc, name); err != nil {
+		if *m.dst, err = optUint(doc, m.name); err != nil {
 			return nil, err
 		}
 	}
 	if c.IssuedAt, err = ParseTime(str(doc, "issuedAt")); err != nil {
 		return nil, Errorf(CodeSchemaValidationFailed, "issuedAt: %v", err).At("/issuedAt")
 	}
-	if c.Payload, err = Canonical(doc["payload"]); err != nil {
+	if p := lay.payload; p.end > 0 {
+		c.Payload = input[p.start:p.end:p.end]
+	} else if c.Payload, err = Canonical(doc["payload"]); err != nil {
 		return nil, err
 	}
 	if exts, ok := doc["extensions"].(map[string]any); ok {
@@ -115,7 +134,9 @@ func commandFromParsed(doc map[string]any) (*Command, error) {
 			crit, _ := em["critical"].(bool)
 			var data []byte
 			if d, ok := em["data"]; ok {
-				if data, err = Canonical(d); err != nil {
+				if sp, ok := lay.extData(uri); ok {
+					data = input[sp.start:sp.end:sp.end]
+				} else if data, err = Canonical(d); err != nil {
 					return nil, err
 				}
 			}

@@ -1,6 +1,9 @@
 package protocol
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // Schema patterns are matched on every string of every inbound document,
 // and most of them are a few character classes with counts: an id, a key
@@ -24,7 +27,78 @@ func compilePattern(s string) (func(string) bool, error) {
 	if atoms, ok := parseSimplePattern(s); ok {
 		return func(v string) bool { return matchAtoms(atoms, v) }, nil
 	}
+	switch s {
+	case wireTimePattern:
+		return matchWireTime, nil
+	case extensionURIPattern:
+		return matchExtensionURI, nil
+	}
 	return re.MatchString, nil
+}
+
+// The two patterns of every Command that are not a few classes with counts,
+// each matched by a scan written for it.
+const (
+	wireTimePattern     = `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?Z$`
+	extensionURIPattern = `^(urn:[A-Za-z0-9][A-Za-z0-9-]{0,31}:[^\s]+|https?://[^\s]+)$`
+)
+
+func matchWireTime(v string) bool {
+	n := len(v)
+	if n != 20 && (n < 22 || n > 24) {
+		return false
+	}
+	in := func(i int, lo, hi byte) bool { return v[i] >= lo && v[i] <= hi }
+	digit := func(i int) bool { return in(i, '0', '9') }
+	switch {
+	case !digit(0) || !digit(1) || !digit(2) || !digit(3) || v[4] != '-' || v[7] != '-' || v[10] != 'T',
+		!(v[5] == '0' && in(6, '1', '9') || v[5] == '1' && in(6, '0', '2')),
+		!(v[8] == '0' && in(9, '1', '9') || in(8, '1', '2') && digit(9) || v[8] == '3' && in(9, '0', '1')),
+		!(in(11, '0', '1') && digit(12) || v[11] == '2' && in(12, '0', '3')),
+		v[13] != ':' || !in(14, '0', '5') || !digit(15) || v[16] != ':' || !in(17, '0', '5') || !digit(18),
+		v[n-1] != 'Z':
+		return false
+	}
+	if n == 20 {
+		return true
+	}
+	if v[19] != '.' {
+		return false
+	}
+	for i := 20; i < n-1; i++ {
+		if !digit(i) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchExtensionURI(v string) bool {
+	if rest, ok := strings.CutPrefix(v, "urn:"); ok {
+		i := 0
+		for i < len(rest) && i < 33 && (isAlnum(rest[i]) || i > 0 && rest[i] == '-') {
+			i++
+		}
+		if i == 0 || i == 33 || i >= len(rest) || rest[i] != ':' {
+			return false
+		}
+		return nonSpace(rest[i+1:])
+	}
+	if rest, ok := strings.CutPrefix(v, "https://"); ok {
+		return nonSpace(rest)
+	}
+	rest, ok := strings.CutPrefix(v, "http://")
+	return ok && nonSpace(rest)
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// nonSpace is [^\s]+ of RE2: one byte at least and none of \t \n \f \r
+// and space (an invalid UTF-8 byte reads as U+FFFD, which matches).
+func nonSpace(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "\t\n\f\r ")
 }
 
 // parseSimplePattern reads ^atom...atom$ where every atom is an ASCII

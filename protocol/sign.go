@@ -78,18 +78,12 @@ func signatureObject(doc map[string]any) (map[string]any, error) {
 // appendSigningInput appends the signing input of doc with sig standing in
 // for its signature member.
 func appendSigningInput(dst []byte, doc, sig map[string]any) ([]byte, error) {
-	top := make(map[string]any, len(doc)+1)
-	for k, v := range doc {
-		top[k] = v
-	}
-	s := make(map[string]any, len(sig))
-	for k, v := range sig {
-		if k != "value" {
-			s[k] = v
-		}
-	}
-	top["signature"] = s
-	out, err := AppendCanonical(dst, top)
+	return appendSigningLayout(dst, doc, sig, nil)
+}
+
+// appendSigningLayout is appendSigningInput that also records lay.
+func appendSigningLayout(dst []byte, doc, sig map[string]any, lay *signedLayout) ([]byte, error) {
+	out, err := appendSigned(dst, doc, sig, lay)
 	if err != nil {
 		return nil, Errorf(CodeAuthInvalidSignature, "no canonical form: %v", err)
 	}
@@ -201,18 +195,27 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 // issuedAt/occurredAt/createdAt, or a value that does not match (wrong key,
 // any tampered member). Verify does not judge freshness; see VerifyFresh.
 func Verify(doc map[string]any, keys KeyResolver) error {
-	c, err := checkSignature(doc, keys)
-	if err != nil {
-		return err
-	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	input, err := appendSigningInput((*bp)[:0], doc, c.sig)
-	if err != nil {
-		return err
+	input, _, err := verifyInto((*bp)[:0], doc, keys, nil)
+	if input != nil {
+		*bp = input
 	}
-	*bp = input
-	return c.verify(input)
+	return err
+}
+
+// verifyInto is Verify writing the signing input to dst and its layout to
+// lay (when non-nil); it returns the input and the signature's value.
+func verifyInto(dst []byte, doc map[string]any, keys KeyResolver, lay *signedLayout) ([]byte, string, error) {
+	c, err := checkSignature(doc, keys)
+	if err != nil {
+		return nil, "", err
+	}
+	input, err := appendSigningLayout(dst, doc, c.sig, lay)
+	if err != nil {
+		return nil, "", err
+	}
+	return input, c.value, c.verify(input)
 }
 
 // sigCheck is a signature whose form passed every check; only the
@@ -318,6 +321,11 @@ func VerifyFresh(doc map[string]any, keys KeyResolver, now time.Time, maxSkew ti
 	if err := Verify(doc, keys); err != nil {
 		return err
 	}
+	return checkIssuedAt(doc, now, maxSkew)
+}
+
+// checkIssuedAt is VerifyFresh's freshness part, once Verify passed.
+func checkIssuedAt(doc map[string]any, now time.Time, maxSkew time.Duration) error {
 	// Verify has already held signature.createdAt equal to a valid issuedAt,
 	// if present.
 	s, ok := doc["issuedAt"].(string)

@@ -23,19 +23,26 @@ const valueMember = len(`,"value":"`) + 86 + 1
 
 // signEvent is SignedEvent.
 func signEvent(ev *Event, k PrivateKey) ([]byte, error) {
-	buf, cut, err := unsignedEvent(ev, k)
+	buf, lay, err := unsignedEvent(ev, k)
 	if err != nil {
 		return nil, err
 	}
-	return spliceSignature(ev, k, buf, cut), nil
+	return spliceSignature(ev, k, buf, lay.cut), nil
+}
+
+// eventLayout is where appendUnsignedEvent put the signature's value (cut)
+// and the payload and extensions values (end 0: not written).
+type eventLayout struct {
+	cut                 int
+	payload, extensions span
 }
 
 // unsignedEvent sets ev's signature (but its value) and returns its
-// signing input with the offset where the value goes.
-func unsignedEvent(ev *Event, k PrivateKey) ([]byte, int, error) {
+// signing input with its layout.
+func unsignedEvent(ev *Event, k PrivateKey) ([]byte, eventLayout, error) {
 	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
 	if err := k.check(); err != nil {
-		return nil, 0, err
+		return nil, eventLayout{}, err
 	}
 	// Room for the envelope, and for the payload twice: its objects are
 	// put in order after their members are read.
@@ -58,11 +65,13 @@ func spliceSignature(ev *Event, k PrivateKey, buf []byte, cut int) []byte {
 }
 
 // appendUnsignedEvent appends the signing input of ev signed by
-// ev.Signature (alg, keyId; createdAt is occurredAt) and returns the
-// offset of the signature object's closing brace in the result.
-func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
+// ev.Signature (alg, keyId; createdAt is occurredAt) and returns its
+// layout: the offset of the signature object's closing brace in the result
+// and the spans of the payload and extensions.
+func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, eventLayout, error) {
+	var lay eventLayout
 	if y := ev.OccurredAt.Time.UTC().Year(); y < 0 || y > 9999 {
-		return nil, 0, Errorf(CodeInternalError, "time year %d is outside 0000–9999", y).At("/occurredAt")
+		return nil, lay, Errorf(CodeInternalError, "time year %d is outside 0000–9999", y).At("/occurredAt")
 	}
 	at := ev.OccurredAt.String()
 	w := envelopeWriter{b: dst}
@@ -89,7 +98,9 @@ func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
 	if len(ev.Extensions) > 0 {
 		w.member(`,"extensions":`)
 		if w.err == nil {
+			start := len(w.b)
 			w.b, w.err = appendCanonicalExtensions(w.b, ev.Extensions)
+			lay.extensions = span{start, len(w.b)}
 		}
 	}
 	if ev.GroupID != "" {
@@ -100,12 +111,14 @@ func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
 	w.member(at)
 	w.member(`","payload":`)
 	if w.err == nil {
+		lay.payload.start = len(w.b)
 		if ev.Payload == nil {
 			w.b = append(w.b, "null"...)
 		} else {
 			// The payload is one level below the event object.
 			w.b, w.err = appendCanonicalText(w.b, ev.Payload, 1, DefaultMaxDepth)
 		}
+		lay.payload.end = len(w.b)
 	}
 	if ev.Revision != nil {
 		w.member(`,"revision":`)
@@ -122,14 +135,14 @@ func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, int, error) {
 	w.member(`","keyId":`)
 	w.str(ev.Signature.KeyID)
 	w.member(`}`)
-	cut := len(w.b) - 1
+	lay.cut = len(w.b) - 1
 	w.member(`,"type":`)
 	w.str(string(ev.Type))
 	w.member(`}`)
 	if w.err != nil {
-		return nil, 0, w.err
+		return nil, eventLayout{}, w.err
 	}
-	return w.b, cut, nil
+	return w.b, lay, nil
 }
 
 // appendCanonicalExtensions appends the JCS bytes of an extensions member.

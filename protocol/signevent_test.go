@@ -10,9 +10,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"pgregory.net/rapid"
 )
@@ -33,6 +35,9 @@ func signedEventReference(ev *Event, k PrivateKey) ([]byte, error) {
 // sameSignedEvent signs a copy of ev both ways and reports how they differ:
 // the bytes, the Signature set on the Event, or one failing alone.
 func sameSignedEvent(ev Event, k PrivateKey) (string, bool) {
+	if msg, ok := sameEventDocument(ev, k); !ok {
+		return msg, false
+	}
 	a, b := ev, ev
 	got, gerr := SignedEvent(&a, k)
 	want, werr := signedEventReference(&b, k)
@@ -47,6 +52,40 @@ func sameSignedEvent(ev Event, k PrivateKey) (string, bool) {
 		return fmt.Sprintf("Signature %+v, reference %+v", a.Signature, b.Signature), false
 	}
 	return "", true
+}
+
+// sameEventDocument: the document SignedEventChecked validates, built from
+// the Event's members, is what parsing its signing input gives (with the
+// stand-in value), whenever both exist; and it is built for valid strings.
+func sameEventDocument(ev Event, k PrivateKey) (string, bool) {
+	buf, lay, err := unsignedEvent(&ev, k)
+	if err != nil {
+		return "", true
+	}
+	doc, built := eventDocument(&ev, buf, lay)
+	probe := append(append(append([]byte{}, buf[:lay.cut]...), `,"value":"`+unsignedValue+`"`...), buf[lay.cut:]...)
+	parsed, perr := Parse(probe, DecodeOptions{})
+	switch {
+	case !built && perr == nil && utf8.Valid(probe) && bytes.Equal(probe, bytes.ToValidUTF8(probe, nil)) &&
+		!strings.Contains(string(probe), "\ufffd") && validEnvelope(ev):
+		return "eventDocument gave up on an event that parses", false
+	case built && perr != nil:
+		return fmt.Sprintf("eventDocument built a document whose bytes do not parse: %v", perr), false
+	case built && !reflect.DeepEqual(doc, parsed):
+		return fmt.Sprintf("document\n built  %#v\n parsed %#v", doc, parsed), false
+	}
+	return "", true
+}
+
+func validEnvelope(ev Event) bool {
+	ok := true
+	for _, s := range []string{ev.AcceptedBy, ev.Actor.ID, string(ev.Actor.Kind), ev.CausationID, ev.CorrelationID, ev.EventID, ev.GroupID, string(ev.Type)} {
+		ok = ok && utf8.ValidString(s)
+	}
+	if ev.Aggregate != nil {
+		ok = ok && utf8.ValidString(ev.Aggregate.ID) && utf8.ValidString(string(ev.Aggregate.Kind))
+	}
+	return ok
 }
 
 func testEventKey(t testing.TB) PrivateKey {
@@ -94,6 +133,15 @@ func TestSignedEventTraps(t *testing.T) {
 	ev.Payload = nil
 	if msg, ok := sameSignedEvent(ev, k); !ok {
 		t.Errorf("nil payload: %s", msg)
+	}
+	for _, data := range []string{`{"b":[1,2.50],"a":"\u00e9"}`, `null`, strings.Repeat("[", 61) + strings.Repeat("]", 61), strings.Repeat("[", 62) + strings.Repeat("]", 62)} {
+		ev := testEvent(`{"a":1}`)
+		ev.Extensions = Extensions{"urn:example:x": {Critical: true, Data: json.RawMessage(data)}, "urn:example:a": {}}
+		// Not sameSignedEvent: SignedEvent counts an extension's nesting
+		// from its data, the reference from the event.
+		if msg, ok := sameEventDocument(ev, k); !ok {
+			t.Errorf("extension data %.40s: %s", data, msg)
+		}
 	}
 	for _, s := range []string{"a<b>&c", "\u2028\u2029", "\x00\x1f\"\\", "é😀\ue000", "\xff", "a\xed\xa0\x80b", "\xf0\x9f\x98", "\ufffe", "\ufdd0", "\uFFFD"} {
 		for _, edit := range []func(*Event){

@@ -3,7 +3,9 @@ package protocol
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // SignedCommand signs cmd with k and returns its JCS bytes, ready to send.
@@ -35,21 +37,82 @@ var unsignedValue = strings.Repeat("A", 86)
 // aggregate kind — with its signature complete but for the value signing
 // computes. A refusal is ValidateEventAt's error and nothing is signed.
 func SignedEventChecked(ev *Event, k PrivateKey) ([]byte, error) {
-	buf, cut, err := unsignedEvent(ev, k)
+	buf, lay, err := unsignedEvent(ev, k)
 	if err != nil {
 		return nil, err
 	}
-	probe := make([]byte, 0, len(buf)+valueMember)
-	probe = append(append(append(probe, buf[:cut]...), `,"value":"`+unsignedValue+`"`...), buf[cut:]...)
-	parsed, err := Parse(probe, DecodeOptions{})
-	doc, ok := parsed.(map[string]any)
-	if err != nil || !ok {
-		return nil, Errorf(CodeInternalError, "event %s does not parse back: %v", ev.EventID, err)
+	doc, ok := eventDocument(ev, buf, lay)
+	if !ok {
+		probe := make([]byte, 0, len(buf)+valueMember)
+		probe = append(append(append(probe, buf[:lay.cut]...), `,"value":"`+unsignedValue+`"`...), buf[lay.cut:]...)
+		parsed, err := Parse(probe, DecodeOptions{})
+		if doc, ok = parsed.(map[string]any); err != nil || !ok {
+			return nil, Errorf(CodeInternalError, "event %s does not parse back: %v", ev.EventID, err)
+		}
 	}
 	if err := ValidateEventAt(doc, ""); err != nil {
 		return nil, err
 	}
-	return spliceSignature(ev, k, buf, cut), nil
+	return spliceSignature(ev, k, buf, lay.cut), nil
+}
+
+// eventDocument is what Parse gives for the signing input buf of ev with
+// unsignedValue spliced in as the signature's value, built from ev's
+// members; only the payload and extensions are parsed, from their spans of
+// buf. Strings are the same as read back when they are valid UTF-8 (else
+// the signed bytes carry U+FFFD); false when one is not, when the document
+// would be over DefaultMaxBytes, or when a span does not parse: then the
+// caller parses the whole document, for the same result or error.
+func eventDocument(ev *Event, buf []byte, lay eventLayout) (map[string]any, bool) {
+	if len(buf)+valueMember > DefaultMaxBytes {
+		return nil, false
+	}
+	at := ev.OccurredAt.String()
+	for _, s := range [...]string{ev.AcceptedBy, ev.Actor.ID, string(ev.Actor.Kind), ev.CausationID, ev.CorrelationID,
+		ev.EventID, ev.GroupID, string(ev.Type), ev.Signature.Alg, ev.Signature.KeyID} {
+		if !utf8.ValidString(s) {
+			return nil, false
+		}
+	}
+	doc := make(map[string]any, 16)
+	doc["acceptedBy"] = ev.AcceptedBy
+	doc["actor"] = map[string]any{"id": ev.Actor.ID, "kind": string(ev.Actor.Kind)}
+	if a := ev.Aggregate; a != nil {
+		if !utf8.ValidString(a.ID) || !utf8.ValidString(string(a.Kind)) {
+			return nil, false
+		}
+		doc["aggregate"] = map[string]any{"id": a.ID, "kind": string(a.Kind)}
+	}
+	doc["causationId"] = ev.CausationID
+	doc["correlationId"] = ev.CorrelationID
+	doc["eventId"] = ev.EventID
+	for _, m := range [...]struct {
+		name string
+		at   span
+	}{{"extensions", lay.extensions}, {"payload", lay.payload}} {
+		if m.at.end == 0 {
+			continue
+		}
+		// One level below the event object, as in the whole document.
+		v, err := Parse(buf[m.at.start:m.at.end], DecodeOptions{MaxDepth: DefaultMaxDepth - 1})
+		if err != nil {
+			return nil, false
+		}
+		doc[m.name] = v
+	}
+	if ev.GroupID != "" {
+		doc["groupId"] = ev.GroupID
+	}
+	doc["occurredAt"] = at
+	if ev.Revision != nil {
+		doc["revision"] = json.Number(strconv.FormatUint(*ev.Revision, 10))
+	}
+	if ev.Sequence != nil {
+		doc["sequence"] = json.Number(strconv.FormatUint(*ev.Sequence, 10))
+	}
+	doc["signature"] = map[string]any{"alg": ev.Signature.Alg, "createdAt": at, "keyId": ev.Signature.KeyID, "value": unsignedValue}
+	doc["type"] = string(ev.Type)
+	return doc, true
 }
 
 // SignedValue signs any Go value that marshals to a document with one of

@@ -170,7 +170,7 @@ func (p *parser) object() (any, error) {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return nil, p.fail("expected member name at byte %d", p.pos)
 		}
-		name, err := p.str()
+		name, err := p.memberName()
 		if err != nil {
 			return nil, err
 		}
