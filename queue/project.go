@@ -124,7 +124,7 @@ func project(v view, f *fact) (change, *protocol.Error) {
 	if !projected(f.Type) {
 		return change{}, nil
 	}
-	p, err := group.Decode(f.Type, f.Payload)
+	p, err := decodePayload(f.Type, f.Payload)
 	if err != nil {
 		return change{}, protocolError(err)
 	}

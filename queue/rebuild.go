@@ -9,7 +9,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -154,18 +153,18 @@ func (w *inboxFact) fact() fact {
 // envelope when the type can be read off the stored bytes first.
 func replayOne(ov *overlay, raw []byte) (change, error) {
 	if typ, ok := trailingType(raw); ok && projected(typ) {
-		if p, ok := group.NewPayload(typ); ok {
+		if p, ok := newPayload(typ); ok {
 			w := inboxFact{Payload: p}
-			if json.Unmarshal(raw, &w) == nil && w.Type == typ {
+			if unmarshal(raw, &w) == nil && w.Type == typ {
 				f := w.fact()
-				ch, _ := projectPayload(ov, &f, p)
+				ch, _ := projectPayload(ov, &f, payloadOf(p))
 				return ch, nil
 			}
 		}
 	}
 	var payload json.RawMessage
 	w := inboxFact{Payload: &payload}
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := unmarshal(raw, &w); err != nil {
 		return change{}, err
 	}
 	f := w.fact()

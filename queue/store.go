@@ -309,7 +309,7 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 		g.snapRef = &ref
 	}
 	if v := meta.Get(keyMission); v != nil {
-		if err := json.Unmarshal(v, &g.mis); err != nil {
+		if err := unmarshal(v, &g.mis); err != nil {
 			return nil, fmt.Errorf("queue: group %s mission: %w", id, err)
 		}
 	}
@@ -328,7 +328,7 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 	if q := gb.Bucket(bktQueue); q != nil {
 		err := q.ForEach(func(k, v []byte) error {
 			e := new(Entry)
-			if err := json.Unmarshal(v, e); err != nil {
+			if err := unmarshal(v, e); err != nil {
 				return fmt.Errorf("queue: group %s item %s: %w", id, k, err)
 			}
 			g.items[e.WorkItemID] = e
