@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -96,19 +98,9 @@ func replay(gb *bolt.Bucket, id string) (*groupState, *overlay, error) {
 		start.mission = &g.mis
 	}
 	ov.record(start)
-	next := g.base + 1
-	c := gb.Bucket(bktInbox).Cursor()
-	for k, v := c.Seek(u64(next)); k != nil; k, v = c.Next() {
-		seq := getU64(k)
-		if seq != next {
-			return nil, nil, fmt.Errorf("group %s inbox jumps from %d to %d", id, next-1, seq)
-		}
-		ch, err := replayOne(ov, v)
-		if err != nil {
-			return nil, nil, fmt.Errorf("group %s event %d: %w", id, seq, err)
-		}
-		ov.record(ch)
-		next++
+	next, err := replayInbox(gb.Bucket(bktInbox), g.base+1, ov)
+	if err != nil {
+		return nil, nil, fmt.Errorf("group %s %w", id, err)
 	}
 	if next-1 != g.cursor {
 		return nil, nil, fmt.Errorf("group %s inbox ends at %d, cursor is %d", id, next-1, g.cursor)
@@ -146,31 +138,113 @@ func (w *inboxFact) fact() fact {
 		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt}
 }
 
-// replayOne projects one stored event. Its result is the one Apply got: a
-// payload the view cannot read (which Apply recorded as a Problem) changes
-// nothing here either. Replay is the cold-start path (docs/performance.md): the
-// payload is decoded straight into its type in the same pass as the
-// envelope when the type can be read off the stored bytes first.
-func replayOne(ov *overlay, raw []byte) (change, error) {
+// replayInbox projects the inbox's events from sequence next on, in
+// order, and returns the sequence after the last. Decoding is most of the
+// work and needs nothing but the event's bytes, so decoders on every core
+// run ahead of the one goroutine that projects (the overlay is not shared);
+// this goroutine alone reads the bucket. The values are the file's mapped
+// bytes, which stay put until the transaction ends: nothing here writes or
+// grows the file (the projection is written, and pages allocated, after).
+func replayInbox(inbox *bolt.Bucket, next uint64, ov *overlay) (uint64, error) {
+	const window = 512 // events decoded ahead of the projection
+	jobs := make(chan replayJob, window)
+	order := make(chan chan storedEvent, window)
+	var decoders sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		decoders.Go(func() {
+			for j := range jobs {
+				d, err := decodeStored(j.raw)
+				d.seq, d.err = j.seq, err
+				j.out <- d
+			}
+		})
+	}
+	projected := make(chan error, 1)
+	go func() {
+		var first error
+		for res := range order {
+			d := <-res
+			switch {
+			case first != nil:
+			case d.err != nil:
+				first = fmt.Errorf("event %d: %w", d.seq, d.err)
+			default:
+				ov.record(d.project(ov))
+			}
+		}
+		projected <- first
+	}()
+	var err error
+	c := inbox.Cursor()
+	for k, v := c.Seek(u64(next)); k != nil; k, v = c.Next() {
+		seq := getU64(k)
+		if seq != next {
+			err = fmt.Errorf("inbox jumps from %d to %d", next-1, seq)
+			break
+		}
+		out := make(chan storedEvent, 1)
+		order <- out
+		jobs <- replayJob{seq: seq, raw: v, out: out}
+		next++
+	}
+	close(jobs)
+	close(order)
+	decoders.Wait()
+	if perr := <-projected; perr != nil {
+		return 0, perr
+	}
+	return next, err
+}
+
+type replayJob struct {
+	seq uint64
+	raw []byte
+	out chan<- storedEvent
+}
+
+// storedEvent is a stored event decoded for the projection: its envelope
+// and, when typed, its payload already in its type.
+type storedEvent struct {
+	seq     uint64
+	err     error
+	f       fact
+	payload any
+	typed   bool
+}
+
+// decodeStored decodes one stored event. Replay is the cold-start path
+// (docs/performance.md): the payload is decoded straight into its type in
+// the same pass as the envelope when the type can be read off the stored
+// bytes first; otherwise it is kept raw for project.
+func decodeStored(raw []byte) (storedEvent, error) {
 	if typ, ok := trailingType(raw); ok && projected(typ) {
 		if p, ok := newPayload(typ); ok {
 			w := inboxFact{Payload: p}
 			if unmarshal(raw, &w) == nil && w.Type == typ {
-				f := w.fact()
-				ch, _ := projectPayload(ov, &f, payloadOf(p))
-				return ch, nil
+				return storedEvent{f: w.fact(), payload: payloadOf(p), typed: true}, nil
 			}
 		}
 	}
 	var payload json.RawMessage
 	w := inboxFact{Payload: &payload}
 	if err := unmarshal(raw, &w); err != nil {
-		return change{}, err
+		return storedEvent{}, err
 	}
-	f := w.fact()
-	f.Payload = payload
-	ch, _ := project(ov, &f)
-	return ch, nil
+	d := storedEvent{f: w.fact()}
+	d.f.Payload = payload
+	return d, nil
+}
+
+// project projects the event. Its result is the one Apply got: a payload
+// the view cannot read (which Apply recorded as a Problem) changes nothing
+// here either.
+func (d *storedEvent) project(ov *overlay) change {
+	if d.typed {
+		ch, _ := projectPayload(ov, &d.f, d.payload)
+		return ch
+	}
+	ch, _ := project(ov, &d.f)
+	return ch
 }
 
 // trailingType reads the event type off canonical (JCS) event bytes, where

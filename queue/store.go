@@ -328,7 +328,7 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 	if q := gb.Bucket(bktQueue); q != nil {
 		err := q.ForEach(func(k, v []byte) error {
 			e := new(Entry)
-			if err := unmarshal(v, e); err != nil {
+			if err := e.UnmarshalJSON(v); err != nil {
 				return fmt.Errorf("queue: group %s item %s: %w", id, k, err)
 			}
 			g.items[e.WorkItemID] = e
@@ -400,7 +400,10 @@ func writeProjection(meta, queue *bolt.Bucket, o *overlay) error {
 		}
 	}
 	for _, id := range o.changedIDs() {
-		b, err := json.Marshal(o.items[id])
+		// MarshalJSON itself, not json.Marshal: the same bytes without
+		// encoding/json's second pass over them (it compacts a
+		// Marshaler's output, already compact).
+		b, err := o.items[id].MarshalJSON()
 		if err != nil {
 			return fmt.Errorf("queue: encode item %s: %w", id, err)
 		}
