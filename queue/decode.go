@@ -1,6 +1,9 @@
 package queue
 
 import (
+	"runtime"
+	"sync"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
@@ -18,4 +21,44 @@ var v1Semantics = jsonv1.DefaultOptionsV1()
 // of a rebuild: docs/performance.md). Only the error text differs.
 func unmarshal(b []byte, v any) error {
 	return jsonv2.Unmarshal(b, v, v1Semantics)
+}
+
+// decodeAhead decodes the values next yields on every core and hands the
+// results to use in the order next yielded them, on one goroutine (not the
+// caller's), returning once all are used. Only the caller calls next, so
+// a bbolt cursor stays on its goroutine; the decoders read the values,
+// which are the file's mapped bytes: they stay put for the transaction,
+// and nothing may write to it before decodeAhead returns.
+func decodeAhead[T any](next func() (k, v []byte, ok bool), decode func(k, v []byte) T, use func(T)) {
+	const window = 512 // values decoded ahead of use
+	type job struct {
+		k, v []byte
+		out  chan<- T
+	}
+	jobs := make(chan job, window)
+	order := make(chan chan T, window)
+	var decoders sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		decoders.Go(func() {
+			for j := range jobs {
+				j.out <- decode(j.k, j.v)
+			}
+		})
+	}
+	used := make(chan struct{})
+	go func() {
+		defer close(used)
+		for res := range order {
+			use(<-res)
+		}
+	}()
+	for k, v, ok := next(); ok; k, v, ok = next() {
+		out := make(chan T, 1)
+		order <- out
+		jobs <- job{k, v, out}
+	}
+	close(jobs)
+	close(order)
+	decoders.Wait()
+	<-used
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
-	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -140,66 +138,38 @@ func (w *inboxFact) fact() fact {
 
 // replayInbox projects the inbox's events from sequence next on, in
 // order, and returns the sequence after the last. Decoding is most of the
-// work and needs nothing but the event's bytes, so decoders on every core
-// run ahead of the one goroutine that projects (the overlay is not shared);
-// this goroutine alone reads the bucket. The values are the file's mapped
-// bytes, which stay put until the transaction ends: nothing here writes or
-// grows the file (the projection is written, and pages allocated, after).
+// work and needs nothing but the event's bytes, so it runs ahead on every
+// core (decodeAhead) of the one goroutine that projects.
 func replayInbox(inbox *bolt.Bucket, next uint64, ov *overlay) (uint64, error) {
-	const window = 512 // events decoded ahead of the projection
-	jobs := make(chan replayJob, window)
-	order := make(chan chan storedEvent, window)
-	var decoders sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		decoders.Go(func() {
-			for j := range jobs {
-				d, err := decodeStored(j.raw)
-				d.seq, d.err = j.seq, err
-				j.out <- d
-			}
-		})
-	}
-	projected := make(chan error, 1)
-	go func() {
-		var first error
-		for res := range order {
-			d := <-res
-			switch {
-			case first != nil:
-			case d.err != nil:
-				first = fmt.Errorf("event %d: %w", d.seq, d.err)
-			default:
-				ov.record(d.project(ov))
-			}
-		}
-		projected <- first
-	}()
-	var err error
+	var jump, first error
 	c := inbox.Cursor()
-	for k, v := c.Seek(u64(next)); k != nil; k, v = c.Next() {
-		seq := getU64(k)
-		if seq != next {
-			err = fmt.Errorf("inbox jumps from %d to %d", next-1, seq)
-			break
+	k, v := c.Seek(u64(next))
+	values := func() ([]byte, []byte, bool) {
+		if k == nil {
+			return nil, nil, false
 		}
-		out := make(chan storedEvent, 1)
-		order <- out
-		jobs <- replayJob{seq: seq, raw: v, out: out}
+		if seq := getU64(k); seq != next {
+			jump = fmt.Errorf("inbox jumps from %d to %d", next-1, seq)
+			return nil, nil, false
+		}
+		rk, rv := k, v
+		k, v = c.Next()
 		next++
+		return rk, rv, true
 	}
-	close(jobs)
-	close(order)
-	decoders.Wait()
-	if perr := <-projected; perr != nil {
-		return 0, perr
+	decodeAhead(values, decodeStored, func(d storedEvent) {
+		switch {
+		case first != nil:
+		case d.err != nil:
+			first = fmt.Errorf("event %d: %w", d.seq, d.err)
+		default:
+			ov.record(d.project(ov))
+		}
+	})
+	if first != nil {
+		return 0, first
 	}
-	return next, err
-}
-
-type replayJob struct {
-	seq uint64
-	raw []byte
-	out chan<- storedEvent
+	return next, jump
 }
 
 // storedEvent is a stored event decoded for the projection: its envelope
@@ -216,23 +186,24 @@ type storedEvent struct {
 // (docs/performance.md): the payload is decoded straight into its type in
 // the same pass as the envelope when the type can be read off the stored
 // bytes first; otherwise it is kept raw for project.
-func decodeStored(raw []byte) (storedEvent, error) {
+func decodeStored(key, raw []byte) storedEvent {
+	seq := getU64(key)
 	if typ, ok := trailingType(raw); ok && projected(typ) {
 		if p, ok := newPayload(typ); ok {
 			w := inboxFact{Payload: p}
 			if unmarshal(raw, &w) == nil && w.Type == typ {
-				return storedEvent{f: w.fact(), payload: payloadOf(p), typed: true}, nil
+				return storedEvent{seq: seq, f: w.fact(), payload: payloadOf(p), typed: true}
 			}
 		}
 	}
 	var payload json.RawMessage
 	w := inboxFact{Payload: &payload}
 	if err := unmarshal(raw, &w); err != nil {
-		return storedEvent{}, err
+		return storedEvent{seq: seq, err: err}
 	}
-	d := storedEvent{f: w.fact()}
+	d := storedEvent{seq: seq, f: w.fact()}
 	d.f.Payload = payload
-	return d, nil
+	return d
 }
 
 // project projects the event. Its result is the one Apply got: a payload
