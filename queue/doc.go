@@ -97,9 +97,11 @@
 // the event, never a clock, so Rebuild reproduces the stored bytes exactly.
 //
 // Mission and WorkItem state is the Group state machine's: each event's
-// payload is decoded into its one Go type (group.Decode) and applied with
-// group.Fold, the function the authority applies its own events with, to
-// the records the event touches (Entry.Item, MissionView.Record). The
+// payload is decoded into its one Go type (as group.Decode; a contract's
+// members other than its scheduling inputs and an offer's selection basis
+// are left out, payload.go) and applied with group.Fold, the function the
+// authority applies its own events with, to the records the event touches
+// (Entry.Item, MissionView.Record). The
 // entry's other members are derived from that record plus what only the
 // worker keeps: the scheduling inputs of the last contract an event carried
 // (ContractSeq names that event; the full contract stays in the inbox), the

@@ -230,7 +230,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		plainEntry
 		Item storedItem `json:"item"`
 	}
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := unmarshal(b, &v); err != nil {
 		return err
 	}
 	*e = Entry(v.plainEntry)

@@ -124,7 +124,7 @@ func project(v view, f *fact) (change, *protocol.Error) {
 	if !projected(f.Type) {
 		return change{}, nil
 	}
-	p, err := group.Decode(f.Type, f.Payload)
+	p, err := decodePayload(f.Type, f.Payload)
 	if err != nil {
 		return change{}, protocolError(err)
 	}
@@ -247,7 +247,11 @@ func (s *stepper) missionRecord() *protocol.Mission {
 func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract) *Entry {
 	e := &Entry{}
 	if prev != nil {
-		e = prev.clone()
+		// A copy whose lists are its own; the pointed-to members are all
+		// replaced below.
+		c := *prev
+		c.Capabilities, c.Dependencies = slices.Clone(prev.Capabilities), slices.Clone(prev.Dependencies)
+		e = &c
 	}
 	e.WorkItemID, e.MissionID, e.State, e.Revision = w.WorkItemID, w.MissionID, w.State, w.Revision
 	if contract != nil {

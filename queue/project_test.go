@@ -41,7 +41,19 @@ func snapshotJSON(t *testing.T, g *groupState) string {
 	return string(b)
 }
 
-func TestProjectPerEventType(t *testing.T) {
+// projectCase is one event, after its setup, with what projecting it must
+// do to the view.
+type projectCase struct {
+	name    string
+	setup   func(*stream)
+	event   func(*stream)
+	wantErr protocol.Code
+	check   func(t *testing.T, g *groupState)
+}
+
+// projectCases are the per-event-type cases of the projection, shared by
+// TestProjectPerEventType and TestRebuildEqualsApplyPerEventType.
+func projectCases() []projectCase {
 	c1 := testContract(1, protocol.UrgencyHigh, false)
 	gated := testContract(1, protocol.UrgencyNormal, true)
 	c2 := testContract(2, protocol.UrgencyCritical, false)
@@ -55,13 +67,7 @@ func TestProjectPerEventType(t *testing.T) {
 		queued(s)
 		s.started("wi-1", self, 3, "lease-1")
 	}
-	tests := []struct {
-		name    string
-		setup   func(*stream)
-		event   func(*stream)
-		wantErr protocol.Code
-		check   func(t *testing.T, g *groupState)
-	}{
+	return []projectCase{
 		{
 			name:  "mission.created sets the Group's mission view",
 			event: func(s *stream) { s.missionCreated() },
@@ -468,7 +474,10 @@ func TestProjectPerEventType(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range tests {
+}
+
+func TestProjectPerEventType(t *testing.T) {
+	for _, tc := range projectCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream("g")
 			if tc.setup != nil {

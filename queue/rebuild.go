@@ -9,7 +9,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -97,19 +96,9 @@ func replay(gb *bolt.Bucket, id string) (*groupState, *overlay, error) {
 		start.mission = &g.mis
 	}
 	ov.record(start)
-	next := g.base + 1
-	c := gb.Bucket(bktInbox).Cursor()
-	for k, v := c.Seek(u64(next)); k != nil; k, v = c.Next() {
-		seq := getU64(k)
-		if seq != next {
-			return nil, nil, fmt.Errorf("group %s inbox jumps from %d to %d", id, next-1, seq)
-		}
-		ch, err := replayOne(ov, v)
-		if err != nil {
-			return nil, nil, fmt.Errorf("group %s event %d: %w", id, seq, err)
-		}
-		ov.record(ch)
-		next++
+	next, err := replayInbox(gb.Bucket(bktInbox), g.base+1, ov)
+	if err != nil {
+		return nil, nil, fmt.Errorf("group %s %w", id, err)
 	}
 	if next-1 != g.cursor {
 		return nil, nil, fmt.Errorf("group %s inbox ends at %d, cursor is %d", id, next-1, g.cursor)
@@ -147,31 +136,86 @@ func (w *inboxFact) fact() fact {
 		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt}
 }
 
-// replayOne projects one stored event. Its result is the one Apply got: a
-// payload the view cannot read (which Apply recorded as a Problem) changes
-// nothing here either. Replay is the cold-start path (docs/performance.md): the
-// payload is decoded straight into its type in the same pass as the
-// envelope when the type can be read off the stored bytes first.
-func replayOne(ov *overlay, raw []byte) (change, error) {
+// replayInbox projects the inbox's events from sequence next on, in
+// order, and returns the sequence after the last. Decoding is most of the
+// work and needs nothing but the event's bytes, so it runs ahead on every
+// core (decodeAhead) of the one goroutine that projects.
+func replayInbox(inbox *bolt.Bucket, next uint64, ov *overlay) (uint64, error) {
+	var jump, first error
+	c := inbox.Cursor()
+	k, v := c.Seek(u64(next))
+	values := func() ([]byte, []byte, bool) {
+		if k == nil {
+			return nil, nil, false
+		}
+		if seq := getU64(k); seq != next {
+			jump = fmt.Errorf("inbox jumps from %d to %d", next-1, seq)
+			return nil, nil, false
+		}
+		rk, rv := k, v
+		k, v = c.Next()
+		next++
+		return rk, rv, true
+	}
+	decodeAhead(values, decodeStored, func(d storedEvent) {
+		switch {
+		case first != nil:
+		case d.err != nil:
+			first = fmt.Errorf("event %d: %w", d.seq, d.err)
+		default:
+			ov.record(d.project(ov))
+		}
+	})
+	if first != nil {
+		return 0, first
+	}
+	return next, jump
+}
+
+// storedEvent is a stored event decoded for the projection: its envelope
+// and, when typed, its payload already in its type.
+type storedEvent struct {
+	seq     uint64
+	err     error
+	f       fact
+	payload any
+	typed   bool
+}
+
+// decodeStored decodes one stored event. Replay is the cold-start path
+// (docs/performance.md): the payload is decoded straight into its type in
+// the same pass as the envelope when the type can be read off the stored
+// bytes first; otherwise it is kept raw for project.
+func decodeStored(key, raw []byte) storedEvent {
+	seq := getU64(key)
 	if typ, ok := trailingType(raw); ok && projected(typ) {
-		if p, ok := group.NewPayload(typ); ok {
+		if p, ok := newPayload(typ); ok {
 			w := inboxFact{Payload: p}
-			if json.Unmarshal(raw, &w) == nil && w.Type == typ {
-				f := w.fact()
-				ch, _ := projectPayload(ov, &f, p)
-				return ch, nil
+			if unmarshal(raw, &w) == nil && w.Type == typ {
+				return storedEvent{seq: seq, f: w.fact(), payload: payloadOf(p), typed: true}
 			}
 		}
 	}
 	var payload json.RawMessage
 	w := inboxFact{Payload: &payload}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return change{}, err
+	if err := unmarshal(raw, &w); err != nil {
+		return storedEvent{seq: seq, err: err}
 	}
-	f := w.fact()
-	f.Payload = payload
-	ch, _ := project(ov, &f)
-	return ch, nil
+	d := storedEvent{seq: seq, f: w.fact()}
+	d.f.Payload = payload
+	return d
+}
+
+// project projects the event. Its result is the one Apply got: a payload
+// the view cannot read (which Apply recorded as a Problem) changes nothing
+// here either.
+func (d *storedEvent) project(ov *overlay) change {
+	if d.typed {
+		ch, _ := projectPayload(ov, &d.f, d.payload)
+		return ch
+	}
+	ch, _ := project(ov, &d.f)
+	return ch
 }
 
 // trailingType reads the event type off canonical (JCS) event bytes, where

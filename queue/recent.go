@@ -1,8 +1,6 @@
 package queue
 
 import (
-	"encoding/json"
-
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -67,7 +65,7 @@ func fillRecent(w *idWindow, inbox *bolt.Bucket) error {
 		var ev struct {
 			EventID string `json:"eventId"`
 		}
-		if err := json.Unmarshal(v, &ev); err != nil {
+		if err := unmarshal(v, &ev); err != nil {
 			return err
 		}
 		tail = append(tail, ref{ev.EventID, getU64(k)})

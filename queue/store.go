@@ -310,7 +310,7 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 		g.snapRef = &ref
 	}
 	if v := meta.Get(keyMission); v != nil {
-		if err := json.Unmarshal(v, &g.mis); err != nil {
+		if err := unmarshal(v, &g.mis); err != nil {
 			return nil, fmt.Errorf("queue: group %s mission: %w", id, err)
 		}
 	}
@@ -327,17 +327,37 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 		return nil, fmt.Errorf("queue: group %s inbox tail: %w", id, err)
 	}
 	if q := gb.Bucket(bktQueue); q != nil {
-		err := q.ForEach(func(k, v []byte) error {
+		// Entries decode on every core, and are indexed in key order.
+		type loaded struct {
+			e   *Entry
+			err error
+		}
+		c := q.Cursor()
+		k, v := c.First()
+		values := func() ([]byte, []byte, bool) {
+			rk, rv := k, v
+			k, v = c.Next()
+			return rk, rv, rk != nil
+		}
+		var first error
+		decodeAhead(values, func(k, v []byte) loaded {
 			e := new(Entry)
-			if err := json.Unmarshal(v, e); err != nil {
-				return fmt.Errorf("queue: group %s item %s: %w", id, k, err)
+			if err := e.UnmarshalJSON(v); err != nil {
+				return loaded{err: fmt.Errorf("queue: group %s item %s: %w", id, k, err)}
 			}
-			g.items[e.WorkItemID] = e
-			g.index(e)
-			return nil
+			return loaded{e: e}
+		}, func(l loaded) {
+			switch {
+			case first != nil:
+			case l.err != nil:
+				first = l.err
+			default:
+				g.items[l.e.WorkItemID] = l.e
+				g.index(l.e)
+			}
 		})
-		if err != nil {
-			return nil, err
+		if first != nil {
+			return nil, first
 		}
 	}
 	return g, nil
@@ -401,7 +421,10 @@ func writeProjection(meta, queue *bolt.Bucket, o *overlay) error {
 		}
 	}
 	for _, id := range o.changedIDs() {
-		b, err := json.Marshal(o.items[id])
+		// MarshalJSON itself, not json.Marshal: the same bytes without
+		// encoding/json's second pass over them (it compacts a
+		// Marshaler's output, already compact).
+		b, err := o.items[id].MarshalJSON()
 		if err != nil {
 			return fmt.Errorf("queue: encode item %s: %w", id, err)
 		}
