@@ -33,16 +33,9 @@ type msgClarified struct {
 // asked about it off the loop.
 func (e *engine) offerClarifiers(c protocol.WorkContract) []slots.OfferClarifier {
 	var out []slots.OfferClarifier
-	for _, h := range e.cfg.Handlers {
-		oc, ok := h.(slots.OfferClarifier)
-		if !ok {
-			continue
-		}
-		for _, req := range c.RequiredCapabilities {
-			if hc := h.Capability(); hc.ID == req.ID && slots.VersionSatisfies(hc.Version, req.Version) {
-				out = append(out, oc)
-				break
-			}
+	for _, h := range e.handlersFor(c) {
+		if oc, ok := h.(slots.OfferClarifier); ok {
+			out = append(out, oc)
 		}
 	}
 	return out

@@ -410,19 +410,27 @@ type refusal struct {
 // raise about it (slots.Clarifier), in handler order.
 func (e *engine) ambiguities(c protocol.WorkContract) []string {
 	var qs []string
-	for _, h := range e.cfg.Handlers {
-		cl, ok := h.(slots.Clarifier)
-		if !ok {
-			continue
+	for _, h := range e.handlersFor(c) {
+		if cl, ok := h.(slots.Clarifier); ok {
+			qs = append(qs, cl.Clarify(c)...)
 		}
+	}
+	return qs
+}
+
+// handlersFor are the handlers that provide one of the contract's
+// required capabilities, in handler order.
+func (e *engine) handlersFor(c protocol.WorkContract) []slots.Handler {
+	var out []slots.Handler
+	for _, h := range e.cfg.Handlers {
 		for _, req := range c.RequiredCapabilities {
 			if hc := h.Capability(); hc.ID == req.ID && slots.VersionSatisfies(hc.Version, req.Version) {
-				qs = append(qs, cl.Clarify(c)...)
+				out = append(out, h)
 				break
 			}
 		}
 	}
-	return qs
+	return out
 }
 
 // reconsider reports whether a refused, still open offer is judged again
