@@ -285,18 +285,14 @@ func rateLimitWait(err error) (time.Duration, bool) {
 }
 
 func (a *Authority) sleep(ctx context.Context, d time.Duration) error {
-	var c <-chan time.Time
-	if ts, ok := a.cfg.Clock.(clock.Timers); ok {
-		t := ts.NewTimer(d)
-		defer t.Stop()
-		c = t.C()
-	} else {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		c = t.C
+	ts, ok := a.cfg.Clock.(clock.Timers)
+	if !ok {
+		ts = clock.Real{} // a Clock that makes no timers: wait in real time
 	}
+	t := ts.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-c:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
