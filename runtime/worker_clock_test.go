@@ -135,19 +135,7 @@ func TestWorkerClockJumpsPastItsLeaseSendsNothing(t *testing.T) {
 	last := k.auth.Service.LastSequence("grp-a")
 	clockJump{by: 3 * time.Minute}.apply(k)
 	h.release("wi-1") // its next progress report meets the expired credentials
-	k.waitFor("the run stopped", func(s WorkerStatus) bool { return len(s.Running) == 0 }, tw)
-	k.until("the outcome settled", func() bool {
-		for _, o := range tw.w.Status().Outcomes {
-			if o.WorkItemID == "wi-1" {
-				return true
-			}
-		}
-		return false
-	}, tw)
-	k.caughtUp(tw)
-	if got := k.auth.Service.LastSequence("grp-a"); got != last {
-		t.Fatalf("%d events after the worker's lease ended by its clock:\n%s", got-last, strings.Join(k.trace(), "\n"))
-	}
+	k.sentNothingAfter(tw, last)
 }
 
 // runningOneItem is a one-slot worker w1 running wi-1 of grp-a.
@@ -208,6 +196,18 @@ func TestWorkerFailAfterItsLeaseSendsNothing(t *testing.T) {
 	last := k.auth.Service.LastSequence("grp-a")
 	clockJump{by: 3 * time.Minute}.apply(k)
 	close(h.release)
+	k.sentNothingAfter(tw, last)
+	for _, o := range tw.w.Status().Outcomes {
+		if o.WorkItemID == "wi-1" && o.Sent != "" {
+			t.Fatalf("outcome %+v was sent", o)
+		}
+	}
+}
+
+// sentNothingAfter waits until wi-1's run has stopped and its outcome has
+// settled, and fails if grp-a's log grew past last meanwhile.
+func (k *wkit) sentNothingAfter(tw *testWorker, last uint64) {
+	k.t.Helper()
 	k.waitFor("the run stopped", func(s WorkerStatus) bool { return len(s.Running) == 0 }, tw)
 	k.until("the outcome settled", func() bool {
 		for _, o := range tw.w.Status().Outcomes {
@@ -219,11 +219,6 @@ func TestWorkerFailAfterItsLeaseSendsNothing(t *testing.T) {
 	}, tw)
 	k.caughtUp(tw)
 	if got := k.auth.Service.LastSequence("grp-a"); got != last {
-		t.Fatalf("%d events after the worker's lease ended by its clock:\n%s", got-last, strings.Join(k.trace(), "\n"))
-	}
-	for _, o := range tw.w.Status().Outcomes {
-		if o.WorkItemID == "wi-1" && o.Sent != "" {
-			t.Fatalf("outcome %+v was sent", o)
-		}
+		k.t.Fatalf("%d events after the worker's lease ended by its clock:\n%s", got-last, strings.Join(k.trace(), "\n"))
 	}
 }

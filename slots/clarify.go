@@ -212,13 +212,9 @@ func readClarification(br *bufio.Reader) clarifyAnswer {
 // decodeClarification strictly decodes a clarification line: every
 // failure is a PROTOCOL_VIOLATION *protocol.Error.
 func decodeClarification(line []byte) ([]string, error) {
-	parsed, err := protocol.Parse(line, protocol.DecodeOptions{MaxBytes: MaxLineBytes})
+	parsed, obj, err := parseLine(line)
 	if err != nil {
 		return nil, err
-	}
-	obj, ok := parsed.(map[string]any)
-	if !ok {
-		return nil, violation("a line must be a JSON object")
 	}
 	if typ, _ := obj["type"].(string); typ != "clarification" {
 		return nil, violation("the answer to clarify must be a clarification, not %q", typ)

@@ -112,14 +112,22 @@ func decodeLine(line []byte) (any, error) {
 	return m, nil
 }
 
-func decodeMessage(line []byte) (any, error) {
-	parsed, err := protocol.Parse(line, protocol.DecodeOptions{MaxBytes: MaxLineBytes})
-	if err != nil {
-		return nil, err
+// parseLine strictly parses one line of program output as a JSON object.
+func parseLine(line []byte) (parsed any, obj map[string]any, err error) {
+	if parsed, err = protocol.Parse(line, protocol.DecodeOptions{MaxBytes: MaxLineBytes}); err != nil {
+		return nil, nil, err
 	}
 	obj, ok := parsed.(map[string]any)
 	if !ok {
-		return nil, violation("a line must be a JSON object")
+		return nil, nil, violation("a line must be a JSON object")
+	}
+	return parsed, obj, nil
+}
+
+func decodeMessage(line []byte) (any, error) {
+	parsed, obj, err := parseLine(line)
+	if err != nil {
+		return nil, err
 	}
 	typ, _ := obj["type"].(string)
 	var m any
