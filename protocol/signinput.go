@@ -5,8 +5,8 @@ import (
 )
 
 // A signing input is written once. Besides the bytes, appendSigned notes
-// where the signature's value goes back in (signature members other than
-// value all sort before "value": alg, createdAt, keyId) and where the
+// where the signature's value goes back in (in JCS order among the other
+// signature members, known or not) and where the
 // payload and each extension's data lie, so an inbound Command's canonical
 // bytes, its payload and its extension data are slices and splices of the
 // same buffer instead of three more canonical writes of the same tree.
@@ -22,8 +22,9 @@ type extSpan struct {
 
 // signedLayout is where appendSigned put what a Command's decode reuses.
 type signedLayout struct {
-	cut      int  // the signature object's closing brace: `,"value":"…"` goes in before it
-	sigEmpty bool // the signature object had no member but value: no comma before it
+	cut      int  // where the value member goes in the signature object
+	sigFirst bool // no signature member sorts before value: no comma before it
+	sigAfter bool // some member sorts after value: a comma follows it
 	payload  span // end 0: no payload member
 	exts     []extSpan
 }
@@ -81,8 +82,13 @@ func appendSignatureInput(dst []byte, sig map[string]any, lay *signedLayout) ([]
 	}
 	sortKeys(keys)
 	dst = append(dst, '{')
+	placed := false
 	var err error
 	for i, k := range keys {
+		if lay != nil && !placed && compareUTF16(k, "value") > 0 {
+			lay.cut, lay.sigFirst, lay.sigAfter = len(dst), i == 0, true
+			placed = true
+		}
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -92,8 +98,8 @@ func appendSignatureInput(dst []byte, sig map[string]any, lay *signedLayout) ([]
 			return nil, err
 		}
 	}
-	if lay != nil {
-		lay.cut, lay.sigEmpty = len(dst), len(keys) == 0
+	if lay != nil && !placed {
+		lay.cut, lay.sigFirst, lay.sigAfter = len(dst), len(keys) == 0, false
 	}
 	return append(dst, '}'), nil
 }
@@ -147,11 +153,14 @@ func appendExtensionsLayout(dst []byte, v any, lay *signedLayout) ([]byte, error
 // (written by appendSigned with lay) with the value member spliced in.
 func appendSignedValue(dst, input []byte, lay *signedLayout, value string) []byte {
 	dst = append(dst, input[:lay.cut]...)
-	if !lay.sigEmpty {
+	if !lay.sigFirst {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"value":`...)
 	dst = appendCanonicalString(dst, value)
+	if lay.sigFirst && lay.sigAfter {
+		dst = append(dst, ',')
+	}
 	return append(dst, input[lay.cut:]...)
 }
 

@@ -82,6 +82,7 @@ func FuzzSignedLayout(f *testing.F) {
 		`{"z":1,"signature":{"value":"v","alg":"a"},"payload":{"b":[1,2e3,"\u00e9"],"a":null}}`,
 		`{"extensions":{"u:b":{"data":{"y":1,"x":2},"critical":true},"u:a":{"critical":false},"u:c":7},"signature":{"keyId":"k","value":"v"}}`,
 		`{"\ud83d\ude00":1,"\uffee":2,"signature":{"alg":"<&>","value":"v"},"payload":-0}`,
+		`{"signature":{"x00":"000","value":"0"}}`, `{"signature":{"zz":1,"alg":"a","value":"v"}}`,
 	} {
 		f.Add([]byte(s))
 	}
