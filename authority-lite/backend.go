@@ -21,9 +21,21 @@ func (s *Service) Authorize(peer, groupID string) error {
 
 // Events returns up to max events of a Group after a sequence.
 func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEvent, error) {
-	if s.group(groupID) == nil {
+	gs := s.group(groupID)
+	if gs == nil {
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
 	}
+	if err := s.groupDamage(groupID); err != nil {
+		return nil, err
+	}
+	if evs, ok := gs.tail.read(after, max); ok {
+		return evs, nil
+	}
+	return s.storedEvents(groupID, after, max)
+}
+
+// storedEvents is Events read from the store.
+func (s *Service) storedEvents(groupID string, after uint64, max int) ([]wss.StoredEvent, error) {
 	var out []wss.StoredEvent
 	var old *protocol.Error
 	if err := s.groupView(groupID, func(tx *bolt.Tx) error {
@@ -104,17 +116,14 @@ func (s *Service) DecidedSequence(groupID string) uint64 {
 	return gs.last
 }
 
-// LastSequence is a Group's highest durable sequence.
+// LastSequence is a Group's highest durable sequence (0 for a damaged or
+// unknown Group).
 func (s *Service) LastSequence(groupID string) uint64 {
-	var last uint64
-	_ = s.groupView(groupID, func(tx *bolt.Tx) error {
-		gb, err := openGroupBuckets(tx, groupID, false)
-		if err == nil && gb != nil {
-			last = lastSeq(gb.events)
-		}
-		return nil
-	})
-	return last
+	gs := s.group(groupID)
+	if gs == nil || s.groupDamage(groupID) != nil {
+		return 0
+	}
+	return gs.tail.last.Load()
 }
 
 // Acked records a client's durable cursor.

@@ -338,7 +338,7 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		// beside the next command's decision instead of under the lock.
 		signErr = s.sign(events)
 		if signErr == nil {
-			signErr = rec.putEvents(events)
+			signErr = rec.putEvents(events, &gs.tail)
 		}
 		if signErr != nil {
 			s.writer.fail(signErr)
@@ -455,13 +455,14 @@ func signEvent(ev *protocol.Event, key protocol.PrivateKey) ([]byte, error) {
 	return nil, protocol.Errorf(protocol.CodeInternalError, "sign event: %v", err)
 }
 
-// putEvents records signed events.
-func (r *recorder) putEvents(events []sealed) error {
+// putEvents records signed events, for t to take once they are durable.
+func (r *recorder) putEvents(events []sealed, t *eventTail) error {
 	for _, e := range events {
 		if err := r.events.Put(seqKey(*e.ev.Sequence), e.raw); err != nil {
 			return err
 		}
 	}
+	r.tail, r.added = t, append(r.added, tailEvents(events)...)
 	return nil
 }
 

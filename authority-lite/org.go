@@ -363,7 +363,7 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 			return nil, err
 		}
 		recs[i] = &recorder{}
-		if err := recs[i].putEvents(r.events); err != nil {
+		if err := recs[i].putEvents(r.events, &r.gs.tail); err != nil {
 			s.writer.fail(err)
 			return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
 		}

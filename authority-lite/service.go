@@ -149,6 +149,7 @@ type groupState struct {
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
+	tail    eventTail
 }
 
 // Open opens (creating when new) the authority's store in cfg.Dir and loads
@@ -440,6 +441,7 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
 		gs.usage = map[string]protocol.Usage{}
 	}
 	gs.last = lastSeq(gb.events)
+	gs.tail.last.Store(gs.last)
 	gs.first, _ = onlineFrom(gb)
 	gs.archived = gb.meta.Get(keyArchived) != nil
 	return gs, marked, nil

@@ -139,6 +139,7 @@ func TestServiceProperties(t *testing.T) {
 			checkReplay(rt, k.s, "grp-a")
 		}
 		checkWorkerView(t, rt, k.s, "grp-a")
+		checkTailEqualsStore(rt, k.s, "grp-a")
 	})
 }
 

@@ -84,6 +84,7 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 		if err := gb.meta.Put(keyFirst, seqKey(cut+1)); err != nil {
 			return err
 		}
+		tx.OnCommit(func() { gs.tail.drop(cut) })
 		return putJSON(gb.meta, keySnapshot, ref)
 	})
 	if err := <-done; err != nil {

@@ -6,6 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -197,6 +198,9 @@ func (w *writer) fail(err error) {
 // carries the state as decided, not as it is when the writer runs.
 type recorder struct {
 	events, items, proposals, meta, leases kvList
+	// tail, when events were put, takes them once their commit is durable.
+	tail  *eventTail
+	added []wss.StoredEvent
 }
 
 // kvList is puts and deletes in order; a nil value is a delete.
@@ -234,6 +238,10 @@ func (r *recorder) apply(gb *groupBuckets) error {
 				return err
 			}
 		}
+	}
+	if r.tail != nil && len(r.added) > 0 {
+		t, added := r.tail, r.added
+		gb.events.Tx().OnCommit(func() { t.add(added) })
 	}
 	return nil
 }
