@@ -236,6 +236,7 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		s.writer.fail(err)
 		return nil, nil, err
 	}
+	gs.counts.touch(gs.g.Items, p.drafts)
 	lastSeq := gs.last
 	if len(events) > 0 {
 		lastSeq = *events[len(events)-1].ev.Sequence

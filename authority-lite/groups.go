@@ -68,7 +68,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 }
 
 func newGroupState(id string, lim group.Limits) *groupState {
-	return &groupState{id: id, g: group.NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, grants: map[string]*grantRecord{}, leases: map[string]*leaseRecord{}, artifacts: map[string]uint64{}, first: 1, saved: newSavedState(), changed: make(chan struct{})}
+	return &groupState{id: id, g: group.NewGroup(id, lim), members: map[string]*protocol.Membership{}, usage: map[string]protocol.Usage{}, grants: map[string]*grantRecord{}, leases: map[string]*leaseRecord{}, openLeases: map[string][]*leaseRecord{}, counts: newItemCounts(), artifacts: map[string]uint64{}, first: 1, saved: newSavedState(), changed: make(chan struct{})}
 }
 
 // missionByID finds a Mission by id across Groups.

@@ -312,6 +312,7 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 		if len(out.Events) > 0 {
 			rp := &pending{now: protocol.NewTime(c.now), drafts: out.Events}
 			rp.leases = s.trackLeases(gs, out.Events, c.now)
+			gs.counts.touch(gs.g.Items, out.Events)
 			revoked = append(revoked, &groupRevocation{gs: gs, p: rp})
 		}
 	}

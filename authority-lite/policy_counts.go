@@ -18,51 +18,28 @@ type count struct {
 
 // countsFor counts, for the command, every limit it would raise by one.
 func countsFor(c *call, gs *groupState) []count {
-	items := gs.g.Items
+	n := &gs.counts
 	switch pl := c.payload.(type) {
 	case *protocol.AuthorizeWorkPayload:
-		key := decompositionKey(pl.Contract)
-		open, dup := 0, 0
-		for _, w := range items {
-			if terminal(w.State) {
-				continue
-			}
-			open++
-			if decompositionKey(w.Contract) == key {
-				dup++
-			}
-		}
 		return []count{
-			{policy: PolicyOpenWorkItems, what: "open WorkItems", n: open},
-			{policy: PolicyDuplicateWork, what: "open WorkItems with this goal, capabilities and inputs", n: dup},
+			{policy: PolicyOpenWorkItems, what: "open WorkItems", n: n.open},
+			{policy: PolicyDuplicateWork, what: "open WorkItems with this goal, capabilities and inputs", n: n.openByKey[decompositionKey(pl.Contract)]},
 		}
 	case *protocol.StartWorkPayload:
-		return []count{{policy: PolicyActiveWorkItems, what: "active WorkItems", n: countItems(items, func(w *group.WorkItem) bool { return w.State == protocol.WorkActive })}}
+		return []count{{policy: PolicyActiveWorkItems, what: "active WorkItems", n: n.active}}
 	case *protocol.AcceptOfferPayload:
-		return []count{{policy: PolicyQueuedWorkItems, what: "queued WorkItems", n: countItems(items, func(w *group.WorkItem) bool { return w.State == protocol.WorkQueued })}}
+		return []count{{policy: PolicyQueuedWorkItems, what: "queued WorkItems", n: n.queued}}
 	case *protocol.BlockWorkPayload:
 		if pl.Resolution.Kind != protocol.ResolutionClarification {
 			return nil
 		}
-		return []count{{policy: PolicyClarifications, what: "unresolved clarification rounds", n: countItems(items, func(w *group.WorkItem) bool {
-			return w.State == protocol.WorkBlocked && w.Blocker != nil && w.Blocker.Kind == protocol.ResolutionClarification
-		})}}
+		return []count{{policy: PolicyClarifications, what: "unresolved clarification rounds", n: n.clarifying}}
 	}
 	return nil
 }
 
 func terminal(s protocol.WorkItemState) bool {
 	return s == protocol.WorkVerified || s == protocol.WorkCancelled || s == protocol.WorkFailed
-}
-
-func countItems(items map[string]*group.WorkItem, match func(*group.WorkItem) bool) int {
-	n := 0
-	for _, w := range items {
-		if match(w) {
-			n++
-		}
-	}
-	return n
 }
 
 // decompositionKey is what makes two WorkItems the same work decomposed

@@ -22,6 +22,16 @@ type leaseRecord struct {
 	ClosedAt       *time.Time `json:"closedAt,omitempty"`
 }
 
+// indexOpenLeases rebuilds openLeases from the lease records.
+func (gs *groupState) indexOpenLeases() {
+	gs.openLeases = map[string][]*leaseRecord{}
+	for _, rec := range gs.leases {
+		if rec.ClosedAt == nil {
+			gs.openLeases[rec.WorkItemID] = append(gs.openLeases[rec.WorkItemID], rec)
+		}
+	}
+}
+
 // trackLeases updates the lease records of the WorkItems events touched:
 // a new or renewed lease is recorded; a lease no longer on its item is
 // closed at now. It returns the ids of the records it changed.
@@ -38,12 +48,19 @@ func (s *Service) trackLeases(gs *groupState, drafts []group.EventDraft, now tim
 		if w == nil {
 			continue
 		}
-		for _, rec := range gs.leases {
-			if rec.WorkItemID == id && rec.ClosedAt == nil && (w.Lease == nil || w.Lease.LeaseID != rec.LeaseID) {
+		open := gs.openLeases[id][:0]
+		for _, rec := range gs.openLeases[id] {
+			if w.Lease == nil || w.Lease.LeaseID != rec.LeaseID {
 				at := now
 				rec.ClosedAt = &at
 				changed = append(changed, rec.LeaseID)
+			} else {
+				open = append(open, rec)
 			}
+		}
+		gs.openLeases[id] = open
+		if len(open) == 0 {
+			delete(gs.openLeases, id)
 		}
 		if l := w.Lease; l != nil {
 			rec := gs.leases[l.LeaseID]
@@ -51,6 +68,7 @@ func (s *Service) trackLeases(gs *groupState, drafts []group.EventDraft, now tim
 			if fresh {
 				rec = &leaseRecord{LeaseID: l.LeaseID, AgentID: l.AgentID, SessionEpoch: l.SessionEpoch, WorkItemID: id, OwnershipEpoch: l.OwnershipEpoch, StartedAt: l.StartedAt.Time}
 				gs.leases[l.LeaseID] = rec
+				gs.openLeases[id] = append(gs.openLeases[id], rec)
 			}
 			if fresh || !rec.ExpiresAt.Equal(l.ExpiresAt.Time) {
 				rec.ExpiresAt = l.ExpiresAt.Time

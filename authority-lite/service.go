@@ -127,14 +127,19 @@ type Service struct {
 // groupState is one Group's single writer: its decision state, members and
 // log position, all guarded by mu.
 type groupState struct {
-	mu       sync.Mutex
-	id       string
-	g        *group.Group
-	members  map[string]*protocol.Membership // by actorKey
-	usage    map[string]protocol.Usage       // workItemId -> used
-	msgs     map[string]*messageRecord       // lazily rebuilt from the log
-	grants   map[string]*grantRecord         // cooperation-override grants
-	leases   map[string]*leaseRecord         // every execution lease, by id
+	mu      sync.Mutex
+	id      string
+	g       *group.Group
+	members map[string]*protocol.Membership // by actorKey
+	usage   map[string]protocol.Usage       // workItemId -> used
+	msgs    map[string]*messageRecord       // lazily rebuilt from the log
+	grants  map[string]*grantRecord         // cooperation-override grants
+	leases  map[string]*leaseRecord         // every execution lease, by id
+	// openLeases is the leases not closed, by WorkItem: trackLeases visits
+	// only the touched items' instead of every lease the Group ever had.
+	openLeases map[string][]*leaseRecord
+	// counts is what the counted policy limits read (countsFor).
+	counts   itemCounts
 	last     uint64
 	first    uint64 // lowest sequence online
 	archived bool
@@ -427,10 +432,12 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
 			return nil, false, err
 		}
 	}
+	gs.indexOpenLeases()
 	marked, err := loadState(gs, gb)
 	if err != nil {
 		return nil, false, err
 	}
+	gs.counts.count(gs.g.Items)
 	if gs.g.Mission != nil {
 		gs.missionID = gs.g.Mission.MissionID
 	}

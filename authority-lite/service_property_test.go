@@ -140,6 +140,7 @@ func TestServiceProperties(t *testing.T) {
 		}
 		checkWorkerView(t, rt, k.s, "grp-a")
 		checkTailEqualsStore(rt, k.s, "grp-a")
+		checkIndexes(rt, k.s, "grp-a")
 	})
 }
 

@@ -121,3 +121,40 @@ func TestEventTailKeepsWithinBound(t *testing.T) {
 		}
 	}
 }
+
+// checkIndexes: what a Group keeps up to date as it goes (open leases by
+// WorkItem, the counted limits' counts) equals a rebuild from its records.
+func checkIndexes(t fataler, s *Service, groupID string) {
+	gs := s.group(groupID)
+	if gs == nil {
+		return
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	want := newItemCounts()
+	want.count(gs.g.Items)
+	got := gs.counts
+	if got.open != want.open || got.active != want.active || got.queued != want.queued || got.clarifying != want.clarifying ||
+		len(got.openByKey) != len(want.openByKey) || len(got.class) != len(want.class) {
+		t.Fatalf("item counts %d/%d/%d/%d (%d keys, %d items), rebuilt %d/%d/%d/%d (%d keys, %d items)",
+			got.open, got.active, got.queued, got.clarifying, len(got.openByKey), len(got.class),
+			want.open, want.active, want.queued, want.clarifying, len(want.openByKey), len(want.class))
+	}
+	for k, n := range want.openByKey {
+		if got.openByKey[k] != n {
+			t.Fatalf("open WorkItems with key %q: %d, rebuilt %d", k, got.openByKey[k], n)
+		}
+	}
+	open := gs.openLeases
+	gs.indexOpenLeases()
+	rebuilt := gs.openLeases
+	gs.openLeases = open
+	if len(open) != len(rebuilt) {
+		t.Fatalf("open leases of %d WorkItems, rebuilt %d", len(open), len(rebuilt))
+	}
+	for id, recs := range rebuilt {
+		if len(open[id]) != len(recs) {
+			t.Fatalf("WorkItem %s: %d open leases, rebuilt %d", id, len(open[id]), len(recs))
+		}
+	}
+}
