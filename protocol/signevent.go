@@ -51,6 +51,14 @@ func unsignedEvent(ev *Event, k PrivateKey) ([]byte, eventLayout, error) {
 
 // spliceSignature signs the signing input buf and inserts the value at cut.
 func spliceSignature(ev *Event, k PrivateKey, buf []byte, cut int) []byte {
+	buf, ev.Signature.Value = spliceValue(k, buf, cut)
+	ev.Signature.CreatedAt = NewTime(ev.OccurredAt.Time)
+	return buf
+}
+
+// spliceValue signs the signing input buf, inserts `,"value":"…"` at cut
+// and returns the signed bytes and the value.
+func spliceValue(k PrivateKey, buf []byte, cut int) ([]byte, string) {
 	sig := ed25519.Sign(k.Key, buf)
 	n := len(buf)
 	buf = slices.Grow(buf, valueMember)[:n+valueMember]
@@ -59,9 +67,7 @@ func spliceSignature(ev *Event, k PrivateKey, buf []byte, cut int) []byte {
 	copy(v, `,"value":"`)
 	b64.Encode(v[10:valueMember-1], sig)
 	v[valueMember-1] = '"'
-	ev.Signature.Value = string(v[10 : valueMember-1])
-	ev.Signature.CreatedAt = NewTime(ev.OccurredAt.Time)
-	return buf
+	return buf, string(v[10 : valueMember-1])
 }
 
 // appendUnsignedEvent appends the signing input of ev signed by

@@ -8,18 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// SignedCommand signs cmd with k and returns its JCS bytes, ready to send.
-// It fills signature alg, keyId and createdAt (= issuedAt) and sets
-// cmd.Signature to the result, so a retry can resend the same bytes.
-func SignedCommand(cmd *Command, k PrivateKey) ([]byte, error) {
-	cmd.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: cmd.IssuedAt}
-	raw, err := signTyped(cmd, k, "issuedAt")
-	if err != nil {
-		return nil, err
-	}
-	return raw, setSignature(raw, &cmd.Signature)
-}
-
 // SignedEvent signs ev with k (createdAt = occurredAt) and returns its JCS
 // bytes; ev.Signature is set to the result. The bytes are written once
 // from ev (signevent.go), with no JSON round trip.
