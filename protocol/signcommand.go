@@ -42,18 +42,14 @@ func signedCommandGeneral(cmd *Command, k PrivateKey) ([]byte, error) {
 // signed by cmd.Signature (alg, keyId; createdAt is issuedAt) and returns
 // the offset of the signature object's closing brace.
 func appendUnsignedCommand(dst []byte, cmd *Command) ([]byte, int, error) {
-	if y := cmd.IssuedAt.Time.UTC().Year(); y < 0 || y > 9999 {
-		return nil, 0, Errorf(CodeInternalError, "time year %d is outside 0000–9999", y).At("/issuedAt")
+	at, err := stampOf(cmd.IssuedAt, "/issuedAt")
+	if err != nil {
+		return nil, 0, err
 	}
-	at := cmd.IssuedAt.String()
 	w := envelopeWriter{b: dst}
 	w.member(`{"actionId":`)
 	w.str(cmd.ActionID)
-	w.member(`,"actor":{"id":`)
-	w.str(cmd.Actor.ID)
-	w.member(`,"kind":`)
-	w.str(string(cmd.Actor.Kind))
-	w.member(`}`)
+	w.actor(cmd.Actor)
 	if cmd.CooperationOverrideGrantID != "" {
 		w.member(`,"cooperationOverrideGrantId":`)
 		w.str(cmd.CooperationOverrideGrantID)
@@ -81,14 +77,7 @@ func appendUnsignedCommand(dst []byte, cmd *Command) ([]byte, int, error) {
 	w.member(`,"protocolVersion":`)
 	w.str(cmd.ProtocolVersion)
 	w.optUint(`,"sessionEpoch":`, cmd.SessionEpoch)
-	w.member(`,"signature":{"alg":`)
-	w.str(cmd.Signature.Alg)
-	w.member(`,"createdAt":"`)
-	w.member(at)
-	w.member(`","keyId":`)
-	w.str(cmd.Signature.KeyID)
-	w.member(`}`)
-	cut := len(w.b) - 1
+	cut := w.signature(cmd.Signature, at)
 	w.member(`,"type":`)
 	w.str(string(cmd.Type))
 	w.member(`}`)

@@ -76,18 +76,14 @@ func spliceValue(k PrivateKey, buf []byte, cut int) ([]byte, string) {
 // and the spans of the payload and extensions.
 func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, eventLayout, error) {
 	var lay eventLayout
-	if y := ev.OccurredAt.Time.UTC().Year(); y < 0 || y > 9999 {
-		return nil, lay, Errorf(CodeInternalError, "time year %d is outside 0000–9999", y).At("/occurredAt")
+	at, err := stampOf(ev.OccurredAt, "/occurredAt")
+	if err != nil {
+		return nil, lay, err
 	}
-	at := ev.OccurredAt.String()
 	w := envelopeWriter{b: dst}
 	w.member(`{"acceptedBy":`)
 	w.str(ev.AcceptedBy)
-	w.member(`,"actor":{"id":`)
-	w.str(ev.Actor.ID)
-	w.member(`,"kind":`)
-	w.str(string(ev.Actor.Kind))
-	w.member(`}`)
+	w.actor(ev.Actor)
 	if a := ev.Aggregate; a != nil {
 		w.member(`,"aggregate":{"id":`)
 		w.str(a.ID)
@@ -134,14 +130,7 @@ func appendUnsignedEvent(dst []byte, ev *Event) ([]byte, eventLayout, error) {
 		w.member(`,"sequence":`)
 		w.uint(*ev.Sequence)
 	}
-	w.member(`,"signature":{"alg":`)
-	w.str(ev.Signature.Alg)
-	w.member(`,"createdAt":"`)
-	w.member(at)
-	w.member(`","keyId":`)
-	w.str(ev.Signature.KeyID)
-	w.member(`}`)
-	lay.cut = len(w.b) - 1
+	lay.cut = w.signature(ev.Signature, at)
 	w.member(`,"type":`)
 	w.str(string(ev.Type))
 	w.member(`}`)
@@ -180,6 +169,36 @@ type envelopeWriter struct {
 }
 
 func (w *envelopeWriter) member(s string) { w.b = append(w.b, s...) }
+
+// stampOf is t's wire form, refused outside the years RFC 3339 writes.
+func stampOf(t Time, pointer string) (string, error) {
+	if y := t.Time.UTC().Year(); y < 0 || y > 9999 {
+		return "", Errorf(CodeInternalError, "time year %d is outside 0000–9999", y).At(pointer)
+	}
+	return t.String(), nil
+}
+
+// actor writes the actor member after the first.
+func (w *envelopeWriter) actor(a Actor) {
+	w.member(`,"actor":{"id":`)
+	w.str(a.ID)
+	w.member(`,"kind":`)
+	w.str(string(a.Kind))
+	w.member(`}`)
+}
+
+// signature writes the signature member without its value (createdAt is
+// at) and returns where the value goes: before the object's closing brace.
+func (w *envelopeWriter) signature(sig Signature, at string) int {
+	w.member(`,"signature":{"alg":`)
+	w.str(sig.Alg)
+	w.member(`,"createdAt":"`)
+	w.member(at)
+	w.member(`","keyId":`)
+	w.str(sig.KeyID)
+	w.member(`}`)
+	return len(w.b) - 1
+}
 
 func (w *envelopeWriter) str(s string) {
 	if w.err == nil {
