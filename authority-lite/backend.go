@@ -11,7 +11,10 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-var _ wss.Backend = (*Service)(nil)
+var (
+	_ wss.Backend   = (*Service)(nil)
+	_ wss.Pipeliner = (*Service)(nil)
+)
 
 // Authorize lets an active member read a Group. Unknown and forbidden
 // Groups get the same GROUP_NOT_FOUND, so membership cannot be probed.

@@ -492,22 +492,39 @@ func (gs *groupState) notify() {
 // empty, is the agent authenticated on the connection; an agent command
 // must be signed by that agent.
 func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protocol.Receipt, error) {
-	var typ protocol.CommandType
-	r, err := s.submit(ctx, peer, raw, &typ)
-	s.m.command(typ, err)
-	if err != nil {
-		s.refusals.refused(s.log, s.clock.Now(), typ, err)
-	}
-	return r, err
+	return s.Begin(ctx, peer, raw)()
 }
 
-// submit is Submit; it sets *typ once the command is decoded.
-func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *protocol.CommandType) (*protocol.Receipt, error) {
+// Begin is Submit in two steps: it decides the Command now, and the
+// function it returns waits until the decision's events are durable and
+// answers. That function must be called once, without delay: it signs the
+// events, and the Group's later writes wait for them. A connection begins its Commands of a
+// Group one after the other, so they are decided in arrival order, and
+// waits for them together, so one group commit carries several of them.
+func (s *Service) Begin(ctx context.Context, peer string, raw []byte) func() (*protocol.Receipt, error) {
+	var typ protocol.CommandType
+	r, durable, err := s.submit(ctx, peer, raw, &typ)
+	return func() (*protocol.Receipt, error) {
+		if err == nil && durable != nil {
+			err = durable()
+		}
+		s.m.command(typ, err)
+		if err != nil {
+			s.refusals.refused(s.log, s.clock.Now(), typ, err)
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// submit decides a Command; it sets *typ once the command is decoded. The
+// receipt holds once durable (nil: it already is) returns nil.
+func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *protocol.CommandType) (*protocol.Receipt, func() error, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)
+		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)
 	}
 	if err := s.failedWrite(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := s.clock.Now()
 	inbound := s.inbound
@@ -519,38 +536,40 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 		// A byte-identical retry of an accepted command gets its receipt
 		// even when it is no longer fresh (spec 15.1).
 		if rec, ok := s.replayed(raw); ok {
-			return rec, nil
+			return rec, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := in.Command
 	*typ = cmd.Type
 	if peer != "" && cmd.Actor.Kind == protocol.ActorAgent && cmd.Actor.ID != peer {
-		return nil, protocol.Forbidden("the connection is authenticated as %s; it cannot send %s's commands", peer, cmd.Actor.ID)
+		return nil, nil, protocol.Forbidden("the connection is authenticated as %s; it cannot send %s's commands", peer, cmd.Actor.ID)
 	}
 	canon, err := in.CanonicalBytes()
 	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "canonical bytes: %v", err)
+		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "canonical bytes: %v", err)
 	}
 	c := &call{s: s, cmd: cmd, digest: protocol.Digest(canon), now: now}
 	if c.payload, err = decodePayload(cmd, in.Value["payload"]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch cmd.Type {
 	case protocol.CmdAgentCardRegister, protocol.CmdSessionOpen:
-		return s.org.submit(c)
+		r, err := s.org.submit(c)
+		return r, nil, err
 	case protocol.CmdMissionCreate, protocol.CmdMissionCreateFollowUp:
-		return s.createMission(c)
+		r, err := s.createMission(c)
+		return r, nil, err
 	}
 	if cmd.GroupID == "" {
-		return nil, protocol.InvalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
+		return nil, nil, protocol.InvalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
 	}
 	gs := s.group(cmd.GroupID)
 	if gs == nil {
-		return nil, groupNotFound(cmd.GroupID)
+		return nil, nil, groupNotFound(cmd.GroupID)
 	}
 	if err := s.groupDamage(cmd.GroupID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The store is read outside the lock; checkActionID completes it.
 	c.prior = s.lookupReceipt(cmd.Actor, cmd.ActionID)
@@ -558,18 +577,20 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	r, p, wait, err := s.decideInGroup(c, gs)
 	gs.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if wait != nil {
-		if err := wait(); err != nil {
-			return nil, err
+	return r, func() error {
+		if wait != nil {
+			if err := wait(); err != nil {
+				return err
+			}
 		}
-	}
-	if p != nil {
-		s.followEffects(c, p)
-	}
-	s.maybeCompact(gs)
-	return r, nil
+		if p != nil {
+			s.followEffects(c, p)
+		}
+		s.maybeCompact(gs)
+		return nil
+	}, nil
 }
 
 // replayed answers a byte-identical retry of an accepted command with its

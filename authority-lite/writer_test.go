@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -127,6 +128,84 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 			}
 			if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); !ok {
 				t.Fatal("no receipt after the commit")
+			}
+		})
+	}
+}
+
+// TestBeginDecidesBeforeDurable: Begin decides a Command while the commit
+// of the one before it is held, and neither is answered until its own
+// commit; their events take consecutive sequences in the order begun. A
+// failed commit answers both INTERNAL_ERROR.
+func TestBeginDecidesBeforeDurable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit error
+	}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newSvc(t)
+			entered, release := make(chan struct{}), make(chan error)
+			var once sync.Once
+			free := func(err error) { once.Do(func() { release <- err }) }
+			k.s.writer.mu.Lock()
+			k.s.writer.inject = func() error {
+				k.s.writer.mu.Lock()
+				k.s.writer.inject = nil
+				k.s.writer.mu.Unlock()
+				close(entered)
+				return <-release
+			}
+			k.s.writer.mu.Unlock()
+			defer free(nil)
+			var raws [2][]byte
+			for i := range raws {
+				_, raw, err := k.coord.Build(protocol.CmdMessagePost, "grp-a", &protocol.PostMessagePayload{ConversationID: "c", MessageID: fmt.Sprintf("m-%d", i), Text: "pipelined"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				raws[i] = raw
+			}
+			type answer struct {
+				r   *protocol.Receipt
+				err error
+			}
+			answers := make(chan answer, 2)
+			// A begun Command's wait signs its events, which its commit
+			// waits for: it is called at once, as the server does.
+			first := k.s.Begin(context.Background(), "", raws[0])
+			go func() { r, err := first(); answers <- answer{r, err} }()
+			<-entered // the first commit is held inside the writer
+			second := k.s.Begin(context.Background(), "", raws[1])
+			go func() { r, err := second(); answers <- answer{r, err} }()
+			select {
+			case a := <-answers:
+				t.Fatalf("answered before the commit: %+v", a)
+			default:
+			}
+			free(tc.commit)
+			a, b := <-answers, <-answers
+			if tc.commit != nil {
+				if protocol.CodeOf(a.err) != protocol.CodeInternalError || protocol.CodeOf(b.err) != protocol.CodeInternalError {
+					t.Fatalf("after a failed commit: %v and %v, want INTERNAL_ERROR", a.err, b.err)
+				}
+				return
+			}
+			if a.err != nil || b.err != nil {
+				t.Fatalf("answers %v, %v", a.err, b.err)
+			}
+			var cmds [2]protocol.Command
+			for i := range raws {
+				if err := json.Unmarshal(raws[i], &cmds[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seq := map[string]uint64{a.r.ActionID: *a.r.Events[0].Sequence, b.r.ActionID: *b.r.Events[0].Sequence}
+			if seq[cmds[1].ActionID] != seq[cmds[0].ActionID]+1 {
+				t.Fatalf("sequences %v, want the second begun right after the first", seq)
+			}
+			r, ok := k.s.receipt(cmds[1].Actor, cmds[1].ActionID)
+			if !ok || *r.Receipt.Events[0].Sequence != seq[cmds[1].ActionID] {
+				t.Fatalf("the second Command's receipt %+v %v, want sequence %d", r.Receipt, ok, seq[cmds[1].ActionID])
 			}
 		})
 	}

@@ -58,6 +58,16 @@ type MemberGroups interface {
 	MembershipChanged() <-chan struct{}
 }
 
+// Pipeliner is a Backend that can decide a Command before the writes of
+// the ones decided before it are durable. Begin decides raw now and
+// returns a function, called once, that waits for durability and gives
+// Submit's answer. The server then begins a Group's Commands in arrival
+// order without waiting for each answer, so one group commit can carry
+// several Commands of one connection.
+type Pipeliner interface {
+	Begin(ctx context.Context, peer string, raw []byte) func() (*protocol.Receipt, error)
+}
+
 // StoredEvent is one event as kept in the log.
 type StoredEvent struct {
 	Sequence uint64

@@ -21,7 +21,7 @@ const safety = 30 * time.Second
 // startServer serves fb on 127.0.0.1 over plain ws and returns the URL.
 // wrap, when set, wraps the listener (tests shrink socket buffers with it).
 // configure runs before the server starts (tests install hooks with it).
-func startServer(t testing.TB, fb *fakeBackend, opts Options, wrap func(net.Listener) net.Listener, configure ...func(*Server)) (string, *Server) {
+func startServer(t testing.TB, fb Backend, opts Options, wrap func(net.Listener) net.Listener, configure ...func(*Server)) (string, *Server) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := Listen(ctx, "127.0.0.1:0", ListenOptions{InsecureLoopback: true})

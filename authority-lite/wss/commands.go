@@ -7,16 +7,19 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// commandLanes runs COMMANDs: one lane per Group, in arrival order within a
-// Group (a pipelined work.start then work.checkpoint must reach the
-// authority in that order) and concurrently across Groups. A lane's
-// goroutine exists only while it has work.
+// commandLanes runs COMMANDs: one lane per Group, decided in arrival order
+// within a Group (a pipelined work.start then work.checkpoint must reach
+// the authority in that order) and concurrently across Groups. A lane's
+// goroutine exists only while it has Commands to decide. With a Pipeliner
+// backend a lane decides its next Command while the earlier ones wait for
+// their commit; their answers still go out in arrival order.
 type commandLanes struct {
 	mu      sync.Mutex
 	lanes   map[string]*cmdLane
-	pending int // queued or running, over all lanes
+	last    map[string]chan struct{} // by Group: closed once its newest begun Command is answered
+	pending int                      // queued, deciding or awaiting durability, over all lanes
 	max     int
-	run     func(submission)
+	begin   func(submission) func() func()
 	wg      *sync.WaitGroup
 	idleCh  chan struct{} // closed when pending drops to 0; nil if nobody waits
 }
@@ -25,8 +28,10 @@ type cmdLane struct {
 	q []submission
 }
 
-func newCommandLanes(max int, wg *sync.WaitGroup, run func(submission)) *commandLanes {
-	return &commandLanes{lanes: map[string]*cmdLane{}, max: max, run: run, wg: wg}
+// newCommandLanes: begin decides one submission and returns the wait for
+// its durability, which returns the answer to send.
+func newCommandLanes(max int, wg *sync.WaitGroup, begin func(submission) func() func()) *commandLanes {
+	return &commandLanes{lanes: map[string]*cmdLane{}, last: map[string]chan struct{}{}, max: max, begin: begin, wg: wg}
 }
 
 // add queues s; false when the connection already has max commands pending.
@@ -60,14 +65,29 @@ func (l *commandLanes) drain(key string, ln *cmdLane) {
 		s := ln.q[0]
 		ln.q = ln.q[1:]
 		l.mu.Unlock()
-		l.run(s)
+		wait := l.begin(s)
 		l.mu.Lock()
-		l.pending--
-		if l.pending == 0 && l.idleCh != nil {
-			close(l.idleCh)
-			l.idleCh = nil
-		}
+		before, done := l.last[key], make(chan struct{})
+		l.last[key] = done
 		l.mu.Unlock()
+		l.wg.Go(func() {
+			answer := wait()
+			if before != nil {
+				<-before
+			}
+			answer()
+			l.mu.Lock()
+			if l.last[key] == done {
+				delete(l.last, key)
+			}
+			l.pending--
+			if l.pending == 0 && l.idleCh != nil {
+				close(l.idleCh)
+				l.idleCh = nil
+			}
+			l.mu.Unlock()
+			close(done)
+		})
 	}
 }
 
@@ -86,18 +106,27 @@ func (l *commandLanes) idle() <-chan struct{} {
 	return l.idleCh
 }
 
-// submit runs one command through the Backend and queues its answer.
-func (c *conn) submit(ctx context.Context, s submission) {
-	var (
-		frame []byte
-		rc    *protocol.Receipt
-		err   error
-	)
+// begin decides one command through the Backend; the function it returns
+// waits for the answer and returns the function that queues it.
+func (c *conn) begin(ctx context.Context, s submission) func() func() {
 	if c.sess.replaced() {
-		err = c.sess.staleSession() // queued before the session was replaced
-	} else {
-		rc, err = c.b.Submit(ctx, s.peer, s.raw)
+		err := c.sess.staleSession() // queued before the session was replaced
+		return func() func() { return func() { c.answer(ctx, s, nil, err) } }
 	}
+	if p, ok := c.b.(Pipeliner); ok {
+		await := p.Begin(ctx, s.peer, s.raw)
+		return func() func() {
+			rc, err := await()
+			return func() { c.answer(ctx, s, rc, err) }
+		}
+	}
+	rc, err := c.b.Submit(ctx, s.peer, s.raw)
+	return func() func() { return func() { c.answer(ctx, s, rc, err) } }
+}
+
+// answer queues a command's ACK or ERROR.
+func (c *conn) answer(ctx context.Context, s submission, rc *protocol.Receipt, err error) {
+	var frame []byte
 	if err == nil && rc == nil {
 		err = protocol.Errorf(protocol.CodeInternalError, "backend returned no receipt")
 	}

@@ -76,7 +76,7 @@ func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *li
 // error or ctx ends. It returns after every goroutine it started.
 func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	c.cmds = newCommandLanes(c.opts.MaxPendingCommands, &c.wg, func(s submission) { c.submit(ctx, s) })
+	c.cmds = newCommandLanes(c.opts.MaxPendingCommands, &c.wg, func(s submission) func() func() { return c.begin(ctx, s) })
 	// Our own limit, not the library's: the library would close the
 	// connection before we could answer PROTOCOL_VIOLATION.
 	c.ws.SetReadLimit(-1)
