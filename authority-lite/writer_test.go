@@ -75,18 +75,7 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 	}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newSvc(t)
-			entered, release := make(chan struct{}), make(chan error)
-			var once sync.Once
-			free := func(err error) { once.Do(func() { release <- err }) }
-			k.s.writer.mu.Lock()
-			k.s.writer.inject = func() error {
-				k.s.writer.mu.Lock()
-				k.s.writer.inject = nil // only the next commit is held
-				k.s.writer.mu.Unlock()
-				close(entered)
-				return <-release
-			}
-			k.s.writer.mu.Unlock()
+			entered, free := holdNextCommit(k.s.writer)
 			_, raw, err := k.coord.Build(protocol.CmdMessagePost, "grp-a", &protocol.PostMessagePayload{ConversationID: "c", MessageID: "m-held", Text: "held"})
 			if err != nil {
 				t.Fatal(err)
@@ -133,6 +122,23 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 	}
 }
 
+// holdNextCommit holds the writer's next commit: entered is closed once it
+// is inside it, and free (at most once takes effect) lets it end with err.
+func holdNextCommit(w *writer) (entered <-chan struct{}, free func(err error)) {
+	in, release := make(chan struct{}), make(chan error)
+	var once sync.Once
+	w.mu.Lock()
+	w.inject = func() error {
+		w.mu.Lock()
+		w.inject = nil // only the next commit is held
+		w.mu.Unlock()
+		close(in)
+		return <-release
+	}
+	w.mu.Unlock()
+	return in, func(err error) { once.Do(func() { release <- err }) }
+}
+
 // TestBeginDecidesBeforeDurable: Begin decides a Command while the commit
 // of the one before it is held, and neither is answered until its own
 // commit; their events take consecutive sequences in the order begun. A
@@ -144,18 +150,7 @@ func TestBeginDecidesBeforeDurable(t *testing.T) {
 	}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newSvc(t)
-			entered, release := make(chan struct{}), make(chan error)
-			var once sync.Once
-			free := func(err error) { once.Do(func() { release <- err }) }
-			k.s.writer.mu.Lock()
-			k.s.writer.inject = func() error {
-				k.s.writer.mu.Lock()
-				k.s.writer.inject = nil
-				k.s.writer.mu.Unlock()
-				close(entered)
-				return <-release
-			}
-			k.s.writer.mu.Unlock()
+			entered, free := holdNextCommit(k.s.writer)
 			defer free(nil)
 			var raws [2][]byte
 			for i := range raws {
