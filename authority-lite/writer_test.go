@@ -69,10 +69,7 @@ func TestFailedWriteStopsAndReopenRecovers(t *testing.T) {
 // command and the retry get the same receipt, after a failed commit both
 // INTERNAL_ERROR and the store still has none.
 func TestReceiptOnlyAfterCommit(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		commit error
-	}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}} {
+	for _, tc := range commitOutcomes {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newSvc(t)
 			entered, free := holdNextCommit(k.s.writer)
@@ -122,6 +119,12 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 	}
 }
 
+// commitOutcomes are the two ends of a held commit.
+var commitOutcomes = []struct {
+	name   string
+	commit error
+}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}}
+
 // holdNextCommit holds the writer's next commit: entered is closed once it
 // is inside it, and free (at most once takes effect) lets it end with err.
 func holdNextCommit(w *writer) (entered <-chan struct{}, free func(err error)) {
@@ -144,10 +147,7 @@ func holdNextCommit(w *writer) (entered <-chan struct{}, free func(err error)) {
 // commit; their events take consecutive sequences in the order begun. A
 // failed commit answers both INTERNAL_ERROR.
 func TestBeginDecidesBeforeDurable(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		commit error
-	}{{"commit succeeds", nil}, {"commit fails", syscall.EIO}} {
+	for _, tc := range commitOutcomes {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newSvc(t)
 			entered, free := holdNextCommit(k.s.writer)
