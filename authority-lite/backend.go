@@ -55,11 +55,7 @@ func (s *Service) storedEvents(groupID string, after uint64, max int) ([]wss.Sto
 		return nil, old
 	}
 	err := s.scanEvents(groupID, after, func(ev *protocol.Event, raw []byte) bool {
-		se := wss.StoredEvent{Sequence: ev.Seq(), Type: ev.Type, Raw: raw}
-		if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
-			se.WorkItemID = ev.Aggregate.ID
-		}
-		out = append(out, se)
+		out = append(out, storedEvent(ev, raw))
 		return max <= 0 || len(out) < max
 	})
 	return out, err

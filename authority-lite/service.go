@@ -498,9 +498,10 @@ func (s *Service) Submit(ctx context.Context, peer string, raw []byte) (*protoco
 // Begin is Submit in two steps: it decides the Command now, and the
 // function it returns waits until the decision's events are durable and
 // answers. That function must be called once, without delay: it signs the
-// events, and the Group's later writes wait for them. A connection begins its Commands of a
-// Group one after the other, so they are decided in arrival order, and
-// waits for them together, so one group commit carries several of them.
+// events, and the Group's later writes wait for them. A connection begins
+// its Commands of a Group one after the other, so they are decided in
+// arrival order, and waits for them together, so one group commit carries
+// several of them.
 func (s *Service) Begin(ctx context.Context, peer string, raw []byte) func() (*protocol.Receipt, error) {
 	var typ protocol.CommandType
 	r, durable, err := s.submit(ctx, peer, raw, &typ)
@@ -517,8 +518,9 @@ func (s *Service) Begin(ctx context.Context, peer string, raw []byte) func() (*p
 	}
 }
 
-// submit decides a Command; it sets *typ once the command is decoded. The
-// receipt holds once durable (nil: it already is) returns nil.
+// submit decides a Command and sets *typ once it is decoded. The receipt
+// holds once durable, which waits for the decision's writes (nil when
+// there are none to wait for), returns nil.
 func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *protocol.CommandType) (*protocol.Receipt, func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "submit: %v", err)

@@ -27,16 +27,24 @@ type eventTail struct {
 	bytes int
 }
 
-// tailEvents is what a tail keeps of sealed events.
+// tailEvents is what a tail keeps of sealed events. Every reader shares
+// the bytes, so their capacity is cut to their length: an append by one
+// reader copies instead of writing where another reads.
 func tailEvents(events []sealed) []wss.StoredEvent {
 	out := make([]wss.StoredEvent, len(events))
 	for i, e := range events {
-		out[i] = wss.StoredEvent{Sequence: *e.ev.Sequence, Type: e.ev.Type, Raw: e.raw}
-		if e.ev.Aggregate != nil && e.ev.Aggregate.Kind == protocol.AggregateWorkItem {
-			out[i].WorkItemID = e.ev.Aggregate.ID
-		}
+		out[i] = storedEvent(e.ev, e.raw[:len(e.raw):len(e.raw)])
 	}
 	return out
+}
+
+// storedEvent is what a read of the log returns of one event.
+func storedEvent(ev *protocol.Event, raw []byte) wss.StoredEvent {
+	se := wss.StoredEvent{Sequence: ev.Seq(), Type: ev.Type, Raw: raw}
+	if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
+		se.WorkItemID = ev.Aggregate.ID
+	}
+	return se
 }
 
 // add appends committed events. A gap (events that reached the log some

@@ -30,12 +30,7 @@ func SignedCommand(cmd *Command, k PrivateKey) ([]byte, error) {
 
 // signedCommandGeneral is SignedCommand by way of a parsed document.
 func signedCommandGeneral(cmd *Command, k PrivateKey) ([]byte, error) {
-	cmd.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: cmd.IssuedAt}
-	raw, err := signTyped(cmd, k, "issuedAt")
-	if err != nil {
-		return nil, err
-	}
-	return raw, setSignature(raw, &cmd.Signature)
+	return signByDocument(cmd, &cmd.Signature, k, "issuedAt", cmd.IssuedAt)
 }
 
 // appendUnsignedCommand appends the signing input of cmd (no extensions)

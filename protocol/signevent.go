@@ -14,9 +14,10 @@ import (
 // keyId and value, so the signed document is the same bytes with
 // `,"value":"…"` put in before the signature object's closing brace. The
 // result is byte for byte what marshalling the Event, parsing it, signing
-// the parsed document and writing its canonical bytes gave (SignedValue's
-// way, which Commands and other documents still take): a test holds the
-// two equal.
+// the parsed document and writing its canonical bytes gave (signByDocument,
+// which Commands with extensions and other documents still take): a test
+// holds the two equal. Commands without extensions are written the same
+// way (signcommand.go).
 
 // valueMember is the length of `,"value":"` + 86 base64url characters + `"`.
 const valueMember = len(`,"value":"`) + 86 + 1

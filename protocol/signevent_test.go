@@ -24,12 +24,7 @@ import (
 // parse it, sign the parsed document, write its canonical bytes, read the
 // signature back from them.
 func signedEventReference(ev *Event, k PrivateKey) ([]byte, error) {
-	ev.Signature = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: ev.OccurredAt}
-	raw, err := signTyped(ev, k, "occurredAt")
-	if err != nil {
-		return nil, err
-	}
-	return raw, setSignature(raw, &ev.Signature)
+	return signByDocument(ev, &ev.Signature, k, "occurredAt", ev.OccurredAt)
 }
 
 // sameSignedEvent signs a copy of ev both ways and reports how they differ:

@@ -131,6 +131,18 @@ func SignedCard(card AgentCard, k PrivateKey) (AgentCard, error) {
 	return out, err
 }
 
+// signByDocument signs v, whose signature is *sig, by way of a parsed
+// document: createdAt is at (the value of v's member), and *sig is set to
+// the signature the signed bytes carry.
+func signByDocument(v any, sig *Signature, k PrivateKey, member string, at Time) ([]byte, error) {
+	*sig = Signature{Alg: SignatureAlgEd25519, KeyID: k.KeyID, CreatedAt: at}
+	raw, err := signTyped(v, k, member)
+	if err != nil {
+		return nil, err
+	}
+	return raw, setSignature(raw, sig)
+}
+
 func signTyped(v any, k PrivateKey, member string) ([]byte, error) {
 	doc, err := toDoc(v)
 	if err != nil {

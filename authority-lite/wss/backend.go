@@ -60,7 +60,8 @@ type MemberGroups interface {
 
 // Pipeliner is a Backend that can decide a Command before the writes of
 // the ones decided before it are durable. Begin decides raw now and
-// returns a function, called once, that waits for durability and gives
+// returns a function, to be called once and at once (the backend may hold
+// later writes until it runs), that waits for durability and gives
 // Submit's answer. The server then begins a Group's Commands in arrival
 // order without waiting for each answer, so one group commit can carry
 // several Commands of one connection.
@@ -75,6 +76,7 @@ type StoredEvent struct {
 	// WorkItemID is the aggregate id when the aggregate is a WorkItem, for
 	// SUBSCRIBE filters.
 	WorkItemID string
-	// Raw is the signed event envelope's JCS bytes.
+	// Raw is the signed event envelope's JCS bytes, shared with other
+	// readers: never written to.
 	Raw []byte
 }

@@ -19,7 +19,8 @@ type commandLanes struct {
 	last    map[string]chan struct{} // by Group: closed once its newest begun Command is answered
 	pending int                      // queued, deciding or awaiting durability, over all lanes
 	max     int
-	begin   func(submission) func() func()
+	begin   func(submission) func() (*protocol.Receipt, error)
+	answer  func(submission, *protocol.Receipt, error)
 	wg      *sync.WaitGroup
 	idleCh  chan struct{} // closed when pending drops to 0; nil if nobody waits
 }
@@ -29,9 +30,9 @@ type cmdLane struct {
 }
 
 // newCommandLanes: begin decides one submission and returns the wait for
-// its durability, which returns the answer to send.
-func newCommandLanes(max int, wg *sync.WaitGroup, begin func(submission) func() func()) *commandLanes {
-	return &commandLanes{lanes: map[string]*cmdLane{}, last: map[string]chan struct{}{}, max: max, begin: begin, wg: wg}
+// its result; answer sends that result.
+func newCommandLanes(max int, wg *sync.WaitGroup, begin func(submission) func() (*protocol.Receipt, error), answer func(submission, *protocol.Receipt, error)) *commandLanes {
+	return &commandLanes{lanes: map[string]*cmdLane{}, last: map[string]chan struct{}{}, max: max, begin: begin, answer: answer, wg: wg}
 }
 
 // add queues s; false when the connection already has max commands pending.
@@ -71,11 +72,11 @@ func (l *commandLanes) drain(key string, ln *cmdLane) {
 		l.last[key] = done
 		l.mu.Unlock()
 		l.wg.Go(func() {
-			answer := wait()
+			rc, err := wait()
 			if before != nil {
 				<-before
 			}
-			answer()
+			l.answer(s, rc, err)
 			l.mu.Lock()
 			if l.last[key] == done {
 				delete(l.last, key)
@@ -106,22 +107,18 @@ func (l *commandLanes) idle() <-chan struct{} {
 	return l.idleCh
 }
 
-// begin decides one command through the Backend; the function it returns
-// waits for the answer and returns the function that queues it.
-func (c *conn) begin(ctx context.Context, s submission) func() func() {
+// begin decides one command through the Backend and returns the wait for
+// its result.
+func (c *conn) begin(ctx context.Context, s submission) func() (*protocol.Receipt, error) {
 	if c.sess.replaced() {
 		err := c.sess.staleSession() // queued before the session was replaced
-		return func() func() { return func() { c.answer(ctx, s, nil, err) } }
+		return func() (*protocol.Receipt, error) { return nil, err }
 	}
 	if p, ok := c.b.(Pipeliner); ok {
-		await := p.Begin(ctx, s.peer, s.raw)
-		return func() func() {
-			rc, err := await()
-			return func() { c.answer(ctx, s, rc, err) }
-		}
+		return p.Begin(ctx, s.peer, s.raw)
 	}
 	rc, err := c.b.Submit(ctx, s.peer, s.raw)
-	return func() func() { return func() { c.answer(ctx, s, rc, err) } }
+	return func() (*protocol.Receipt, error) { return rc, err }
 }
 
 // answer queues a command's ACK or ERROR.

@@ -76,7 +76,9 @@ func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *li
 // error or ctx ends. It returns after every goroutine it started.
 func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	c.cmds = newCommandLanes(c.opts.MaxPendingCommands, &c.wg, func(s submission) func() func() { return c.begin(ctx, s) })
+	c.cmds = newCommandLanes(c.opts.MaxPendingCommands, &c.wg,
+		func(s submission) func() (*protocol.Receipt, error) { return c.begin(ctx, s) },
+		func(s submission, rc *protocol.Receipt, err error) { c.answer(ctx, s, rc, err) })
 	// Our own limit, not the library's: the library would close the
 	// connection before we could answer PROTOCOL_VIOLATION.
 	c.ws.SetReadLimit(-1)
