@@ -153,8 +153,14 @@ func checkIndexes(t fataler, s *Service, groupID string) {
 		t.Fatalf("open leases of %d WorkItems, rebuilt %d", len(open), len(rebuilt))
 	}
 	for id, recs := range rebuilt {
-		if len(open[id]) != len(recs) {
-			t.Fatalf("WorkItem %s: %d open leases, rebuilt %d", id, len(open[id]), len(recs))
+		kept := map[string]bool{}
+		for _, r := range open[id] {
+			kept[r.LeaseID] = true
+		}
+		for _, r := range recs {
+			if !kept[r.LeaseID] || len(open[id]) != len(recs) {
+				t.Fatalf("WorkItem %s: open leases %d, rebuilt %d (lease %s)", id, len(open[id]), len(recs), r.LeaseID)
+			}
 		}
 	}
 }
