@@ -40,9 +40,11 @@ type msgSent struct {
 // (protocol.DefaultMaxSkew), leaving the rest for clock offset and transit.
 const commandFreshness = protocol.DefaultMaxSkew / 2
 
-// sendFunc sends one signed command and waits for its answer
-// (client.Client.Send).
-type sendFunc func(ctx context.Context, signed []byte) (*protocol.Receipt, error)
+// sendFunc hands one signed command to the connection without blocking
+// and returns the wait for its answer (client.Client.Hand). Handing it on
+// the engine's goroutine, under the engine's Hold, lets the commands of
+// one round of decisions share one outbox transaction.
+type sendFunc func(ctx context.Context, signed []byte) (wait func() (*protocol.Receipt, error))
 
 // queueCmd appends a command to the item's chain and sends it when it
 // reaches the head.
@@ -80,10 +82,10 @@ func (e *engine) pump(it *item) {
 		}
 		it.sending = true
 		e.inflight++
-		k, raw := it.key, c.raw
+		k, start := it.key, time.Now()
+		wait := e.send(e.sendCtx, c.raw)
 		go func() {
-			start := time.Now()
-			r, err := e.send(e.sendCtx, raw)
+			r, err := wait()
 			e.w.m.sent(c.typ, time.Since(start), err)
 			e.mb.post(msgSent{key: k, cmd: c, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
 		}()

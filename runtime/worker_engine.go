@@ -206,7 +206,9 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		e.pool.Shutdown(context.Background())
 		return nil, err
 	}
-	e.send = e.client.Send
+	e.send = func(ctx context.Context, raw []byte) func() (*protocol.Receipt, error) {
+		return e.client.Hand(ctx, raw).Wait
+	}
 	if w.sendVia != nil {
 		e.send = w.sendVia(e.send)
 	}
@@ -237,6 +239,11 @@ func (e *engine) run(ctx context.Context) error {
 		<-clientDone
 	}()
 	defer func() { e.saveObservations(e.cfg.Clock.Now(), true) }()
+	// The mailbox is handled and the step taken under a Hold, so the
+	// commands they send go to the outbox in one transaction, not in a
+	// turn each.
+	release := e.client.Hold()
+	defer func() { release() }()
 	e.syncAll()
 	done := ctx.Done()
 	var drainBy <-chan time.Time
@@ -261,6 +268,7 @@ func (e *engine) run(ctx context.Context) error {
 		// it is due at now+d, whatever the time is when it is set.
 		d := e.nextWake(now)
 		t := e.cfg.Clock.NewTimer(min(d, now.Add(d).Sub(e.cfg.Clock.Now())))
+		release()
 		select {
 		case <-done:
 		case <-e.mb.kick:
@@ -277,6 +285,7 @@ func (e *engine) run(ctx context.Context) error {
 			return e.exitErr()
 		}
 		t.Stop()
+		release = e.client.Hold()
 		for _, m := range e.mb.take() {
 			e.handle(m)
 		}

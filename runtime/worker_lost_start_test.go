@@ -27,7 +27,7 @@ type lostStart struct {
 }
 
 func (f *lostStart) wrap(next sendFunc) sendFunc {
-	return func(ctx context.Context, raw []byte) (*protocol.Receipt, error) {
+	return func(ctx context.Context, raw []byte) func() (*protocol.Receipt, error) {
 		var c struct {
 			Type protocol.CommandType `json:"type"`
 		}
@@ -39,21 +39,23 @@ func (f *lostStart) wrap(next sendFunc) sendFunc {
 		f.n++
 		n := f.n
 		f.mu.Unlock()
-		switch n {
-		case 1:
-			f.k.px.freeze()
-			if _, err := f.k.auth.Service.Submit(ctx, "w1", raw); err != nil {
-				f.k.t.Errorf("the first start was not applied: %v", err)
+		if n > 2 {
+			return next(ctx, raw)
+		}
+		return func() (*protocol.Receipt, error) {
+			if n == 1 {
+				f.k.px.freeze()
+				if _, err := f.k.auth.Service.Submit(ctx, "w1", raw); err != nil {
+					f.k.t.Errorf("the first start was not applied: %v", err)
+				}
+				return nil, client.ErrStale
 			}
-			return nil, client.ErrStale
-		case 2:
 			r, err := f.k.auth.Service.Submit(ctx, "w1", raw)
 			f.mu.Lock()
 			f.rebuilt, f.refusal = true, err
 			f.mu.Unlock()
 			return r, err
 		}
-		return next(ctx, raw)
 	}
 }
 

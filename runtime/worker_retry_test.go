@@ -31,7 +31,7 @@ type sendFault struct {
 }
 
 func (f *sendFault) wrap(next sendFunc) sendFunc {
-	return func(ctx context.Context, raw []byte) (*protocol.Receipt, error) {
+	return func(ctx context.Context, raw []byte) func() (*protocol.Receipt, error) {
 		var c struct {
 			Type protocol.CommandType `json:"type"`
 		}
@@ -48,20 +48,22 @@ func (f *sendFault) wrap(next sendFunc) sendFunc {
 		if !hit {
 			return next(ctx, raw)
 		}
-		if f.hold != nil {
-			select {
-			case <-f.hold:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+		return func() (*protocol.Receipt, error) {
+			if f.hold != nil {
+				select {
+				case <-f.hold:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return next(ctx, raw)()
 			}
-			return next(ctx, raw)
-		}
-		if f.forward {
-			if _, err := next(ctx, raw); err != nil {
-				return nil, err
+			if f.forward {
+				if _, err := next(ctx, raw)(); err != nil {
+					return nil, err
+				}
 			}
+			return nil, f.err
 		}
-		return nil, f.err
 	}
 }
 

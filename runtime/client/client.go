@@ -34,8 +34,8 @@ type Client struct {
 	log   *slog.Logger
 	state atomic.Int32
 
-	cmds chan *pendingCmd // Send -> Run goroutine
-	kick chan struct{}    // AddGroup -> Run goroutine
+	kick     chan struct{} // AddGroup -> Run goroutine
+	handKick chan struct{} // Hand or a released Hold -> Run goroutine
 
 	hookQueued func(actionID string) // tests: a Send reached the connected loop
 
@@ -43,8 +43,9 @@ type Client struct {
 	groups   map[string]bool // configured and added
 	rejected map[string]bool
 	replays  map[string]uint64 // Group -> position to replay after (Redeliver)
-	runDone  chan struct{}     // closed when the active Run returns
 	running  bool
+	handed   []*pendingCmd // handed, not yet taken by the Run goroutine
+	holds    int           // Hold calls not yet released
 }
 
 // New checks cfg and returns a Client; Run starts it.
@@ -100,7 +101,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, url: u, tls: tc, ids: newIDs(), log: cfg.Logger.With("component", "runtime.client"),
-		cmds: make(chan *pendingCmd), kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), handKick: make(chan struct{}, 1),
 		groups: map[string]bool{}, rejected: map[string]bool{}, replays: map[string]uint64{},
 	}
 	for _, g := range cfg.Groups {
@@ -213,58 +214,6 @@ func (c *Client) reject(groupID string, err error) {
 	c.setState(StateChange{State: StateGroupRejected, GroupID: groupID, Err: err})
 }
 
-// Send records a signed Command in the durable outbox, sends it (now, or
-// after reconnecting, always with the same bytes) and waits for the
-// authority's answer: the receipt, or the *protocol.Error it returned
-// (either way the Command leaves the outbox). RATE_LIMITED and BACKPRESSURE
-// errors are retried after the delay they ask for instead. When ctx ends
-// first, Send returns ctx.Err(); a Command the connection had already
-// taken stays in the outbox, to be sent again on every reconnect until
-// answered, and one it had not taken was never recorded or sent.
-func (c *Client) Send(ctx context.Context, signed []byte) (*protocol.Receipt, error) {
-	return c.send(ctx, signed, false)
-}
-
-// SendAdvisory is Send for a Command that is advice, such as a message
-// telling the Group about a refused offer: a RATE_LIMITED or BACKPRESSURE
-// answer is returned as the error instead of being retried, and it pauses
-// none of the Group's other Commands, so a refused message never holds back
-// the work Commands behind it. A BACKPRESSURE frame still holds it back.
-func (c *Client) SendAdvisory(ctx context.Context, signed []byte) (*protocol.Receipt, error) {
-	return c.send(ctx, signed, true)
-}
-
-func (c *Client) send(ctx context.Context, signed []byte, advisory bool) (*protocol.Receipt, error) {
-	put, err := queue.NewOutboxPut(signed)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	running, done := c.running, c.runDone
-	c.mu.Unlock()
-	if !running {
-		return nil, ErrNotRunning
-	}
-	w := make(chan cmdResult, 1)
-	put.Signed = slices.Clone(signed)
-	p := &pendingCmd{actionID: put.ActionID, groupID: put.GroupID, typ: put.Type, issuedAt: put.IssuedAt, signed: put.Signed, waiters: []chan cmdResult{w}, advisory: advisory}
-	// Taken by the connection, p is recorded in the outbox with whatever
-	// else that turn commits, and sent only once that commit is durable.
-	select {
-	case c.cmds <- p:
-	case <-done:
-		return nil, ErrNotRunning
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case r := <-w:
-		return r.receipt, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // Run connects and keeps the connection up until ctx ends (returns nil),
 // the session is replaced (ErrSessionReplaced), the authority does not
 // speak our protocol version (the UNSUPPORTED_VERSION *protocol.Error) or
@@ -275,15 +224,19 @@ func (c *Client) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		return errors.New("client: Run is already active")
 	}
-	done := make(chan struct{})
-	c.running, c.runDone = true, done
+	c.running = true
 	c.mu.Unlock()
 	q := newCmdQueue()
 	tr := c.transport()
 	defer func() {
 		c.mu.Lock()
 		c.running = false
-		close(done)
+		for _, p := range c.handed {
+			for _, w := range p.waiters {
+				deliver(w, cmdResult{err: ErrNotRunning})
+			}
+		}
+		c.handed = nil
 		c.mu.Unlock()
 		tr.CloseIdleConnections()
 	}()
@@ -357,8 +310,8 @@ func (c *Client) pause(ctx context.Context, q *cmdQueue, d time.Duration) bool {
 			return false
 		case <-t.C():
 			return true
-		case p := <-c.cmds:
-			c.persist(q, p)
+		case <-c.handKick:
+			c.persistHanded(q)
 		}
 	}
 }

@@ -198,8 +198,8 @@ func (s *session) hello() error {
 			return s.ctx.Err()
 		case <-t.C():
 			return errors.New("client: no HELLO answer in time")
-		case p := <-c.cmds:
-			c.persist(s.q, p)
+		case <-c.handKick:
+			c.persistHanded(s.q)
 		case it := <-s.in:
 			switch {
 			case it.err != nil:
@@ -317,8 +317,8 @@ func (s *session) loop(ctx context.Context) error {
 			return nil
 		case it := <-s.in:
 			err = s.onItem(it)
-		case p := <-s.c.cmds:
-			s.take(p)
+		case <-s.c.handKick:
+			s.take()
 		case <-s.c.kick:
 			err = s.onKick()
 		case r := <-s.snaps:

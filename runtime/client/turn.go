@@ -41,29 +41,31 @@ func (t *turn) deliver() {
 	t.answers = nil
 }
 
-// take gathers a Command handed to Send into the turn.
-func (s *session) take(p *pendingCmd) {
-	s.t.puts = append(s.t.puts, p)
-	if s.c.hookQueued != nil {
-		s.c.hookQueued(p.actionID)
+// take gathers the Commands handed to Send into the turn.
+func (s *session) take() {
+	for _, p := range s.c.takeHanded(s.c.cfg.MaxBatch - len(s.t.puts)) {
+		s.t.puts = append(s.t.puts, p)
+		if s.c.hookQueued != nil {
+			s.c.hookQueued(p.actionID)
+		}
 	}
 }
 
 // drain takes, without waiting, what else is ready: frames read and
 // Commands handed to Send, up to MaxBatch of each a turn.
 func (s *session) drain() error {
-	for len(s.t.events) < s.c.cfg.MaxBatch && len(s.t.puts) < s.c.cfg.MaxBatch {
+	for len(s.t.events) < s.c.cfg.MaxBatch {
+		s.take()
 		select {
 		case it := <-s.in:
 			if err := s.onItem(it); err != nil {
 				return err
 			}
-		case p := <-s.c.cmds:
-			s.take(p)
 		default:
 			return nil
 		}
 	}
+	s.take()
 	return nil
 }
 
@@ -127,14 +129,4 @@ func (c *Client) commitTurn(q *cmdQueue, t *turn) (queue.Result, error) {
 	}
 	t.events, t.puts = nil, nil
 	return res, err
-}
-
-// persist records a Command handed to Send while no connection is being
-// served (between connections, during HELLO), in its own transaction.
-func (c *Client) persist(q *cmdQueue, p *pendingCmd) {
-	t := turn{puts: []*pendingCmd{p}}
-	if _, err := c.commitTurn(q, &t); err != nil {
-		c.log.Warn("outbox put failed", "action", p.actionID, "err", err)
-	}
-	t.deliver()
 }

@@ -67,7 +67,6 @@ func TestTurnIsOneCommit(t *testing.T) {
 	defer s.fcancel()
 	s.q = newCmdQueue() // without testSession's act-1
 	s.in = make(chan readItem, events+cmds)
-	s.c.cmds = make(chan *pendingCmd, cmds)
 	var out []string // what reached the authority, and what was durable then
 	s.send = func(_ context.Context, b []byte) error {
 		var f struct {
@@ -98,7 +97,7 @@ func TestTurnIsOneCommit(t *testing.T) {
 	for i := range cmds {
 		id := fmt.Sprintf("act-%d", i)
 		waiters[id] = make(chan cmdResult, 1)
-		s.c.cmds <- &pendingCmd{actionID: id, groupID: "grp-a", typ: protocol.CmdMessagePost, signed: signedCommand(t, id, "grp-a"), waiters: []chan cmdResult{waiters[id]}}
+		s.c.handed = append(s.c.handed, &pendingCmd{actionID: id, groupID: "grp-a", typ: protocol.CmdMessagePost, signed: signedCommand(t, id, "grp-a"), waiters: []chan cmdResult{waiters[id]}})
 	}
 	turn := func() {
 		t.Helper()
