@@ -38,7 +38,9 @@
 // never sent stale (spec 19), it leaves the outbox and Send returns
 // ErrStale for the sender to build it again. RATE_LIMITED and BACKPRESSURE pause only the Group concerned;
 // SendAdvisory returns them instead, so a refused message never holds back
-// work Commands.
+// work Commands. Hand is Send without the wait (hand.go): it never blocks,
+// and Commands handed while a Hold is active are taken together when it
+// ends, so the Commands one decision sends share one transaction.
 //
 // A PING every PingInterval detects a dead connection the kernel has not
 // noticed. Reconnects wait a jittered, capped exponential delay (Backoff),
