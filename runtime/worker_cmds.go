@@ -116,7 +116,7 @@ func (e *engine) bufferCmd(it *item, typ protocol.CommandType, payload any, usag
 		return err
 	}
 	cmd := &protocol.Command{
-		ActionID: protocol.NewActionID(), ProtocolVersion: protocol.Version, Actor: e.w.actor(), Type: typ,
+		ActionID: protocol.NewActionID(now), ProtocolVersion: protocol.Version, Actor: e.w.actor(), Type: typ,
 		GroupID: it.key.group, SessionEpoch: protocol.Uint64(e.sess.epoch), MembershipEpoch: protocol.Uint64(e.members[it.key.group]),
 		CorrelationID: it.missionID, Payload: p,
 	}
