@@ -36,6 +36,12 @@ type writer struct {
 	brokenCh chan struct{}
 	// inject, in tests, fails a commit as a full disk would.
 	inject func() error
+
+	// Owned by run: the requests seen around the last commit (answered
+	// plus queued while it ran) and how long it took; gather waits for
+	// that many, for at most half that long.
+	seen int
+	took time.Duration
 }
 
 type writeReq struct {
@@ -112,16 +118,7 @@ func (w *writer) run() {
 			w.drainClosed()
 			return
 		}
-		batch := []*writeReq{first}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-w.reqs:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch := w.gather(first)
 		for _, r := range batch {
 			if r.ready != nil {
 				<-r.ready
@@ -143,7 +140,9 @@ func (w *writer) run() {
 				}
 				return nil
 			})
-			w.m.commit(len(batch), time.Since(start), w.writeTime()-wrote, err)
+			w.took = time.Since(start)
+			w.seen = len(batch) + len(w.reqs)
+			w.m.commit(len(batch), w.took, w.writeTime()-wrote, err)
 			if err == nil {
 				w.head.record(txid)
 			} else {
@@ -154,6 +153,44 @@ func (w *writer) run() {
 			r.done <- err
 		}
 	}
+}
+
+// gather takes first and what else is queued. When fewer are queued than
+// were in flight around the last commit, it waits up to half that
+// commit's time for the rest: the clients a commit has just answered send
+// again within a fraction of a commit, and without the wait they would
+// miss this one and pay a commit of their own, so batches alternate
+// between halves of the clients. Waiting is bounded by what was observed
+// (the idea of PostgreSQL's commit_delay, without a setting): one client
+// alone never waits.
+func (w *writer) gather(first *writeReq) []*writeReq {
+	batch := []*writeReq{first}
+	for len(batch) < maxBatch {
+		select {
+		case r := <-w.reqs:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		break
+	}
+	want := min(w.seen, maxBatch)
+	if len(batch) >= want || w.took <= 0 {
+		return batch
+	}
+	t := time.NewTimer(w.took / 2)
+	defer t.Stop()
+	for len(batch) < want {
+		select {
+		case r := <-w.reqs:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		case <-w.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 // writeTime is bbolt's running total of time spent writing and syncing.
