@@ -38,8 +38,9 @@ type writer struct {
 	inject func() error
 
 	// Owned by run: the requests seen around the last commit (answered
-	// plus queued while it ran) and how long it took; gather waits for
-	// that many, for at most half that long.
+	// plus queued while it ran) and a moving average of how long commits
+	// take (one stalled fsync must not stretch the next waits); gather
+	// waits for that many, for at most half that long.
 	seen int
 	took time.Duration
 }
@@ -140,9 +141,10 @@ func (w *writer) run() {
 				}
 				return nil
 			})
-			w.took = time.Since(start)
+			took := time.Since(start)
+			w.took += (took - w.took) / 4
 			w.seen = len(batch) + len(w.reqs)
-			w.m.commit(len(batch), w.took, w.writeTime()-wrote, err)
+			w.m.commit(len(batch), took, w.writeTime()-wrote, err)
 			if err == nil {
 				w.head.record(txid)
 			} else {
@@ -156,8 +158,8 @@ func (w *writer) run() {
 }
 
 // gather takes first and what else is queued. When fewer are queued than
-// were in flight around the last commit, it waits up to half that
-// commit's time for the rest: the clients a commit has just answered send
+// were in flight around the last commit, it waits up to half the
+// average commit time for the rest: the clients a commit has just answered send
 // again within a fraction of a commit, and without the wait they would
 // miss this one and pay a commit of their own, so batches alternate
 // between halves of the clients. Waiting is bounded by what was observed
