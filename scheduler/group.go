@@ -81,8 +81,10 @@ func (g *group) nextEst() int64 {
 // setKey records the heap key: svc, weight and the next estimate, with the
 // virtual start and finish times as floats so that heap moves compare one
 // number.
-func (g *group) setKey() {
-	g.keySvc, g.keyWeight, g.keyEst = g.svc, g.weight, g.nextEst()
+func (g *group) setKey() { g.setKeyEst(g.nextEst()) }
+
+func (g *group) setKeyEst(est int64) {
+	g.keySvc, g.keyWeight, g.keyEst = g.svc, g.weight, est
 	g.keyVT = float64(g.svc) / float64(g.weight)
 	g.keyVF = float64(g.svc+g.keyEst) / float64(g.weight)
 }
@@ -186,7 +188,11 @@ const (
 // start ≤ now + window) into the EDF heap. Each item moves once, so the
 // cost is amortized O(log n); time only moves forward, so none moves back.
 func (g *group) promote(now, window int64) {
-	for n := g.heaps[byLatest].topNode(); n != nil && n.key <= now+window; n = g.heaps[byLatest].topNode() {
+	h := &g.heaps[byLatest]
+	if len(h.a) == 0 || h.a[0].key > now+window {
+		return // no node is due, dead or live: reading no entry
+	}
+	for n := h.topNode(); n != nil && n.key <= now+window; n = h.topNode() {
 		l := n.e
 		g.heaps[byLatest].pop()
 		l.edf = true
