@@ -540,24 +540,10 @@ func (s *Scheduler) Release(id string, now time.Time) error {
 	return nil
 }
 
-// scanSlots is how many slots stop searches before the item map: a few
-// string compares on hot entries cost less than a hash lookup in a large map.
-const scanSlots = 16
-
 func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
-	var e *entry
-	if len(s.slots) <= scanSlots {
-		for i := range s.slots {
-			// The last byte first: ids of running items seldom share it.
-			if r := s.slots[i].e; r != nil && len(r.item.ID) == len(id) && len(id) > 0 && r.item.ID[len(id)-1] == id[len(id)-1] && r.item.ID == id {
-				e = r
-				break
-			}
-		}
-	}
-	if e == nil {
-		e = s.items.get(id)
-	}
+	// The index, not a scan of the slots: its probe reads the line that
+	// Finish's removal writes next, and no other item's id.
+	e := s.items.get(id)
 	if e == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
