@@ -144,6 +144,8 @@ func (h *groupHeap) up(j int) {
 	x.g.hpos = j
 }
 
+// down is Floyd's, as entryHeap's: a Group re-keyed at the top after its
+// pick mostly belongs near the bottom.
 func (h *groupHeap) down(i0 int) bool {
 	a := h.a
 	i, n := i0, len(a)
@@ -161,16 +163,22 @@ func (h *groupHeap) down(i0 int) bool {
 			}
 			j += int(b) // no jump on a coin toss
 		}
-		b, ok := gFast(&a[j], &x)
+		a[i] = a[j]
+		a[i].g.hpos = i
+		i = j
+	}
+	for i > i0 {
+		p := (i - 1) / 2
+		b, ok := gFast(&x, &a[p])
 		if !ok {
-			b = gExact(&a[j], &x)
+			b = gExact(&x, &a[p])
 		}
 		if b == 0 {
 			break
 		}
-		a[i] = a[j]
+		a[i] = a[p]
 		a[i].g.hpos = i
-		i = j
+		i = p
 	}
 	a[i] = x
 	x.g.hpos = i

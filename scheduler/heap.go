@@ -136,10 +136,13 @@ func (h *entryHeap) up(j int) {
 // done: worth more than the mispredictions.
 const cachedNodes = 1024
 
+// down is Floyd's: the hole goes to a leaf along the smaller children, then
+// x climbs back from there. x is mostly the former last node, which belongs
+// near the bottom, so this takes one comparison a level instead of two.
 func (h *entryHeap) down(i int) {
 	a := h.a
 	n := len(a)
-	x := a[i]
+	x, top := a[i], i
 	for {
 		l := 2*i + 1
 		if l >= n {
@@ -153,11 +156,16 @@ func (h *entryHeap) down(i int) {
 				j = r
 			}
 		}
-		if !nodeLess(&a[j], &x) {
-			break
-		}
 		a[i] = a[j]
 		i = j
+	}
+	for i > top {
+		p := (i - 1) / 2
+		if !nodeLess(&x, &a[p]) {
+			break
+		}
+		a[i] = a[p]
+		i = p
 	}
 	a[i] = x
 }
