@@ -129,12 +129,12 @@ func (h *entryHeap) up(j int) {
 	a[j] = x
 }
 
-// cachedNodes: up to this many nodes (40 KiB) a heap stays in cache, and
+// cachedNodes: up to this many nodes (10 KiB) a heap stays in cache, and
 // down chooses the smaller child without a jump, since the jump would be
 // mispredicted half the time. In a larger heap the next level's load is a
 // miss, and a predicted jump lets the CPU issue it before the comparison is
 // done: worth more than the mispredictions.
-const cachedNodes = 1024
+const cachedNodes = 256
 
 // down is Floyd's: the hole goes to a leaf along the smaller children, then
 // x climbs back from there. x is mostly the former last node, which belongs
