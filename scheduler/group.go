@@ -5,9 +5,10 @@ import (
 	"math/bits"
 )
 
-// entry is the scheduler's record of one item.
+// entry is the scheduler's record of one item. The fields a pick reads and
+// writes come first and the item's cold ones (group, deadline, estimate) sit
+// in its middle, so a pick touches fewer of the entry's cache lines.
 type entry struct {
-	item   Item
 	g      *group
 	seq    uint64 // arrival order; the final tie-break everywhere
 	idHash uint64 // its id's hash in the item index
@@ -19,17 +20,19 @@ type entry struct {
 	edf    bool   // its deadline node is in the EDF heap, not the latest-start one
 	state  State
 	block  Blockers
-
-	slot          int
-	startMs       int64  // start of the current run
-	charged       int64  // service charged to the Group for the current run
-	ranMs         int64  // slot-time of earlier runs (preempted)
-	firstStart    int64  // -1 until first start
-	preemptFor    *entry // while preempting: the item waiting for this slot
-	preemptForSeq uint64
 	// refused: the current run did not reach a safe point when asked
 	// (RefusePreempt); it is not named as a victim again until it stops.
 	refused bool
+
+	slot       int
+	startMs    int64 // start of the current run
+	charged    int64 // service charged to the Group for the current run
+	ranMs      int64 // slot-time of earlier runs (preempted)
+	firstStart int64 // -1 until first start
+
+	item          Item
+	preemptFor    *entry // while preempting: the item waiting for this slot
+	preemptForSeq uint64
 }
 
 func (e *entry) latest() int64 { return e.dl - e.est }
@@ -81,8 +84,10 @@ func (g *group) nextEst() int64 {
 // setKey records the heap key: svc, weight and the next estimate, with the
 // virtual start and finish times as floats so that heap moves compare one
 // number.
-func (g *group) setKey() {
-	g.keySvc, g.keyWeight, g.keyEst = g.svc, g.weight, g.nextEst()
+func (g *group) setKey() { g.setKeyEst(g.nextEst()) }
+
+func (g *group) setKeyEst(est int64) {
+	g.keySvc, g.keyWeight, g.keyEst = g.svc, g.weight, est
 	g.keyVT = float64(g.svc) / float64(g.weight)
 	g.keyVF = float64(g.svc+g.keyEst) / float64(g.weight)
 }
@@ -186,7 +191,11 @@ const (
 // start ≤ now + window) into the EDF heap. Each item moves once, so the
 // cost is amortized O(log n); time only moves forward, so none moves back.
 func (g *group) promote(now, window int64) {
-	for n := g.heaps[byLatest].topNode(); n != nil && n.key <= now+window; n = g.heaps[byLatest].topNode() {
+	h := &g.heaps[byLatest]
+	if len(h.a) == 0 || h.a[0].key > now+window {
+		return // no node is due, dead or live: reading no entry
+	}
+	for n := h.topNode(); n != nil && n.key <= now+window; n = h.topNode() {
 		l := n.e
 		g.heaps[byLatest].pop()
 		l.edf = true

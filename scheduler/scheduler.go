@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"time"
 )
@@ -70,6 +71,7 @@ type Scheduler struct {
 
 	slots       []slot
 	free        int
+	freeMask    uint64 // bit i: slot i is free (the first 64 slots)
 	homogeneous bool
 
 	groups map[string]*group
@@ -82,6 +84,10 @@ type Scheduler struct {
 	// System virtual time V = vNum/vDen: the smallest ready virtual time at
 	// the latest pick. A Group joining the ready set starts no lower.
 	vNum, vDen int64
+
+	// settleBy: until then no running item's charge can grow, so settle has
+	// nothing to do (charges grow only once a run outlasts its charge).
+	settleBy int64
 
 	activeWeight int64 // Σ weight of Groups with eligible or running items
 	offline      bool
@@ -162,6 +168,7 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 	}
 	s.free = cfg.Slots
+	s.freeMask = ^uint64(0) >> (64 - min(cfg.Slots, 64))
 	return s, nil
 }
 
@@ -203,6 +210,7 @@ func (s *Scheduler) SetGroup(id string, gc GroupConfig) error {
 		s.activeWeight -= g.weight
 	}
 	g.weight = gc.Weight * classMultiplier[gc.Class]
+	s.ready.noteWeight(g.weight)
 	if g.active {
 		s.activeWeight += g.weight
 	}
@@ -343,6 +351,10 @@ func (s *Scheduler) groupEstimate(g *group) int64 {
 
 // settle charges running items' elapsed slot-time to their Groups.
 func (s *Scheduler) settle(now int64) {
+	if 0 <= now && now <= s.settleBy {
+		return
+	}
+	by := int64(math.MaxInt64)
 	for i := range s.slots {
 		e := s.slots[i].e
 		if e == nil {
@@ -356,12 +368,31 @@ func (s *Scheduler) settle(now int64) {
 				s.ready.fix(e.g.hpos)
 			}
 		}
+		by = min(by, chargedUntil(e))
 	}
+	s.settleBy = by
+}
+
+// chargedUntil is the last time at which e's run has not outlasted its
+// charge (which is at least its estimate), or MinInt64 outside the range
+// where that sum and settle's differences cannot overflow.
+func chargedUntil(e *entry) int64 {
+	const lim = 1 << 61
+	if e.startMs < 0 || e.startMs > lim || e.charged > lim || e.charged < e.est {
+		return math.MinInt64
+	}
+	return e.startMs + e.charged
 }
 
 // fitSlot returns the free slot for e: the lowest index when slots are alike,
 // else the smallest that fits (best fit). -1 when none.
 func (s *Scheduler) fitSlot(e *entry) int {
+	if s.homogeneous && len(s.slots) <= 64 {
+		if s.freeMask == 0 || !s.slots[0].res.Fits(e.item.Resources) {
+			return -1
+		}
+		return bits.TrailingZeros64(s.freeMask) // no loop to mispredict
+	}
 	best := -1
 	for i := range s.slots {
 		sl := &s.slots[i]
@@ -440,9 +471,11 @@ func (s *Scheduler) start(e *entry, sl int, mode pickMode, now int64) Decision {
 		e.firstStart = now
 	}
 	g.svc += e.charged
+	s.settleBy = min(s.settleBy, chargedUntil(e))
 	g.running++
 	s.free--
 	s.slots[sl].e = e
+	s.freeMask &^= 1 << sl
 	s.refresh(g)
 	rules := RuleFairShare
 	switch mode {
@@ -507,23 +540,10 @@ func (s *Scheduler) Release(id string, now time.Time) error {
 	return nil
 }
 
-// scanSlots is how many slots stop searches before the item map: a few
-// string compares on hot entries cost less than a hash lookup in a large map.
-const scanSlots = 16
-
 func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
-	var e *entry
-	if len(s.slots) <= scanSlots {
-		for i := range s.slots {
-			if r := s.slots[i].e; r != nil && r.item.ID == id {
-				e = r
-				break
-			}
-		}
-	}
-	if e == nil {
-		e = s.items.get(id)
-	}
+	// The index, not a scan of the slots: its probe reads the line that
+	// Finish's removal writes next, and no other item's id.
+	e := s.items.get(id)
 	if e == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownItem, id)
 	}
@@ -547,6 +567,7 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 	}
 	e.refused = false
 	s.slots[e.slot].e = nil
+	s.freeMask |= 1 << e.slot
 	e.slot = -1
 	s.free++
 	g.running--
@@ -595,6 +616,7 @@ func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
 		s.queue(e)
 	} else {
 		e.block = s.blockers(&e.item)
+		s.settleBy = math.MinInt64 // its estimate, and so its charge, may grow
 	}
 	s.refresh(e.g)
 	return nil
