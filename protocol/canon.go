@@ -194,6 +194,11 @@ func compareUTF16(a, b string) int {
 	if i == len(a) || i == len(b) {
 		return len(a) - len(b)
 	}
+	if a[i] < utf8.RuneSelf || b[i] < utf8.RuneSelf {
+		// An ASCII byte starts a rune on both sides and sorts below any
+		// other rune in either order.
+		return int(a[i]) - int(b[i])
+	}
 	// Back up to the start of the differing rune.
 	for i > 0 && !utf8.RuneStart(a[i]) {
 		i--

@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 func TestCanonicalTable(t *testing.T) {
@@ -183,5 +185,25 @@ func TestCanonicalIsIdempotent(t *testing.T) {
 	var back any
 	if err := json.Unmarshal(once, &back); err != nil {
 		t.Fatalf("canonical bytes are not JSON: %v", err)
+	}
+}
+
+// TestCompareUTF16: compareUTF16 orders as the strings' UTF-16 code units
+// do, across ASCII, the rest of the BMP and supplementary characters.
+func TestCompareUTF16(t *testing.T) {
+	parts := []string{"", "a", "b", "z", "\x7f", "é", "\u0800", "\ud7ff", "\ue000", "\uffee", "\U00010000", "\U0001F600", "\U0010FFFF"}
+	var words []string
+	for _, x := range parts {
+		for _, y := range parts {
+			words = append(words, x+y, "k"+x+y)
+		}
+	}
+	for _, a := range words {
+		for _, b := range words {
+			want := slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+			if got := compareUTF16(a, b); (got > 0) != (want > 0) || (got < 0) != (want < 0) {
+				t.Fatalf("compareUTF16(%q, %q) = %d, want sign of %d", a, b, got, want)
+			}
+		}
 	}
 }

@@ -45,8 +45,8 @@ func EnrollmentExtension(issuedAt time.Time, valid time.Duration) (Extensions, e
 //
 // It writes the signing input to dst and its layout to lay (see
 // verifyInto) and returns the input and the signature's value.
-func verifyFreshCommand(doc map[string]any, keys KeyResolver, now time.Time, maxSkew time.Duration, dst []byte, lay *signedLayout) ([]byte, string, error) {
-	input, value, err := verifyInto(dst, doc, keys, lay)
+func verifyFreshCommand(doc map[string]any, keys KeyResolver, now time.Time, maxSkew time.Duration, dst []byte, lay *signedLayout, text *signedText) ([]byte, string, error) {
+	input, value, err := verifyInto(dst, doc, keys, lay, text)
 	if err != nil {
 		return nil, "", err
 	}

@@ -144,6 +144,12 @@ type fdispatch struct {
 	all   []*fnode
 }
 
+// fprop is a properties entry; required: the name is also in required.
+type fprop struct {
+	node     *fnode
+	required bool
+}
+
 type fnode struct {
 	loc     string
 	boolean int8 // 1: the schema true, -1: false, 0: an object schema
@@ -155,14 +161,18 @@ type fnode struct {
 	enumStr  map[string]struct{} // enum of strings only
 	ref      *fnode
 
-	objKw        bool // any object keyword below
-	props        map[string]*fnode
-	required     []string
-	noAdditional bool
-	additional   *fnode
-	minProps     int
-	propNames    *fnode
-	depRequired  []fdep
+	objKw    bool // any object keyword below
+	props    map[string]fprop
+	required []string
+	// required split: those with a properties entry are counted while the
+	// members are checked; the others are looked up.
+	requiredProps int
+	requiredOther []string
+	noAdditional  bool
+	additional    *fnode
+	minProps      int
+	propNames     *fnode
+	depRequired   []fdep
 
 	arrKw    bool
 	items    *fnode
@@ -346,7 +356,10 @@ func (n *fnode) evalObject(obj map[string]any, depth int) fres {
 	if len(obj) < n.minProps {
 		return fNo
 	}
-	for _, r := range n.required {
+	if len(obj) < n.requiredProps {
+		return fNo
+	}
+	for _, r := range n.requiredOther {
 		if _, ok := obj[r]; !ok {
 			return fNo
 		}
@@ -363,9 +376,13 @@ func (n *fnode) evalObject(obj map[string]any, depth int) fres {
 	if n.props == nil && !n.noAdditional && n.additional == nil && n.propNames == nil {
 		return fYes
 	}
+	found := 0
 	for k, pv := range obj {
 		if p, ok := n.props[k]; ok {
-			if r := p.eval(toFval(pv), depth); r != fYes {
+			if p.required {
+				found++
+			}
+			if r := p.node.eval(toFval(pv), depth); r != fYes {
 				return r
 			}
 		} else if n.noAdditional {
@@ -380,6 +397,9 @@ func (n *fnode) evalObject(obj map[string]any, depth int) fres {
 				return r
 			}
 		}
+	}
+	if found < n.requiredProps {
+		return fNo
 	}
 	return fYes
 }
@@ -781,11 +801,13 @@ func (c *fastCompiler) fill(n *fnode, v any, doc, ptr string) error {
 				return bad(kw)
 			}
 			n.objKw = true
-			n.props = map[string]*fnode{}
+			n.props = map[string]fprop{}
 			for name := range props {
-				if n.props[name], err = c.sub(doc, ptr, "properties", name); err != nil {
+				s, err := c.sub(doc, ptr, "properties", name)
+				if err != nil {
 					return err
 				}
+				n.props[name] = fprop{node: s}
 			}
 		case "required":
 			if n.required, err = stringList(val); err != nil {
@@ -907,6 +929,16 @@ func (c *fastCompiler) fill(n *fnode, v any, doc, ptr string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("fastschema: %s: %q: %w", loc, kw, err)
+		}
+	}
+	for _, r := range n.required {
+		switch p, ok := n.props[r]; {
+		case !ok:
+			n.requiredOther = append(n.requiredOther, r)
+		case !p.required:
+			p.required = true
+			n.props[r] = p
+			n.requiredProps++
 		}
 	}
 	return nil

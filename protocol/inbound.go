@@ -48,7 +48,8 @@ func (c *InboundCommand) CanonicalBytes() ([]byte, error) {
 // WORK_CONTRACT_INCOMPLETE), critical extensions
 // (UNKNOWN_CRITICAL_EXTENSION), then the typed decode.
 func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, error) {
-	v, err := Parse(data, in.Decode)
+	text := &signedText{data: data}
+	v, err := parse(data, in.Decode, &text.raw)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, e
 	}
 	// Canonical JSON may be longer than the text only by number forms.
 	ic := &InboundCommand{Value: doc, Raw: data}
-	ic.input, ic.value, err = verifyFreshCommand(doc, in.Keys, now, skew, make([]byte, 0, len(data)+64), &ic.lay)
+	ic.input, ic.value, err = verifyFreshCommand(doc, in.Keys, now, skew, make([]byte, 0, len(data)+64), &ic.lay, text)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,13 @@ func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, e
 // relay the same value with the same signature input: the slices of input
 // (the verified signing input, laid out as lay says) that hold them.
 func commandFromParsed(doc map[string]any, input []byte, lay *signedLayout) (*Command, error) {
-	c := &Command{
+	// The Command and its optional numbers in one allocation.
+	a := &struct {
+		c    Command
+		nums [4]uint64
+	}{}
+	c := &a.c
+	*c = Command{
 		ActionID:                   str(doc, "actionId"),
 		ProtocolVersion:            str(doc, "protocolVersion"),
 		Type:                       CommandType(str(doc, "type")),
@@ -108,14 +115,14 @@ func commandFromParsed(doc map[string]any, input []byte, lay *signedLayout) (*Co
 	actor, _ := doc["actor"].(map[string]any)
 	c.Actor = Actor{Kind: ActorKind(str(actor, "kind")), ID: str(actor, "id")}
 	var err error
-	for _, m := range [...]struct {
+	for i, m := range [...]struct {
 		name string
 		dst  **uint64
 	}{
 		{"coordinatorEpoch", &c.CoordinatorEpoch}, {"expectedRevision", &c.ExpectedRevision},
 		{"membershipEpoch", &c.MembershipEpoch}, {"sessionEpoch", &c.SessionEpoch},
 	} {
-		if *m.dst, err = optUint(doc, m.name); err != nil {
+		if *m.dst, err = optUint(doc, m.name, &a.nums[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -156,8 +163,8 @@ func str(m map[string]any, name string) string {
 	return s
 }
 
-// optUint reads an optional unsigned integer member; absent stays nil.
-func optUint(m map[string]any, name string) (*uint64, error) {
+// optUint reads an optional unsigned integer member into *u; absent is nil.
+func optUint(m map[string]any, name string, u *uint64) (*uint64, error) {
 	v, ok := m[name]
 	if !ok {
 		return nil, nil
@@ -166,14 +173,15 @@ func optUint(m map[string]any, name string) (*uint64, error) {
 	if !ok {
 		return nil, Errorf(CodeSchemaValidationFailed, "%s must be an integer", name).At("/" + name)
 	}
-	u, err := strconv.ParseUint(string(n), 10, 64)
-	if err != nil || u > maxSafeInteger {
+	x, err := strconv.ParseUint(string(n), 10, 64)
+	if err != nil || x > maxSafeInteger {
 		// Schema-valid integers may be written 1e2 or 3.0.
 		f, ferr := n.Float64()
 		if ferr != nil || f < 0 || f > maxSafeInteger || f != math.Trunc(f) {
 			return nil, Errorf(CodeSchemaValidationFailed, "%s must be an integer 0 … 2^53−1", name).At("/" + name)
 		}
-		u = uint64(f)
+		x = uint64(f)
 	}
-	return &u, nil
+	*u = x
+	return u, nil
 }

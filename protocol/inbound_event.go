@@ -202,7 +202,13 @@ func canonicalEvent(dst []byte, doc map[string]any) (input, canon, payload []byt
 // eventFromParsed builds the typed Event from a document that passed
 // checkValue against Event, so every member has the right kind.
 func eventFromParsed(doc map[string]any) (*Event, error) {
-	ev := &Event{
+	// The Event and its two optional numbers in one allocation.
+	alloc := &struct {
+		ev   Event
+		nums [2]uint64
+	}{}
+	ev := &alloc.ev
+	*ev = Event{
 		EventID:       str(doc, "eventId"),
 		GroupID:       str(doc, "groupId"),
 		Type:          EventType(str(doc, "type")),
@@ -211,10 +217,10 @@ func eventFromParsed(doc map[string]any) (*Event, error) {
 		AcceptedBy:    str(doc, "acceptedBy"),
 	}
 	var err error
-	if ev.Sequence, err = optUint(doc, "sequence"); err != nil {
+	if ev.Sequence, err = optUint(doc, "sequence", &alloc.nums[0]); err != nil {
 		return nil, err
 	}
-	if ev.Revision, err = optUint(doc, "revision"); err != nil {
+	if ev.Revision, err = optUint(doc, "revision", &alloc.nums[1]); err != nil {
 		return nil, err
 	}
 	if agg, ok := doc["aggregate"].(map[string]any); ok {

@@ -53,22 +53,73 @@ var internedNames = sync.OnceValue(func() map[string]string {
 	return names
 })
 
+// nameTable is internedNames as an open-addressed table under FNV-1a, the
+// hash memberName computes while it looks for the closing quote.
+type nameTable struct {
+	slots []string
+	mask  uint32
+}
+
+var internedTable = sync.OnceValue(func() *nameTable {
+	names := internedNames()
+	size := 1
+	for size < 4*len(names) {
+		size <<= 1
+	}
+	t := &nameTable{slots: make([]string, size), mask: uint32(size - 1)}
+	for name := range names {
+		h := uint32(fnvOffset)
+		for i := 0; i < len(name); i++ {
+			h = (h ^ uint32(name[i])) * fnvPrime
+		}
+		for i := h & t.mask; ; i = (i + 1) & t.mask {
+			if t.slots[i] == "" {
+				t.slots[i] = name
+				break
+			}
+		}
+	}
+	return t
+})
+
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+// lookup returns the table's string equal to b, which hashes to h.
+func (t *nameTable) lookup(b []byte, h uint32) (string, bool) {
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := t.slots[i]
+		if s == "" {
+			return "", false
+		}
+		if s == string(b) {
+			return s, true
+		}
+	}
+}
+
 // memberName is str for a member name: a plain ASCII name in the table is
 // the table's string; anything else takes str.
 func (p *parser) memberName() (string, error) {
 	start := p.pos + 1
+	h := uint32(fnvOffset)
 	for i := start; i < len(p.data) && i-start <= maxInternedName; i++ {
 		c := p.data[i]
 		if c == '"' {
-			if s, ok := internedNames()[string(p.data[start:i])]; ok {
-				p.pos = i + 1
-				return s, nil
+			if i > start {
+				if s, ok := p.names.lookup(p.data[start:i], h); ok {
+					p.pos = i + 1
+					return s, nil
+				}
 			}
 			break
 		}
 		if c == '\\' || c < 0x20 || c >= 0x80 {
 			break
 		}
+		h = (h ^ uint32(c)) * fnvPrime
 	}
 	return p.str()
 }

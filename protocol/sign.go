@@ -197,7 +197,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 func Verify(doc map[string]any, keys KeyResolver) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	input, _, err := verifyInto((*bp)[:0], doc, keys, nil)
+	input, _, err := verifyInto((*bp)[:0], doc, keys, nil, nil)
 	if input != nil {
 		*bp = input
 	}
@@ -205,17 +205,27 @@ func Verify(doc map[string]any, keys KeyResolver) error {
 }
 
 // verifyInto is Verify writing the signing input to dst and its layout to
-// lay (when non-nil); it returns the input and the signature's value.
-func verifyInto(dst []byte, doc map[string]any, keys KeyResolver, lay *signedLayout) ([]byte, string, error) {
+// lay (when non-nil); it returns the input and the signature's value. With
+// text non-nil (doc as parsed from it) and canonical, the input is cut from
+// the text instead of written again.
+func verifyInto(dst []byte, doc map[string]any, keys KeyResolver, lay *signedLayout, text *signedText) ([]byte, string, error) {
 	c, err := checkSignature(doc, keys)
 	if err != nil {
 		return nil, "", err
 	}
-	input, err := appendSigningLayout(dst, doc, c.sig, lay)
-	if err != nil {
+	var input []byte
+	if text != nil && text.raw.canonical && text.raw.value.end > 0 && lay != nil {
+		input = text.raw.signingInput(dst, text.data, doc, lay)
+	} else if input, err = appendSigningLayout(dst, doc, c.sig, lay); err != nil {
 		return nil, "", err
 	}
 	return input, c.value, c.verify(input)
+}
+
+// signedText is a document's text and what parse noted about it.
+type signedText struct {
+	data []byte
+	raw  rawLayout
 }
 
 // sigCheck is a signature whose form passed every check; only the

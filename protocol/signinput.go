@@ -198,3 +198,69 @@ func sortKeys(keys []string) []string {
 	}
 	return keys
 }
+
+// A signed document that arrives in canonical form (as this package writes
+// it) needs no second canonical pass: its signing input is the text with
+// the signature's value member cut out. parse notes, besides whether the
+// text is canonical, where that member and the parts signedLayout records
+// lie in it.
+
+// rawLayout is what parse noted about the text of a document.
+type rawLayout struct {
+	canonical bool // the text is the JCS bytes of its value
+	// value is the /signature/value member, from its name to the end of
+	// its value; first: no member before it, after: some member after it.
+	value        span
+	first, after bool
+	payload      span // end 0: none
+	exts         []extSpan
+}
+
+// note records member name (the i-th of its object, its name at nameAt and
+// its value at valueAt, ending at p.pos) when it is one rawLayout keeps.
+func (p *parser) note(name string, i, nameAt, valueAt int) {
+	r := p.raw
+	switch {
+	case len(p.path) == 0 && name == "payload":
+		r.payload = span{valueAt, p.pos}
+	case len(p.path) == 1 && p.path[0] == "signature" && name == "value":
+		// Only a canonical text is cut, and it has no space before a comma.
+		r.value, r.first = span{nameAt, p.pos}, i == 0
+		r.after = p.pos < len(p.data) && p.data[p.pos] == ','
+	case len(p.path) == 2 && p.path[0] == "extensions" && name == "data":
+		r.exts = append(r.exts, extSpan{p.path[1], span{valueAt, p.pos}})
+	}
+}
+
+// signingInput appends the signing input of data, a canonical signed
+// document (doc as parsed) whose signature's value parse found, and sets
+// lay as appendSigned would.
+func (r *rawLayout) signingInput(dst, data []byte, doc map[string]any, lay *signedLayout) []byte {
+	cut, end := r.value.start, r.value.end
+	switch {
+	case !r.first:
+		cut-- // the comma before it
+	case r.after:
+		end++ // the comma after it
+	}
+	dst = append(dst, data[:cut]...)
+	dst = append(dst, data[end:]...)
+	shift := func(s span) span {
+		if s.start >= end {
+			s.start -= end - cut
+			s.end -= end - cut
+		}
+		return s
+	}
+	lay.cut, lay.sigFirst, lay.sigAfter = cut, r.first, r.after
+	if r.payload.end > 0 {
+		lay.payload = shift(r.payload)
+	}
+	if _, ok := doc["extensions"].(map[string]any); !ok {
+		return dst // appendSigned notes data only under an object
+	}
+	for _, e := range r.exts {
+		lay.exts = append(lay.exts, extSpan{e.uri, shift(e.span)})
+	}
+	return dst
+}

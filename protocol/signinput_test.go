@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/gowebpki/jcs"
@@ -99,6 +100,7 @@ func FuzzSignedLayout(f *testing.F) {
 		if doc, ok := v.(map[string]any); ok {
 			checkLayout(t, doc)
 		}
+		checkRawLayout(t, data)
 	})
 }
 
@@ -132,5 +134,69 @@ func TestInboundCommandReusesInput(t *testing.T) {
 			}
 		}
 		checkLayout(t, ic.Value)
+	}
+}
+
+// checkRawLayout holds parse's notes to the general path: a text noted
+// canonical is Canonical of its value, canonical bytes are noted so, and
+// the signing input and layout cut from the text are appendSigned's.
+func checkRawLayout(t *testing.T, data []byte) {
+	t.Helper()
+	var raw rawLayout
+	v, err := parse(data, DecodeOptions{MaxDepth: 32}, &raw)
+	if err != nil {
+		return
+	}
+	c, cerr := Canonical(v)
+	if raw.canonical && (cerr != nil || !bytes.Equal(c, data)) {
+		t.Fatalf("noted canonical: %s\ncanonical form: %s (%v)", data, c, cerr)
+	}
+	if cerr == nil && !raw.canonical {
+		var again rawLayout
+		if _, err := parse(c, DecodeOptions{MaxDepth: 32}, &again); err == nil && !again.canonical {
+			t.Fatalf("canonical bytes not noted canonical: %s", c)
+		}
+	}
+	doc, _ := v.(map[string]any)
+	sig, ok := doc["signature"].(map[string]any)
+	if _, isStr := sig["value"].(string); !ok || !isStr || !raw.canonical {
+		return
+	}
+	var want, got signedLayout
+	in, err := appendSigned(nil, doc, sig, &want)
+	if err != nil {
+		t.Fatalf("canonical text without a signing input: %v", err)
+	}
+	if out := raw.signingInput(nil, data, doc, &got); !bytes.Equal(out, in) {
+		t.Fatalf("signing input cut from the text\n got %s\nwant %s", out, in)
+	}
+	if got.cut != want.cut || got.sigFirst != want.sigFirst || got.sigAfter != want.sigAfter ||
+		got.payload != want.payload || !slices.Equal(got.exts, want.exts) {
+		t.Fatalf("layout cut from the text %+v, want %+v", got, want)
+	}
+}
+
+// TestRawLayout: see checkRawLayout, over texts canonical and not.
+func TestRawLayout(t *testing.T) {
+	k := testKey(t, "agent:worker-1#k1", 7)
+	signed, err := Canonical(signedCommand(t, k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		string(signed), `{"signature":{"value":"x"}}`, `{"signature":{"value":"x","zz":1}}`,
+		`{"a":1,"signature":{"alg":"a","value":"v","zz":[]},"z":2}`,
+		`{"extensions":{"u:a":{"critical":false},"u:b":{"critical":true,"data":{"x":2,"y":1}},"u:c":7},"payload":[1,"é",null],"signature":{"keyId":"k","value":"v"}}`,
+		`{"extensions":[{"data":1}],"signature":{"value":"v"}}`,
+		`{"payload":1.5,"signature":{"value":"v"}}`, `{"payload":1.50,"signature":{"value":"v"}}`,
+		`{"payload":-0,"signature":{"value":"v"}}`, `{"payload":1e2,"signature":{"value":"v"}}`,
+		`{"payload":9007199254740991,"signature":{"value":"v"}}`, `{"payload":"\n","signature":{"value":"v"}}`,
+		`{"payload":"\u000a","signature":{"value":"v"}}`, `{"payload":"\u00e9","signature":{"value":"v"}}`,
+		`{"b":1,"a":2,"signature":{"value":"v"}}`, `{ "signature":{"value":"v"}}`, `{"signature":{"value":"v"} }`,
+		`{"\ud83d\ude00":1,"\uffee":2,"signature":{"value":"v"}}`, "{\"\uffee\":2,\"\U0001F600\":1,\"signature\":{\"value\":\"v\"}}",
+		"{\"\U0001F600\":1,\"\uffee\":2,\"signature\":{\"value\":\"v\"}}", `[{"signature":{"value":"v"}}]`,
+		`{"signature":{"alg":"a","value":"v"},"signatures":{"value":"w"}}`,
+	} {
+		checkRawLayout(t, []byte(s))
 	}
 }

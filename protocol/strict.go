@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -39,6 +40,12 @@ const MaxSafeInteger = 1<<53 - 1
 // The returned value is meant to be parsed once and reused for schema
 // validation, canonical bytes and signature checks.
 func Parse(data []byte, opts DecodeOptions) (any, error) {
+	return parse(data, opts, nil)
+}
+
+// parse is Parse that, with raw non-nil, also notes whether data is
+// already canonical and where a signed document's parts lie in it.
+func parse(data []byte, opts DecodeOptions, raw *rawLayout) (any, error) {
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
@@ -53,7 +60,14 @@ func Parse(data []byte, opts DecodeOptions) (any, error) {
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
 		return nil, Errorf(CodeProtocolViolation, "byte-order mark at start of document")
 	}
-	p := parser{data: data, maxDepth: maxDepth}
+	st := stackPool.Get().(*parseStacks)
+	defer st.put()
+	p := parser{data: data, maxDepth: maxDepth, members: st.members[:0], path: st.path[:0], raw: raw, names: internedTable()}
+	defer func() { st.members, st.path = p.members, p.path }()
+	if raw != nil {
+		*raw = rawLayout{canonical: true}
+		p.text = string(data)
+	}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
@@ -66,13 +80,48 @@ func Parse(data []byte, opts DecodeOptions) (any, error) {
 	return v, nil
 }
 
+// parseStacks are a parser's stacks, kept between parses.
+type parseStacks struct {
+	members []member
+	path    []string
+}
+
+var stackPool = sync.Pool{New: func() any {
+	return &parseStacks{members: make([]member, 0, 64), path: make([]string, 0, 16)}
+}}
+
+// put returns the stacks to the pool without the values they pointed to
+// (an object that ends clears its members; a failed parse leaves some).
+func (st *parseStacks) put() {
+	clear(st.members)
+	clear(st.path[:cap(st.path)])
+	stackPool.Put(st)
+}
+
 type parser struct {
 	data     []byte
 	pos      int
 	depth    int
 	maxDepth int
 	path     []string // member names and array indexes to the current value
+	// members is a stack shared by nested objects: an object's members
+	// wait here until it ends, so its map is made at its size once.
+	members []member
+	raw     *rawLayout // nil unless the caller asked (parse)
+	names   *nameTable
+	// text is data as a string when the document is kept whole (a signed
+	// Command): plain strings are its substrings, one copy instead of one each.
+	text string
 }
+
+type member struct {
+	name string
+	v    any
+}
+
+// smallObject is the most members an object keeps on the stack, found
+// duplicate by comparison; a larger one goes to its map as it is read.
+const smallObject = 16
 
 func (p *parser) fail(format string, args ...any) *Error {
 	return Errorf(CodeProtocolViolation, format, args...).At(pointerOf(p.path))
@@ -104,13 +153,17 @@ func pointerOf(path []string) string {
 }
 
 func (p *parser) skipSpace() {
+	start := p.pos
 	for p.pos < len(p.data) {
 		switch p.data[p.pos] {
 		case ' ', '\t', '\n', '\r':
 			p.pos++
-		default:
-			return
+			continue
 		}
+		break
+	}
+	if p.pos != start && p.raw != nil {
+		p.raw.canonical = false
 	}
 }
 
@@ -160,24 +213,42 @@ func (p *parser) object() (any, error) {
 	}
 	p.pos++ // '{'
 	p.skipSpace()
-	m := make(map[string]any, 8)
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 		p.depth--
-		return m, nil
+		return map[string]any{}, nil
 	}
-	for {
+	base := len(p.members)
+	var m map[string]any // set once the object outgrows the stack
+	prev := ""
+	for i := 0; ; i++ {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return nil, p.fail("expected member name at byte %d", p.pos)
 		}
+		nameAt := p.pos
 		name, err := p.memberName()
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := m[name]; dup {
+		dup := false
+		if m != nil {
+			_, dup = m[name]
+		} else {
+			for _, e := range p.members[base:] {
+				if e.name == name {
+					dup = true
+					break
+				}
+			}
+		}
+		if dup {
 			p.path = append(p.path, name)
 			return nil, p.fail("duplicate member name %q", name)
 		}
+		if p.raw != nil && i > 0 && compareUTF16(prev, name) > 0 {
+			p.raw.canonical = false
+		}
+		prev = name
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 			return nil, p.fail("expected ':' after member name at byte %d", p.pos)
@@ -185,12 +256,28 @@ func (p *parser) object() (any, error) {
 		p.pos++
 		p.skipSpace()
 		p.path = append(p.path, name)
+		valueAt := p.pos
 		v, err := p.value()
 		if err != nil {
 			return nil, err
 		}
 		p.path = p.path[:len(p.path)-1]
-		m[name] = v
+		if p.raw != nil {
+			p.note(name, i, nameAt, valueAt)
+		}
+		switch {
+		case m != nil:
+			m[name] = v
+		case len(p.members)-base < smallObject:
+			p.members = append(p.members, member{name, v})
+		default:
+			m = make(map[string]any, 2*smallObject)
+			for _, e := range p.members[base:] {
+				m[e.name] = e.v
+			}
+			m[name] = v
+			p.popMembers(base)
+		}
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return nil, p.fail("unterminated object")
@@ -202,11 +289,24 @@ func (p *parser) object() (any, error) {
 		case '}':
 			p.pos++
 			p.depth--
+			if m == nil {
+				m = make(map[string]any, len(p.members)-base)
+				for _, e := range p.members[base:] {
+					m[e.name] = e.v
+				}
+				p.popMembers(base)
+			}
 			return m, nil
 		default:
 			return nil, p.fail("expected ',' or '}' at byte %d", p.pos)
 		}
 	}
+}
+
+// popMembers drops the stack's members from base on, letting go of their values.
+func (p *parser) popMembers(base int) {
+	clear(p.members[base:])
+	p.members = p.members[:base]
 }
 
 func (p *parser) array() (any, error) {
@@ -261,6 +361,9 @@ func (p *parser) str() (string, error) {
 		c := p.data[i]
 		if c == '"' {
 			p.pos = i + 1
+			if p.text != "" {
+				return p.text[start:i], nil
+			}
 			return string(p.data[start:i]), nil
 		}
 		if c == '\\' || c < 0x20 || c >= 0x80 {
@@ -297,6 +400,9 @@ func (p *parser) str() (string, error) {
 			buf = append(buf, p.data[i:i+size]...)
 			i += size
 		default: // backslash
+			if p.raw != nil && !canonicalEscape(p.data[i:]) {
+				p.raw.canonical = false
+			}
 			if i+1 >= len(p.data) {
 				return "", p.fail("unterminated escape at byte %d", i)
 			}
@@ -346,6 +452,33 @@ func (p *parser) str() (string, error) {
 	}
 }
 
+// canonicalEscape reports whether the escape at e[0] is the one RFC 8785
+// writes: \" \\ \b \f \n \r \t, or \u00xx in lowercase for another
+// control character.
+func canonicalEscape(e []byte) bool {
+	if len(e) < 2 {
+		return false
+	}
+	switch e[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return true
+	case 'u':
+		if len(e) < 6 || e[2] != '0' || e[3] != '0' || (e[4] != '0' && e[4] != '1') {
+			return false
+		}
+		c := e[5]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+		switch string(e[4:6]) {
+		case "08", "09", "0a", "0c", "0d":
+			return false // written \b \t \n \f \r
+		}
+		return true
+	}
+	return false
+}
+
 func hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
@@ -373,13 +506,37 @@ func (p *parser) number() (any, error) {
 	if msg != "" {
 		return nil, p.fail("%s", msg)
 	}
+	if d := p.data[p.pos:n.end]; n.integer && len(d) <= 3 && d[0] != '-' {
+		// Small counts, epochs and revisions are everywhere: one boxed
+		// value each, shared (canonical as written: no sign, no leading zero).
+		v := 0
+		for _, c := range d {
+			v = v*10 + int(c-'0')
+		}
+		p.pos = n.end
+		return smallNumbers[v], nil
+	}
 	lit := string(p.data[p.pos:n.end])
 	p.pos = n.end
 	if _, msg := n.ijson(lit); msg != "" {
 		return nil, p.fail("%s", msg)
 	}
+	if p.raw != nil && p.raw.canonical && (!plainInteger(lit) || lit == "-0") {
+		var buf [32]byte
+		if c, err := appendCanonicalNumber(buf[:0], lit); err != nil || string(c) != lit {
+			p.raw.canonical = false
+		}
+	}
 	return json.Number(lit), nil
 }
+
+// smallNumbers holds json.Number "0" … "999", boxed once.
+var smallNumbers = func() (a [1000]any) {
+	for i := range a {
+		a[i] = json.Number(strconv.Itoa(i))
+	}
+	return a
+}()
 
 // numberLit is one JSON number literal as scanned: where it ends, whether
 // it is an integer literal (no fraction, no exponent), and whether any

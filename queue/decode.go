@@ -28,20 +28,29 @@ func unmarshal(b []byte, v any) error {
 // caller's), returning once all are used. Only the caller calls next, so
 // a bbolt cursor stays on its goroutine; the decoders read the values,
 // which are the file's mapped bytes: they stay put for the transaction,
-// and nothing may write to it before decodeAhead returns.
+// and nothing may write to it before decodeAhead returns. Values go to
+// the decoders in batches, so a channel send, a result channel and a
+// wake-up are paid per batch, not per value.
 func decodeAhead[T any](next func() (k, v []byte, ok bool), decode func(k, v []byte) T, use func(T)) {
-	const window = 512 // values decoded ahead of use
+	const (
+		batch  = 32 // values per job
+		window = 16 // jobs decoded ahead of use
+	)
 	type job struct {
-		k, v []byte
-		out  chan<- T
+		kv  [][2][]byte
+		out chan<- []T
 	}
 	jobs := make(chan job, window)
-	order := make(chan chan T, window)
+	order := make(chan chan []T, window)
 	var decoders sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		decoders.Go(func() {
 			for j := range jobs {
-				j.out <- decode(j.k, j.v)
+				res := make([]T, len(j.kv))
+				for i, kv := range j.kv {
+					res[i] = decode(kv[0], kv[1])
+				}
+				j.out <- res
 			}
 		})
 	}
@@ -49,13 +58,27 @@ func decodeAhead[T any](next func() (k, v []byte, ok bool), decode func(k, v []b
 	go func() {
 		defer close(used)
 		for res := range order {
-			use(<-res)
+			for _, r := range <-res {
+				use(r)
+			}
 		}
 	}()
-	for k, v, ok := next(); ok; k, v, ok = next() {
-		out := make(chan T, 1)
+	for more := true; more; {
+		kv := make([][2][]byte, 0, batch)
+		for len(kv) < batch {
+			k, v, ok := next()
+			if !ok {
+				more = false
+				break
+			}
+			kv = append(kv, [2][]byte{k, v})
+		}
+		if len(kv) == 0 {
+			break
+		}
+		out := make(chan []T, 1)
 		order <- out
-		jobs <- job{k, v, out}
+		jobs <- job{kv, out}
 	}
 	close(jobs)
 	close(order)

@@ -172,8 +172,9 @@ func (s *stepper) fold(f *fact, p any) *protocol.Error {
 	touched := group.Touches(ev)
 	for _, id := range touched {
 		if e := s.get(id); e != nil {
-			w := e.Item
-			g.Items[id] = &w
+			// Fold replaces a record it changes with a copy (group/fold.go),
+			// so the entry's own goes in without one.
+			g.Items[id] = &e.Item
 		}
 	}
 	mission := g.Mission
@@ -227,17 +228,15 @@ func (s *stepper) context(f *fact, p *protocol.ContextPackage) *protocol.Error {
 	return nil
 }
 
-// missionRecord returns a copy of the Mission record the view holds, or nil.
+// missionRecord returns the Mission record the view holds, or nil. It is
+// not copied: Fold replaces the record when it changes it, never writes
+// through it (group/fold.go).
 func (s *stepper) missionRecord() *protocol.Mission {
 	m := s.v.mission()
 	if s.mission != nil {
 		m = *s.mission
 	}
-	if m.Record == nil {
-		return nil
-	}
-	r := *m.Record
-	return &r
+	return m.Record
 }
 
 // entryOf derives the worker's entry for w, the record Fold left, from the
@@ -245,13 +244,12 @@ func (s *stepper) missionRecord() *protocol.Mission {
 // contract the event carried, if any; the wait's start is the time the
 // item entered queued.
 func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract) *Entry {
-	e := &Entry{}
+	e := new(Entry) // one allocation: an Entry is over a kilobyte
 	if prev != nil {
 		// A copy whose lists are its own; the pointed-to members are all
 		// replaced below.
-		c := *prev
-		c.Capabilities, c.Dependencies = slices.Clone(prev.Capabilities), slices.Clone(prev.Dependencies)
-		e = &c
+		*e = *prev
+		e.Capabilities, e.Dependencies = slices.Clone(prev.Capabilities), slices.Clone(prev.Dependencies)
 	}
 	e.WorkItemID, e.MissionID, e.State, e.Revision = w.WorkItemID, w.MissionID, w.State, w.Revision
 	if contract != nil {

@@ -96,7 +96,7 @@ func replay(gb *bolt.Bucket, id string) (*groupState, *overlay, error) {
 		start.mission = &g.mis
 	}
 	ov.record(start)
-	next, err := replayInbox(gb.Bucket(bktInbox), g.base+1, ov)
+	next, err := replayInbox(gb.Bucket(bktInbox), id, g.base+1, ov)
 	if err != nil {
 		return nil, nil, fmt.Errorf("group %s %w", id, err)
 	}
@@ -115,32 +115,31 @@ func sortedItems(g *groupState) []*Entry {
 	return out
 }
 
-// inboxFact is a stored event's envelope as the projection reads it.
-// Payload is a json.RawMessage, or a pointer to the event type's payload
-// for the one-pass decode.
+// inboxFact is a stored event's envelope as replay reads it: what the
+// projection's result depends on. The eventId (named only in a problem's
+// text, which replay drops), the actor and the causationId are left in the
+// bytes, and the groupId is the Group's own (Apply stores an event in the
+// inbox its groupId names). Payload is a json.RawMessage, or a pointer to
+// the event type's payload for the one-pass decode.
 type inboxFact struct {
-	EventID     string              `json:"eventId"`
-	GroupID     string              `json:"groupId"`
-	Sequence    uint64              `json:"sequence"`
-	Type        protocol.EventType  `json:"type"`
-	Aggregate   *protocol.Aggregate `json:"aggregate"`
-	Revision    uint64              `json:"revision"`
-	Actor       protocol.Actor      `json:"actor"`
-	CausationID string              `json:"causationId"`
-	OccurredAt  protocol.Time       `json:"occurredAt"`
-	Payload     any                 `json:"payload"`
+	Sequence   uint64              `json:"sequence"`
+	Type       protocol.EventType  `json:"type"`
+	Aggregate  *protocol.Aggregate `json:"aggregate"`
+	Revision   uint64              `json:"revision"`
+	OccurredAt protocol.Time       `json:"occurredAt"`
+	Payload    any                 `json:"payload"`
 }
 
-func (w *inboxFact) fact() fact {
-	return fact{EventID: w.EventID, GroupID: w.GroupID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
-		Revision: w.Revision, Actor: w.Actor, CausationID: w.CausationID, OccurredAt: w.OccurredAt}
+func (w *inboxFact) fact(groupID string) fact {
+	return fact{GroupID: groupID, Seq: w.Sequence, Type: w.Type, Aggregate: w.Aggregate,
+		Revision: w.Revision, OccurredAt: w.OccurredAt}
 }
 
 // replayInbox projects the inbox's events from sequence next on, in
 // order, and returns the sequence after the last. Decoding is most of the
 // work and needs nothing but the event's bytes, so it runs ahead on every
 // core (decodeAhead) of the one goroutine that projects.
-func replayInbox(inbox *bolt.Bucket, next uint64, ov *overlay) (uint64, error) {
+func replayInbox(inbox *bolt.Bucket, groupID string, next uint64, ov *overlay) (uint64, error) {
 	var jump, first error
 	c := inbox.Cursor()
 	k, v := c.Seek(u64(next))
@@ -157,7 +156,8 @@ func replayInbox(inbox *bolt.Bucket, next uint64, ov *overlay) (uint64, error) {
 		next++
 		return rk, rv, true
 	}
-	decodeAhead(values, decodeStored, func(d storedEvent) {
+	decode := func(k, v []byte) storedEvent { return decodeStored(groupID, k, v) }
+	decodeAhead(values, decode, func(d storedEvent) {
 		switch {
 		case first != nil:
 		case d.err != nil:
@@ -182,17 +182,22 @@ type storedEvent struct {
 	typed   bool
 }
 
-// decodeStored decodes one stored event. Replay is the cold-start path
-// (docs/performance.md): the payload is decoded straight into its type in
-// the same pass as the envelope when the type can be read off the stored
-// bytes first; otherwise it is kept raw for project.
-func decodeStored(key, raw []byte) storedEvent {
+// decodeStored decodes one stored event of the Group groupID. Replay is
+// the cold-start path (docs/performance.md): the payload is decoded
+// straight into its type in the same pass as the envelope when the type
+// can be read off the stored bytes first; otherwise it is kept raw for
+// project. An event of a type the view ignores changes nothing, so it is
+// not decoded at all (Apply stored it only after verifying it).
+func decodeStored(groupID string, key, raw []byte) storedEvent {
 	seq := getU64(key)
-	if typ, ok := trailingType(raw); ok && projected(typ) {
+	if typ, ok := trailingType(raw); ok {
+		if !projected(typ) {
+			return storedEvent{seq: seq, f: fact{Type: typ}}
+		}
 		if p, ok := newPayload(typ); ok {
 			w := inboxFact{Payload: p}
 			if unmarshal(raw, &w) == nil && w.Type == typ {
-				return storedEvent{seq: seq, f: w.fact(), payload: payloadOf(p), typed: true}
+				return storedEvent{seq: seq, f: w.fact(groupID), payload: payloadOf(p), typed: true}
 			}
 		}
 	}
@@ -201,7 +206,7 @@ func decodeStored(key, raw []byte) storedEvent {
 	if err := unmarshal(raw, &w); err != nil {
 		return storedEvent{seq: seq, err: err}
 	}
-	d := storedEvent{seq: seq, f: w.fact()}
+	d := storedEvent{seq: seq, f: w.fact(groupID)}
 	d.f.Payload = payload
 	return d
 }

@@ -38,7 +38,10 @@ func Pages(path string, ms Metas) []string {
 	}
 	defer f.Close()
 	m := ms.Pages[ms.Used]
-	w := &walker{f: f, ps: uint64(ms.PageSize), hw: m.HighWater, size: uint64(ms.FileSize), seen: map[uint64]bool{}}
+	w := &walker{f: f, ps: uint64(ms.PageSize), hw: m.HighWater, size: uint64(ms.FileSize), far: map[uint64]bool{}}
+	if w.ps > 0 {
+		w.seen = make([]bool, min(w.hw, w.size/w.ps))
+	}
 	w.bucket(m.root, nil, "root")
 	if m.freelist != ^uint64(0) {
 		w.freelistPage(m.freelist)
@@ -50,8 +53,27 @@ type walker struct {
 	f        *os.File
 	ps, hw   uint64
 	size     uint64
-	seen     map[uint64]bool
+	seen     []bool          // by page id, for the pages in the file
+	far      map[uint64]bool // seen ids past the file's end (a damaged file)
+	spare    [][]byte        // page buffers no longer in use
 	problems []string
+}
+
+// mark notes page id as reached and reports whether it had been.
+func (w *walker) mark(id uint64) bool {
+	if id < uint64(len(w.seen)) {
+		was := w.seen[id]
+		w.seen[id] = true
+		return was
+	}
+	was := w.far[id]
+	w.far[id] = true
+	return was
+}
+
+// release hands back a buffer page returned once its node is checked.
+func (w *walker) release(buf []byte) {
+	w.spare = append(w.spare, buf[:0])
 }
 
 func (w *walker) fail(format string, args ...any) {
@@ -66,12 +88,15 @@ func (w *walker) page(id uint64, where string) []byte {
 		w.fail("%s: page %d is outside the used pages 2..%d", where, id, w.hw-1)
 		return nil
 	}
-	if w.seen[id] {
+	if w.mark(id) {
 		w.fail("%s: page %d is reached twice", where, id)
 		return nil
 	}
-	w.seen[id] = true
-	buf := make([]byte, w.ps)
+	var buf []byte
+	if n := len(w.spare); n > 0 {
+		buf, w.spare = w.spare[n-1], w.spare[:n-1]
+	}
+	buf = append(buf, make([]byte, w.ps)...)
 	if (id+1)*w.ps > w.size {
 		w.fail("%s: page %d lies past the end of the file", where, id)
 		return nil
@@ -98,7 +123,7 @@ func (w *walker) page(id uint64, where string) []byte {
 		}
 	}
 	for i := uint64(1); i <= over; i++ {
-		w.seen[id+i] = true
+		w.mark(id + i)
 	}
 	return buf
 }
@@ -111,6 +136,7 @@ func (w *walker) bucket(root uint64, inline []byte, where string) {
 	}
 	if buf := w.page(root, where); buf != nil {
 		w.node(buf, fmt.Sprintf("%s page %d", where, root))
+		w.release(buf)
 	}
 }
 
@@ -138,6 +164,7 @@ func (w *walker) node(buf []byte, where string) {
 			}
 			if cb := w.page(child, where); cb != nil {
 				w.node(cb, fmt.Sprintf("%s > page %d", where, child))
+				w.release(cb)
 			}
 		}
 	case leafFlag:
