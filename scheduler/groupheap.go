@@ -124,10 +124,13 @@ func (h *groupHeap) fix(i int) {
 
 // up and down move a hole instead of swapping, and set hpos once per moved
 // Group.
-func (h *groupHeap) up(j int) {
+func (h *groupHeap) up(j int) { h.climb(h.a[j], j, 0) }
+
+// climb places x, whose hole is at j, above every ancestor down to top
+// it comes before, and returns where it landed.
+func (h *groupHeap) climb(x gnode, j, top int) int {
 	a := h.a
-	x := a[j]
-	for j > 0 {
+	for j > top {
 		i := (j - 1) / 2
 		b, ok := gFast(&x, &a[i])
 		if !ok {
@@ -142,6 +145,7 @@ func (h *groupHeap) up(j int) {
 	}
 	a[j] = x
 	x.g.hpos = j
+	return j
 }
 
 // down is Floyd's, as entryHeap's: a Group re-keyed at the top after its
@@ -167,20 +171,5 @@ func (h *groupHeap) down(i0 int) bool {
 		a[i].g.hpos = i
 		i = j
 	}
-	for i > i0 {
-		p := (i - 1) / 2
-		b, ok := gFast(&x, &a[p])
-		if !ok {
-			b = gExact(&x, &a[p])
-		}
-		if b == 0 {
-			break
-		}
-		a[i] = a[p]
-		a[i].g.hpos = i
-		i = p
-	}
-	a[i] = x
-	x.g.hpos = i
-	return i > i0
+	return h.climb(x, i, i0) > i0
 }
