@@ -133,6 +133,10 @@ func TestClockJumpSuite(t *testing.T) {
 		if done == n {
 			return true
 		}
+		if d, ok := k.forgottenLapse(tw, ids); ok {
+			k.fc.Advance(d)
+			return false
+		}
 		tick()
 		return false
 	}, tw)
@@ -166,4 +170,46 @@ func envIntT(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a number", name, v)
 	}
 	return n
+}
+
+// forgottenLapse says how far the clocks must go for the authority to lapse
+// an ownership the worker has let go of. The worker ends a run when its own
+// clock says the lease is over, and the authority keeps the lease until its
+// clock says so; after a jump back that can be more wall time away than a
+// paced wait covers. It answers only when the worker has every event the
+// authority has logged, runs and holds nothing, and some open item is still
+// owned: then nothing but the lapse can move the item on.
+func (k *wkit) forgottenLapse(tw *testWorker, ids []string) (time.Duration, bool) {
+	st := tw.w.Status()
+	if len(st.Running) > 0 || st.Queued > 0 || st.Buffered > 0 {
+		return 0, false
+	}
+	last := k.auth.Service.LastSequence("grp-a")
+	if k.auth.Service.DecidedSequence("grp-a") > last {
+		return 0, false
+	}
+	for _, g := range st.Groups {
+		if g.GroupID == "grp-a" && (g.Cursor < last || g.Items > 0) {
+			return 0, false
+		}
+	}
+	now := k.ac.Now()
+	var until time.Time
+	for _, id := range ids {
+		w := k.item(id)
+		if (w.State != protocol.WorkQueued && w.State != protocol.WorkActive) || !w.OwnerActive(now) {
+			continue
+		}
+		end := w.Ownership.StartDeadline.Time
+		if w.State == protocol.WorkActive && w.Lease != nil {
+			end = w.Lease.ExpiresAt.Time
+		}
+		if until.IsZero() || end.Before(until) {
+			until = end
+		}
+	}
+	if until.IsZero() {
+		return 0, false
+	}
+	return until.Sub(now) + time.Second, true
 }
