@@ -33,8 +33,15 @@ func benchScheduler(b *testing.B) (*scheduler.Scheduler, []string) {
 }
 
 func benchItem(i int, groups []string) scheduler.Item {
+	return benchItemID(i, fmt.Sprintf("wi-%07d", i), groups)
+}
+
+// benchItemID is benchItem with its id already formatted: the cycle builds
+// the item it enqueues from the finished one's id, as the heap side
+// computes the value it pushes, instead of loading it from an array.
+func benchItemID(i int, id string, groups []string) scheduler.Item {
 	it := scheduler.Item{
-		ID: fmt.Sprintf("wi-%07d", i), Group: groups[i%len(groups)],
+		ID: id, Group: groups[i%len(groups)],
 		Urgency: scheduler.Urgency(i % 4), Estimate: time.Duration(50+i%100) * time.Millisecond,
 	}
 	if i%5 == 0 {
@@ -61,7 +68,7 @@ func (h *intHeap) Pop() any {
 // enqueued once, not once per call.
 type pickBench struct {
 	s       *scheduler.Scheduler
-	items   []scheduler.Item
+	groups  []string
 	running []string
 	h       intHeap
 	now     int64
@@ -78,10 +85,9 @@ func newPickBench(b *testing.B, queued int) *pickBench {
 	s, groups := benchScheduler(b)
 	// queued+benchSlots items circulate: the item that finishes is enqueued
 	// again, so the queue stays at its size with no setup in the loop.
-	pb := &pickBench{s: s, items: make([]scheduler.Item, queued+benchSlots), running: make([]string, benchSlots)}
-	for i := range pb.items {
-		pb.items[i] = benchItem(i, groups)
-		if err := s.Enqueue(pb.items[i], t0); err != nil {
+	pb := &pickBench{s: s, groups: groups, running: make([]string, benchSlots)}
+	for i := range queued + benchSlots {
+		if err := s.Enqueue(benchItem(i, groups), t0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -140,7 +146,7 @@ func benchPickComplete(b *testing.B, pb *pickBench) {
 			if err := s.Finish(fin, at(pb.now)); err != nil {
 				b.Fatal(err)
 			}
-			if err := s.Enqueue(pb.items[itemIndex(fin)], at(pb.now)); err != nil {
+			if err := s.Enqueue(benchItemID(itemIndex(fin), fin, pb.groups), at(pb.now)); err != nil {
 				b.Fatal(err)
 			}
 			d, ok := s.Next(at(pb.now))

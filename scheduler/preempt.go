@@ -95,14 +95,15 @@ func (s *Scheduler) Preempt(now time.Time) (PreemptRequest, bool) {
 		return PreemptRequest{}, false
 	}
 	bestV.state = StatePreempting
-	bestV.preemptFor, bestV.preemptForSeq = bestC, bestC.seq
+	sl := &s.slots[bestV.slot]
+	sl.preemptFor, sl.preemptForSeq = bestC, bestC.seq
 	s.preempting++
 	rules := RuleFairShare | RulePreemptLowestPriority
 	if bestV.g != bestG {
 		rules |= RulePreemptFairShareFloor
 	}
 	return PreemptRequest{
-		Item: bestV.item.ID, Group: bestV.g.id, Slot: bestV.slot, For: bestC.item.ID,
+		Item: bestV.item.ID, Group: bestV.g.id, Slot: int(bestV.slot), For: bestC.item.ID,
 		Basis: s.basis(bestC, rules, t),
 	}, true
 }
@@ -121,7 +122,8 @@ func (s *Scheduler) RefusePreempt(id string) error {
 	if e.state != StatePreempting {
 		return fmt.Errorf("%w: %q is %s, not preempting", ErrWrongState, id, e.state)
 	}
-	e.state, e.refused, e.preemptFor = StateRunning, true, nil
+	e.state, e.refused = StateRunning, true
+	s.slots[e.slot].preemptFor = nil
 	s.preempting--
 	s.refusals++
 	return nil

@@ -57,6 +57,10 @@ const maxWeight = 1 << 20
 type slot struct {
 	res Resources
 	e   *entry
+	// While e is preempting: the item waiting for this slot. It is kept
+	// here, not in the entry, to keep entries at 256 bytes.
+	preemptFor    *entry
+	preemptForSeq uint64
 }
 
 // Scheduler is the global scheduler. It is not safe for concurrent use: one
@@ -464,7 +468,7 @@ func (s *Scheduler) start(e *entry, sl int, mode pickMode, now int64) Decision {
 	g.removeEligible(e)
 	g.commit(e, mode, now)
 	e.state = StateRunning
-	e.slot = sl
+	e.slot = int32(sl)
 	e.startMs = now
 	e.charged = e.est
 	if e.firstStart < 0 {
@@ -560,9 +564,9 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 	e.ranMs += ran
 	if e.state == StatePreempting {
 		s.preempting--
-		if e.preemptFor != nil {
-			s.handoff, s.handoffSeq, s.handoffSlot = e.preemptFor, e.preemptForSeq, e.slot
-			e.preemptFor = nil
+		if sl := &s.slots[e.slot]; sl.preemptFor != nil {
+			s.handoff, s.handoffSeq, s.handoffSlot = sl.preemptFor, sl.preemptForSeq, int(e.slot)
+			sl.preemptFor = nil
 		}
 	}
 	e.refused = false
@@ -664,7 +668,7 @@ func (s *Scheduler) Status(id string) (Status, bool) {
 	if e == nil {
 		return Status{}, false
 	}
-	return Status{State: e.state, Blockers: e.block, Slot: e.slot, PreemptRefused: e.refused}, true
+	return Status{State: e.state, Blockers: e.block, Slot: int(e.slot), PreemptRefused: e.refused}, true
 }
 
 // Len returns the number of queued (eligible or blocked) and running items.
