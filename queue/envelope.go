@@ -96,12 +96,21 @@ func canonicalFact(groupID string, raw []byte, typ protocol.EventType) (storedEv
 }
 
 // lastIndexNear is bytes.LastIndex, looking first in the last window
-// bytes of b, where the member sought lies in canonical text: a search
-// from b's start cost as much as the rest of the envelope.
+// bytes of b, where the member sought lies in canonical text, and forward
+// there (bytes.Index is vectorized, LastIndex is not): a search of all of
+// b cost as much as the rest of the envelope.
 func lastIndexNear(b, sep []byte, window int) int {
 	if start := len(b) - window; start > 0 {
-		if i := bytes.LastIndex(b[start:], sep); i >= 0 {
-			return start + i
+		last := -1
+		for i := start; ; {
+			j := bytes.Index(b[i:], sep)
+			if j < 0 {
+				break
+			}
+			last, i = i+j, i+j+1
+		}
+		if last >= 0 {
+			return last
 		}
 	}
 	return bytes.LastIndex(b, sep)

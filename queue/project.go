@@ -52,6 +52,9 @@ func projected(typ protocol.EventType) bool {
 // projection. Entries returned are never modified by the step.
 type view interface {
 	item(id string) *Entry
+	// owns reports whether e, an entry item returned, belongs to the
+	// view alone, so a step may change it in place instead of a copy.
+	owns(e *Entry) bool
 	mission() MissionView
 	dependents(id string) []string
 	itemIDs() []string // sorted
@@ -90,9 +93,19 @@ func (s *stepper) edit(id string) *Entry {
 	if e == nil {
 		return nil
 	}
+	if s.v.owns(e) {
+		s.put(e)
+		return e
+	}
 	c := e.clone()
 	s.put(c)
 	return c
+}
+
+// owned reports whether the step may change e in place: an entry it made
+// or one its view owns.
+func (s *stepper) owned(e *Entry) bool {
+	return s.out[e.WorkItemID] == e || s.v.owns(e)
 }
 
 func (s *stepper) put(e *Entry) {
@@ -193,7 +206,8 @@ func (s *stepper) fold(f *fact, p any) *protocol.Error {
 		if w == nil {
 			continue
 		}
-		e := entryOf(s.get(id), w, f, carried)
+		prev := s.get(id)
+		e := entryOf(prev, w, f, carried, prev != nil && s.owned(prev))
 		if carried != nil {
 			s.fillDependencies(e)
 		}
@@ -242,14 +256,23 @@ func (s *stepper) missionRecord() *protocol.Mission {
 // entryOf derives the worker's entry for w, the record Fold left, from the
 // previous entry (nil for a new item): the scheduling inputs come from the
 // contract the event carried, if any; the wait's start is the time the
-// item entered queued.
-func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract) *Entry {
-	e := new(Entry) // one allocation: an Entry is over a kilobyte
-	if prev != nil {
+// item entered queued. With reuse, prev itself becomes the entry (replay,
+// where no one else holds it: an Entry is over a kilobyte, and replay
+// made one per event).
+func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract, reuse bool) *Entry {
+	var prevState protocol.WorkItemState
+	var e *Entry
+	switch {
+	case prev != nil && reuse:
+		prevState, e = prev.State, prev
+	case prev != nil:
 		// A copy whose lists are its own; the pointed-to members are all
 		// replaced below.
+		prevState, e = prev.State, new(Entry)
 		*e = *prev
 		e.Capabilities, e.Dependencies = slices.Clone(prev.Capabilities), slices.Clone(prev.Dependencies)
+	default:
+		e = new(Entry)
 	}
 	e.WorkItemID, e.MissionID, e.State, e.Revision = w.WorkItemID, w.MissionID, w.State, w.Revision
 	if contract != nil {
@@ -289,7 +312,7 @@ func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkCon
 	}
 	e.ChildMissionID, e.Attempts = w.ChildMissionID, w.Attempts
 	switch {
-	case w.State == protocol.WorkQueued && (prev == nil || prev.State != protocol.WorkQueued):
+	case w.State == protocol.WorkQueued && (prev == nil || prevState != protocol.WorkQueued):
 		e.EnqueuedAt = f.OccurredAt
 	case w.State == protocol.WorkOffered || w.State == protocol.WorkOpen:
 		e.EnqueuedAt = protocol.Time{}

@@ -91,6 +91,7 @@ func replay(gb *bolt.Bucket, id string) (*groupState, *overlay, error) {
 	// queue bucket gets every entry.
 	base := newGroupState(id)
 	ov := newOverlay(base)
+	ov.private = true
 	start := change{items: sortedItems(g), members: sortedMembers(g.members)}
 	if meta.Get(keySnapshot) != nil {
 		start.mission = &g.mis
