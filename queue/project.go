@@ -70,15 +70,34 @@ type change struct {
 
 // stepper accumulates one step's changes over a view.
 type stepper struct {
-	v       view
-	out     map[string]*Entry
-	order   []string
+	v view
+	// out are the entries the step changed, in the order it first changed
+	// them: a step changes one or two, so they are found by a scan until
+	// there are more than a few (byID), not through a map made every step.
+	out     []*Entry
+	byID    map[string]int
 	mission *MissionView
 	members []Member
 }
 
+// changed returns the step's entry for id, or nil.
+func (s *stepper) changed(id string) *Entry {
+	if s.byID != nil {
+		if i, ok := s.byID[id]; ok {
+			return s.out[i]
+		}
+		return nil
+	}
+	for _, e := range s.out {
+		if e.WorkItemID == id {
+			return e
+		}
+	}
+	return nil
+}
+
 func (s *stepper) get(id string) *Entry {
-	if e, ok := s.out[id]; ok {
+	if e := s.changed(id); e != nil {
 		return e
 	}
 	return s.v.item(id)
@@ -86,7 +105,7 @@ func (s *stepper) get(id string) *Entry {
 
 // edit returns a private copy of item id for changing, or nil if unknown.
 func (s *stepper) edit(id string) *Entry {
-	if e, ok := s.out[id]; ok {
+	if e := s.changed(id); e != nil {
 		return e
 	}
 	e := s.v.item(id)
@@ -105,17 +124,32 @@ func (s *stepper) edit(id string) *Entry {
 // owned reports whether the step may change e in place: an entry it made
 // or one its view owns.
 func (s *stepper) owned(e *Entry) bool {
-	return s.out[e.WorkItemID] == e || s.v.owns(e)
+	return s.changed(e.WorkItemID) == e || s.v.owns(e)
 }
 
 func (s *stepper) put(e *Entry) {
-	if s.out == nil {
-		s.out = make(map[string]*Entry)
+	if s.byID != nil {
+		if i, ok := s.byID[e.WorkItemID]; ok {
+			s.out[i] = e
+			return
+		}
+		s.byID[e.WorkItemID] = len(s.out)
+		s.out = append(s.out, e)
+		return
 	}
-	if _, ok := s.out[e.WorkItemID]; !ok {
-		s.order = append(s.order, e.WorkItemID)
+	for i, o := range s.out {
+		if o.WorkItemID == e.WorkItemID {
+			s.out[i] = e
+			return
+		}
 	}
-	s.out[e.WorkItemID] = e
+	s.out = append(s.out, e)
+	if len(s.out) > 8 {
+		s.byID = make(map[string]int, 2*len(s.out))
+		for i, o := range s.out {
+			s.byID[o.WorkItemID] = i
+		}
+	}
 }
 
 func (s *stepper) editMission() *MissionView {
@@ -167,11 +201,7 @@ func projectPayload(v view, f *fact, p any) (change, *protocol.Error) {
 		return change{}, err
 	}
 	s.propagate(f)
-	c := change{mission: s.mission, members: s.members}
-	for _, id := range s.order {
-		c.items = append(c.items, s.out[id])
-	}
-	return c, nil
+	return change{items: s.out, mission: s.mission, members: s.members}, nil
 }
 
 // fold applies a Mission or WorkItem event with group.Fold to the records
@@ -347,8 +377,8 @@ func (s *stepper) fillDependencies(e *Entry) {
 // propagate copies every changed item's state into the entries that depend
 // on it.
 func (s *stepper) propagate(f *fact) {
-	for i := 0; i < len(s.order); i++ {
-		changed := s.out[s.order[i]]
+	for i := 0; i < len(s.out); i++ {
+		changed := s.out[i]
 		for _, id := range s.dependents(changed.WorkItemID) {
 			d := s.get(id)
 			if d == nil {
@@ -371,11 +401,10 @@ func (s *stepper) propagate(f *fact) {
 // changed in this step that name id.
 func (s *stepper) dependents(id string) []string {
 	out := s.v.dependents(id)
-	for _, oid := range s.order {
-		e := s.out[oid]
+	for _, e := range s.out {
 		if slices.ContainsFunc(e.Dependencies, func(d Dependency) bool { return d.WorkItemID == id }) &&
-			!slices.Contains(out, oid) {
-			out = append(slices.Clip(out), oid)
+			!slices.Contains(out, e.WorkItemID) {
+			out = append(slices.Clip(out), e.WorkItemID)
 		}
 	}
 	return out
