@@ -185,3 +185,83 @@ func TestTimeOmitzero(t *testing.T) {
 		t.Fatalf("got %#v", h.At)
 	}
 }
+
+// parseTimeGeneral is ParseTime without its fast path.
+func parseTimeGeneral(s string) (Time, bool) {
+	if !wireTimeShape(s) {
+		return Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return Time{}, false
+	}
+	return Time{t.UTC()}, true
+}
+
+// parseWireTime takes only what time.Parse accepts, and gives the same
+// value, down to the bits == compares.
+func TestParseWireTime(t *testing.T) {
+	cases := []struct {
+		s    string
+		fast bool
+	}{
+		{"2026-11-30T08:00:00Z", true},
+		{"2026-11-30T08:00:00.1Z", true},
+		{"2026-11-30T08:00:00.12Z", true},
+		{"2026-11-30T08:00:00.123Z", true},
+		{"2026-11-30T23:59:59.999Z", true},
+		{"0000-01-01T00:00:00Z", true},
+		{"9999-12-31T23:59:59Z", true},
+		{"2024-02-29T00:00:00Z", true},
+		{"2000-02-29T00:00:00Z", true},
+		{"1900-02-29T00:00:00Z", false},
+		{"2023-02-29T00:00:00Z", false},
+		{"2026-04-31T00:00:00Z", false},
+		{"2026-06-30T00:00:00Z", true},
+		{"2026-01-31T00:00:00Z", true},
+		{"2026-12-32T00:00:00Z", false},
+		{"2026-00-10T00:00:00Z", false},
+		{"2026-13-10T00:00:00Z", false},
+		{"2026-11-00T00:00:00Z", false},
+		{"2026-11-30T24:00:00Z", false},
+		{"2026-11-30T08:60:00Z", false},
+		{"2026-11-30T08:00:60Z", false},
+		{"2026-11-30T08:00:00.1234Z", false},
+		{"2026-11-30T08:00:00.Z", false},
+		{"2026-11-30T08:00:00+00:00", false},
+		{"2026-11-30 08:00:00Z", false},
+		{"", false},
+	}
+	for _, tc := range cases {
+		got, ok := parseWireTime(tc.s)
+		gotBytes, okBytes := parseWireTime([]byte(tc.s))
+		want, wantOK := parseTimeGeneral(tc.s)
+		if ok != tc.fast || okBytes != ok {
+			t.Errorf("parseWireTime(%q) ok = %v (bytes %v), want %v", tc.s, ok, okBytes, tc.fast)
+		}
+		if ok && (!wantOK || got != want || gotBytes != want) {
+			t.Errorf("parseWireTime(%q) = %v, time.Parse gives %v (ok %v)", tc.s, got, want, wantOK)
+		}
+	}
+	for m := time.January; m <= time.December; m++ {
+		for _, y := range []int{1900, 2000, 2023, 2024} {
+			if got, want := daysIn(m, y), time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day(); got != want {
+				t.Errorf("daysIn(%v, %d) = %d, want %d", m, y, got, want)
+			}
+		}
+	}
+}
+
+func FuzzParseWireTime(f *testing.F) {
+	f.Add("2026-11-30T08:00:00.120Z")
+	f.Add("2024-02-29T23:59:59Z")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseWireTime(s)
+		if !ok {
+			return
+		}
+		if want, wantOK := parseTimeGeneral(s); !wantOK || got != want {
+			t.Fatalf("parseWireTime(%q) = %v, time.Parse gives %v (ok %v)", s, got, want, wantOK)
+		}
+	})
+}

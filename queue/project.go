@@ -52,6 +52,9 @@ func projected(typ protocol.EventType) bool {
 // projection. Entries returned are never modified by the step.
 type view interface {
 	item(id string) *Entry
+	// owns reports whether e, an entry item returned, belongs to the
+	// view alone, so a step may change it in place instead of a copy.
+	owns(e *Entry) bool
 	mission() MissionView
 	dependents(id string) []string
 	itemIDs() []string // sorted
@@ -67,15 +70,34 @@ type change struct {
 
 // stepper accumulates one step's changes over a view.
 type stepper struct {
-	v       view
-	out     map[string]*Entry
-	order   []string
+	v view
+	// out are the entries the step changed, in the order it first changed
+	// them: a step changes one or two, so they are found by a scan until
+	// there are more than a few (byID), not through a map made every step.
+	out     []*Entry
+	byID    map[string]int
 	mission *MissionView
 	members []Member
 }
 
+// changed returns the step's entry for id, or nil.
+func (s *stepper) changed(id string) *Entry {
+	if s.byID != nil {
+		if i, ok := s.byID[id]; ok {
+			return s.out[i]
+		}
+		return nil
+	}
+	for _, e := range s.out {
+		if e.WorkItemID == id {
+			return e
+		}
+	}
+	return nil
+}
+
 func (s *stepper) get(id string) *Entry {
-	if e, ok := s.out[id]; ok {
+	if e := s.changed(id); e != nil {
 		return e
 	}
 	return s.v.item(id)
@@ -83,26 +105,51 @@ func (s *stepper) get(id string) *Entry {
 
 // edit returns a private copy of item id for changing, or nil if unknown.
 func (s *stepper) edit(id string) *Entry {
-	if e, ok := s.out[id]; ok {
+	if e := s.changed(id); e != nil {
 		return e
 	}
 	e := s.v.item(id)
 	if e == nil {
 		return nil
 	}
+	if s.v.owns(e) {
+		s.put(e)
+		return e
+	}
 	c := e.clone()
 	s.put(c)
 	return c
 }
 
+// owned reports whether the step may change e in place: an entry it made
+// or one its view owns.
+func (s *stepper) owned(e *Entry) bool {
+	return s.changed(e.WorkItemID) == e || s.v.owns(e)
+}
+
 func (s *stepper) put(e *Entry) {
-	if s.out == nil {
-		s.out = make(map[string]*Entry)
+	if s.byID != nil {
+		if i, ok := s.byID[e.WorkItemID]; ok {
+			s.out[i] = e
+			return
+		}
+		s.byID[e.WorkItemID] = len(s.out)
+		s.out = append(s.out, e)
+		return
 	}
-	if _, ok := s.out[e.WorkItemID]; !ok {
-		s.order = append(s.order, e.WorkItemID)
+	for i, o := range s.out {
+		if o.WorkItemID == e.WorkItemID {
+			s.out[i] = e
+			return
+		}
 	}
-	s.out[e.WorkItemID] = e
+	s.out = append(s.out, e)
+	if len(s.out) > 8 {
+		s.byID = make(map[string]int, 2*len(s.out))
+		for i, o := range s.out {
+			s.byID[o.WorkItemID] = i
+		}
+	}
 }
 
 func (s *stepper) editMission() *MissionView {
@@ -154,11 +201,7 @@ func projectPayload(v view, f *fact, p any) (change, *protocol.Error) {
 		return change{}, err
 	}
 	s.propagate(f)
-	c := change{mission: s.mission, members: s.members}
-	for _, id := range s.order {
-		c.items = append(c.items, s.out[id])
-	}
-	return c, nil
+	return change{items: s.out, mission: s.mission, members: s.members}, nil
 }
 
 // fold applies a Mission or WorkItem event with group.Fold to the records
@@ -193,7 +236,8 @@ func (s *stepper) fold(f *fact, p any) *protocol.Error {
 		if w == nil {
 			continue
 		}
-		e := entryOf(s.get(id), w, f, carried)
+		prev := s.get(id)
+		e := entryOf(prev, w, f, carried, prev != nil && s.owned(prev))
 		if carried != nil {
 			s.fillDependencies(e)
 		}
@@ -242,14 +286,23 @@ func (s *stepper) missionRecord() *protocol.Mission {
 // entryOf derives the worker's entry for w, the record Fold left, from the
 // previous entry (nil for a new item): the scheduling inputs come from the
 // contract the event carried, if any; the wait's start is the time the
-// item entered queued.
-func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract) *Entry {
-	e := new(Entry) // one allocation: an Entry is over a kilobyte
-	if prev != nil {
+// item entered queued. With reuse, prev itself becomes the entry (replay,
+// where no one else holds it: an Entry is over a kilobyte, and replay
+// made one per event).
+func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkContract, reuse bool) *Entry {
+	var prevState protocol.WorkItemState
+	var e *Entry
+	switch {
+	case prev != nil && reuse:
+		prevState, e = prev.State, prev
+	case prev != nil:
 		// A copy whose lists are its own; the pointed-to members are all
 		// replaced below.
+		prevState, e = prev.State, new(Entry)
 		*e = *prev
 		e.Capabilities, e.Dependencies = slices.Clone(prev.Capabilities), slices.Clone(prev.Dependencies)
+	default:
+		e = new(Entry)
 	}
 	e.WorkItemID, e.MissionID, e.State, e.Revision = w.WorkItemID, w.MissionID, w.State, w.Revision
 	if contract != nil {
@@ -289,7 +342,7 @@ func entryOf(prev *Entry, w *group.WorkItem, f *fact, contract *protocol.WorkCon
 	}
 	e.ChildMissionID, e.Attempts = w.ChildMissionID, w.Attempts
 	switch {
-	case w.State == protocol.WorkQueued && (prev == nil || prev.State != protocol.WorkQueued):
+	case w.State == protocol.WorkQueued && (prev == nil || prevState != protocol.WorkQueued):
 		e.EnqueuedAt = f.OccurredAt
 	case w.State == protocol.WorkOffered || w.State == protocol.WorkOpen:
 		e.EnqueuedAt = protocol.Time{}
@@ -324,8 +377,8 @@ func (s *stepper) fillDependencies(e *Entry) {
 // propagate copies every changed item's state into the entries that depend
 // on it.
 func (s *stepper) propagate(f *fact) {
-	for i := 0; i < len(s.order); i++ {
-		changed := s.out[s.order[i]]
+	for i := 0; i < len(s.out); i++ {
+		changed := s.out[i]
 		for _, id := range s.dependents(changed.WorkItemID) {
 			d := s.get(id)
 			if d == nil {
@@ -348,11 +401,10 @@ func (s *stepper) propagate(f *fact) {
 // changed in this step that name id.
 func (s *stepper) dependents(id string) []string {
 	out := s.v.dependents(id)
-	for _, oid := range s.order {
-		e := s.out[oid]
+	for _, e := range s.out {
 		if slices.ContainsFunc(e.Dependencies, func(d Dependency) bool { return d.WorkItemID == id }) &&
-			!slices.Contains(out, oid) {
-			out = append(slices.Clip(out), oid)
+			!slices.Contains(out, e.WorkItemID) {
+			out = append(slices.Clip(out), e.WorkItemID)
 		}
 	}
 	return out

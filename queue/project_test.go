@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -576,5 +577,47 @@ func TestLiveOfferKeepsItsExpiry(t *testing.T) {
 	}
 	if want := protocol.NewTime(t0.Add(time.Hour)); !e.Offer.ExpiresAt.Equal(want.Time) {
 		t.Fatalf("offer expires at %v, want %v", e.Offer.ExpiresAt, want)
+	}
+}
+
+// A step's changed entries are found the same way whether scanned (a few)
+// or indexed (more): the latest entry put for an id, in first-put order.
+func TestStepperChanged(t *testing.T) {
+	for _, n := range []int{1, 2, 8, 9, 10, 30} {
+		s := &stepper{v: newGroupState("g")}
+		want := map[string]*Entry{}
+		var order []string
+		for round := range 2 {
+			for i := range n {
+				if round == 1 && i%2 == 1 {
+					continue
+				}
+				e := &Entry{WorkItemID: fmt.Sprintf("wi-%d", i), Revision: uint64(round)}
+				if round == 0 {
+					order = append(order, e.WorkItemID)
+				}
+				s.put(e)
+				want[e.WorkItemID] = e
+			}
+		}
+		for id, e := range want {
+			if s.changed(id) != e || s.get(id) != e || !s.owned(e) {
+				t.Errorf("n=%d: changed(%s) is not the entry last put", n, id)
+			}
+		}
+		if s.changed("wi-missing") != nil {
+			t.Errorf("n=%d: an id never put is found", n)
+		}
+		if len(s.out) != len(order) {
+			t.Fatalf("n=%d: %d entries out, want %d", n, len(s.out), len(order))
+		}
+		for i, e := range s.out {
+			if e.WorkItemID != order[i] || e != want[order[i]] {
+				t.Errorf("n=%d: out[%d] = %s, want %s", n, i, e.WorkItemID, order[i])
+			}
+		}
+		if indexed := s.byID != nil; indexed != (n > 8) {
+			t.Errorf("n=%d: indexed %v", n, indexed)
+		}
 	}
 }

@@ -91,6 +91,7 @@ func replay(gb *bolt.Bucket, id string) (*groupState, *overlay, error) {
 	// queue bucket gets every entry.
 	base := newGroupState(id)
 	ov := newOverlay(base)
+	ov.private = true
 	start := change{items: sortedItems(g), members: sortedMembers(g.members)}
 	if meta.Get(keySnapshot) != nil {
 		start.mission = &g.mis
@@ -194,6 +195,21 @@ func decodeStored(groupID string, key, raw []byte) storedEvent {
 		if !projected(typ) {
 			return storedEvent{seq: seq, f: fact{Type: typ}}
 		}
+		if d, ok := canonicalFact(groupID, raw, typ); ok {
+			d.seq = seq
+			return d
+		}
+	}
+	return decodeGeneral(groupID, seq, raw)
+}
+
+// decodeGeneral is decodeStored without the canonical fast path
+// (canonicalFact).
+func decodeGeneral(groupID string, seq uint64, raw []byte) storedEvent {
+	if typ, ok := trailingType(raw); ok {
+		if !projected(typ) {
+			return storedEvent{seq: seq, f: fact{Type: typ}}
+		}
 		if p, ok := newPayload(typ); ok {
 			w := inboxFact{Payload: p}
 			if unmarshal(raw, &w) == nil && w.Type == typ {
@@ -231,7 +247,7 @@ func trailingType(raw []byte) (protocol.EventType, bool) {
 		return "", false
 	}
 	body := raw[:len(raw)-2]
-	i := bytes.LastIndex(body, []byte(`,"type":"`))
+	i := lastIndexNear(body, []byte(`,"type":"`), 128)
 	if i < 0 {
 		return "", false
 	}

@@ -175,7 +175,7 @@ func snapshotState(snap *protocol.GroupSnapshot) *groupState {
 		// The snapshot does not say when a queued item's wait began; its
 		// last update is the closest the authority's record offers.
 		f := &fact{GroupID: snap.GroupID, Seq: snap.Sequence, OccurredAt: wi.UpdatedAt}
-		e := entryOf(nil, w, f, &wi.Contract)
+		e := entryOf(nil, w, f, &wi.Contract, false)
 		g.items[e.WorkItemID] = e
 	}
 	for _, e := range g.items {

@@ -31,6 +31,7 @@ func newGroupState(id string) *groupState {
 }
 
 func (g *groupState) item(id string) *Entry         { return g.items[id] }
+func (g *groupState) owns(*Entry) bool              { return false }
 func (g *groupState) mission() MissionView          { return g.mis }
 func (g *groupState) dependents(id string) []string { return g.deps[id] }
 
@@ -57,6 +58,10 @@ type overlay struct {
 	members map[string]Member   // changed memberships, by memberKey
 	deps    map[string][]string // additions to g.deps
 	created []string
+	// private is set when no one but the overlay's user sees its entries
+	// until merge (replay): steps then change them in place. Apply's
+	// entries are read by others once recorded, so it copies them.
+	private bool
 }
 
 func newOverlay(g *groupState) *overlay {
@@ -68,6 +73,10 @@ func (o *overlay) item(id string) *Entry {
 		return e
 	}
 	return o.g.items[id]
+}
+
+func (o *overlay) owns(e *Entry) bool {
+	return o.private && o.items[e.WorkItemID] == e
 }
 
 func (o *overlay) mission() MissionView {

@@ -57,6 +57,41 @@ type walker struct {
 	far      map[uint64]bool // seen ids past the file's end (a damaged file)
 	spare    [][]byte        // page buffers no longer in use
 	problems []string
+	// ahead holds the pages read ahead of a walk that reads in file order,
+	// as it mostly does (bbolt appends pages): one pread a page was most of
+	// the walk's cost. It starts at page aheadID; next is the page after the
+	// last read.
+	ahead         []byte
+	aheadID, next uint64
+}
+
+// readAhead is how many pages a read in file order brings in at once.
+const readAhead = 32
+
+// read fills buf from page id on, as f.ReadAt does: from the pages read
+// ahead when it lies in them, else from the file, reading ahead when the
+// walk goes on in file order.
+func (w *walker) read(buf []byte, id uint64) error {
+	n := uint64(len(buf)) / w.ps
+	defer func() { w.next = id + n }()
+	if id >= w.aheadID && (id+n)*w.ps <= w.aheadID*w.ps+uint64(len(w.ahead)) {
+		copy(buf, w.ahead[(id-w.aheadID)*w.ps:])
+		return nil
+	}
+	if end := min((id+readAhead)*w.ps, w.size); id == w.next && (id+n)*w.ps <= end {
+		if w.ahead == nil {
+			w.ahead = make([]byte, readAhead*w.ps)
+		}
+		w.ahead = w.ahead[:end-id*w.ps]
+		if _, err := w.f.ReadAt(w.ahead, int64(id*w.ps)); err == nil {
+			w.aheadID = id
+			copy(buf, w.ahead)
+			return nil
+		}
+		w.ahead = w.ahead[:0]
+	}
+	_, err := w.f.ReadAt(buf, int64(id*w.ps))
+	return err
 }
 
 // mark notes page id as reached and reports whether it had been.
@@ -101,7 +136,7 @@ func (w *walker) page(id uint64, where string) []byte {
 		w.fail("%s: page %d lies past the end of the file", where, id)
 		return nil
 	}
-	if _, err := w.f.ReadAt(buf, int64(id*w.ps)); err != nil {
+	if err := w.read(buf, id); err != nil {
 		w.fail("%s: page %d unreadable: %v", where, id, err)
 		return nil
 	}
@@ -117,7 +152,7 @@ func (w *walker) page(id uint64, where string) []byte {
 	}
 	if over > 0 {
 		buf = append(buf, make([]byte, over*w.ps)...)
-		if _, err := w.f.ReadAt(buf[w.ps:], int64((id+1)*w.ps)); err != nil {
+		if err := w.read(buf[w.ps:], id+1); err != nil {
 			w.fail("%s: page %d unreadable: %v", where, id, err)
 			return nil
 		}
