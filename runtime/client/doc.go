@@ -27,7 +27,10 @@
 // and only then ACKs the cursors that transaction made durable, writes the
 // Commands it recorded and wakes the senders whose Commands it took out of
 // the outbox. An ACK is never ahead of the disk, a Command never leaves
-// before it is in the outbox, and no step commits on its own. A Group stuck on a gap for GapTimeout is
+// before it is in the outbox, and no step commits on its own. A turn holding
+// less than half of what the last commit served waits up to half a commit
+// for more (gather.go), so the Commands handed for events just applied and
+// the authority's next events share a transaction. A Group stuck on a gap for GapTimeout is
 // re-subscribed from its cursor (the store drops the duplicates); a
 // CURSOR_TOO_OLD with a snapshot reference is restored through
 // FetchSnapshot.

@@ -115,6 +115,13 @@ func (c *Client) kickHand() {
 	}
 }
 
+// handedCount is how many handed Commands wait to be taken.
+func (c *Client) handedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.handed)
+}
+
 // takeHanded returns up to n handed Commands, oldest first, unless a Hold
 // is active. What is left over is kicked for the next turn.
 func (c *Client) takeHanded(n int) []*pendingCmd {

@@ -64,7 +64,8 @@ type session struct {
 	timer   clock.Timer
 	timerAt time.Time
 
-	t turn // what this turn of the loop commits (turn.go)
+	t      turn      // what this turn of the loop commits (turn.go)
+	gather gathering // how long a small turn waits for more (gather.go)
 }
 
 // session dials, authenticates and serves one connection until it fails or
@@ -314,7 +315,12 @@ func (s *session) loop(ctx context.Context) error {
 		var err error
 		select {
 		case <-ctx.Done():
+			if !s.t.empty() { // a held turn: record what it answered
+				_ = s.finish()
+			}
 			return nil
+		case <-s.gather.c():
+			s.gather.timer, s.gather.expired = nil, true
 		case it := <-s.in:
 			err = s.onItem(it)
 		case <-s.c.handKick:
@@ -329,6 +335,9 @@ func (s *session) loop(ctx context.Context) error {
 		}
 		if err == nil {
 			err = s.drain()
+		}
+		if err == nil && s.holdTurn() {
+			continue
 		}
 		// Also after an error: a Command taken is recorded or answered,
 		// never left half done.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
@@ -26,6 +27,8 @@ type answered struct {
 	p *pendingCmd
 	r cmdResult
 }
+
+func (t *turn) size() int { return len(t.events) + len(t.puts) + len(t.answers) }
 
 func (t *turn) empty() bool {
 	return len(t.events) == 0 && len(t.puts) == 0 && len(t.answers) == 0
@@ -75,8 +78,9 @@ func (s *session) drain() error {
 func (s *session) finish() error {
 	for {
 		if !s.t.empty() {
-			events := s.t.events
+			events, n, start := s.t.events, s.t.size(), time.Now()
 			res, err := s.c.commitTurn(s.q, &s.t)
+			s.gather.committed(n, len(s.in)+s.c.handedCount(), time.Since(start))
 			if err != nil {
 				// Nothing of the turn is durable; reconnecting replays the
 				// events from the durable cursors and resends the outbox.
