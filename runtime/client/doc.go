@@ -30,7 +30,8 @@
 // before it is in the outbox, and no step commits on its own. A turn holding
 // less than half of what the last commit served waits up to half a commit
 // for more (gather.go), so the Commands handed for events just applied and
-// the authority's next events share a transaction. A Group stuck on a gap for GapTimeout is
+// the authority's next events share a transaction; a turn answering a
+// Command waits the same way for the events its receipt names. A Group stuck on a gap for GapTimeout is
 // re-subscribed from its cursor (the store drops the duplicates); a
 // CURSOR_TOO_OLD with a snapshot reference is restored through
 // FetchSnapshot.

@@ -10,6 +10,11 @@ import "time"
 // turn smaller than what the last commit served waits, for at most half
 // the average commit time, for as many (the authority's writer gathers the
 // same way). A lone item never waits: its turns serve one thing each.
+//
+// A receipt also names the events its Command caused, and the authority
+// sends them right after it: a turn answering a Command whose events are
+// still on their way waits for them the same way, so the answer and its
+// events share a commit instead of taking one each.
 type gathering struct {
 	seen    int           // served around the last commit: its turn and what arrived meanwhile
 	took    time.Duration // moving average of the turns' commits
@@ -22,7 +27,7 @@ type gathering struct {
 func (s *session) holdTurn() bool {
 	g := &s.gather
 	n := s.t.size()
-	if n == 0 || 2*n >= g.seen || g.expired || g.took <= 0 || len(s.t.events) >= s.c.cfg.MaxBatch {
+	if n == 0 || g.expired || g.took <= 0 || len(s.t.events) >= s.c.cfg.MaxBatch || (2*n >= g.seen && !s.eventsComing()) {
 		g.stop()
 		return false
 	}
@@ -30,6 +35,24 @@ func (s *session) holdTurn() bool {
 		g.timer = time.NewTimer(g.took / 2)
 	}
 	return true
+}
+
+// eventsComing says whether an answer of the turn names an event of a
+// subscribed Group that is neither durable nor in the turn.
+func (s *session) eventsComing() bool {
+	for _, a := range s.t.answers {
+		if a.r.receipt == nil {
+			continue
+		}
+		for _, ref := range a.r.receipt.Events {
+			if ref.GroupID == "" || ref.Sequence == nil || !s.subscribed[ref.GroupID] ||
+				*ref.Sequence <= s.c.cfg.Store.Cursor(ref.GroupID) || s.t.holds(ref.GroupID, *ref.Sequence) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // c is the channel the loop waits on, nil while no hold runs.

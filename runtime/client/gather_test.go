@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // A turn smaller than half of what the last commit served keeps gathering
@@ -102,5 +104,62 @@ func TestHeldTurnCommitsWhenItsWaitEnds(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A turn answering a Command waits for the events its receipt names, so
+// the answer and its events share a commit; events already durable, or of
+// a Group it does not follow, are not waited for.
+func TestAnswerWaitsForItsEvents(t *testing.T) {
+	store := &countingStore{Store: openStore(t, t.TempDir())}
+	defer store.Close()
+	s, _ := testSession(t, store)
+	defer s.fcancel()
+	s.in = make(chan readItem, 4)
+	s.gather.took = time.Hour
+	log := groupLog(t, "grp-a", 2)
+	answer := func(refs string) {
+		t.Helper()
+		p := &pendingCmd{actionID: "act-9", groupID: "grp-a", signed: signedCommand(t, "act-9", "grp-a"), waiters: []chan cmdResult{make(chan cmdResult, 1)}}
+		s.q.add(p)
+		s.q.sent(p, "f-9")
+		b := `{"type":"ACK","frameId":"s-r-9","inReplyTo":"f-9","receipt":{"actionId":"act-9","events":[` + refs + `]}}`
+		f, err := decodeInbound([]byte(b), protocol.DecodeOptions{}, authorityKeys())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.onItem(readItem{f: f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer(`{"eventId":"e-1","groupId":"grp-a","sequence":1}`)
+	if !s.holdTurn() {
+		t.Fatal("the answer did not wait for the event its receipt names")
+	}
+	s.in <- eventItem(t, log[0], 0)
+	if err := s.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if s.holdTurn() {
+		t.Fatal("the turn still waits with the named event in it")
+	}
+	if err := s.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if store.commits != 1 || store.Cursor("grp-a") != 1 {
+		t.Fatalf("%d commits, cursor %d; want the answer and its event in one", store.commits, store.Cursor("grp-a"))
+	}
+	for _, refs := range []string{
+		`{"eventId":"e-1","groupId":"grp-a","sequence":1}`, // durable already
+		`{"eventId":"e-7","groupId":"grp-z","sequence":7}`, // a Group not followed
+		`{"eventId":"e-8"}`, // no position
+	} {
+		answer(refs)
+		if s.holdTurn() {
+			t.Fatalf("an answer naming %s waits", refs)
+		}
+		if err := s.finish(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

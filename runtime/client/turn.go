@@ -30,6 +30,16 @@ type answered struct {
 
 func (t *turn) size() int { return len(t.events) + len(t.puts) + len(t.answers) }
 
+// holds says whether the turn has the event at seq of group.
+func (t *turn) holds(group string, seq uint64) bool {
+	for _, in := range t.events {
+		if e := in.Event; e != nil && e.GroupID == group && e.Sequence != nil && *e.Sequence == seq {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *turn) empty() bool {
 	return len(t.events) == 0 && len(t.puts) == 0 && len(t.answers) == 0
 }
