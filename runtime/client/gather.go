@@ -7,9 +7,10 @@ import "time"
 // often holds a part of what the last one served: the Commands the
 // runtime hands in reply to the events just applied, or the events of the
 // authority's next transaction, each paying a commit of its own. So a
-// turn smaller than what the last commit served waits, for at most half
-// the average commit time, for as many (the authority's writer gathers the
-// same way). A lone item never waits: its turns serve one thing each.
+// turn holding less than half of what the last commit served waits, for
+// at most half the average commit time, until it holds that half (the
+// authority's writer gathers the same way, for all of it). A lone item
+// does not wait for more: its turns serve one thing or two each.
 //
 // A receipt also names the events its Command caused, and the authority
 // sends them right after it: a turn answering a Command whose events are
