@@ -13,11 +13,7 @@ import (
 // runtime hands for those just applied) and commits with them; a lone flow,
 // whose every commit serves one thing, never waits.
 func TestSmallTurnGathers(t *testing.T) {
-	store := &countingStore{Store: openStore(t, t.TempDir())}
-	defer store.Close()
-	s, _ := testSession(t, store)
-	defer s.fcancel()
-	s.in = make(chan readItem, 16)
+	s, store := countingSession(t)
 	log := groupLog(t, "grp-a", 10)
 	next := 0
 	push := func(n int) {
@@ -84,11 +80,7 @@ func TestSmallTurnGathers(t *testing.T) {
 // The loop commits a held turn once its wait runs out, with nothing more
 // arriving.
 func TestHeldTurnCommitsWhenItsWaitEnds(t *testing.T) {
-	store := &countingStore{Store: openStore(t, t.TempDir())}
-	defer store.Close()
-	s, _ := testSession(t, store)
-	defer s.fcancel()
-	s.in = make(chan readItem, 4)
+	s, store := countingSession(t)
 	s.gather.seen, s.gather.took = 64, 20*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -111,11 +103,7 @@ func TestHeldTurnCommitsWhenItsWaitEnds(t *testing.T) {
 // the answer and its events share a commit; events already durable, or of
 // a Group it does not follow, are not waited for.
 func TestAnswerWaitsForItsEvents(t *testing.T) {
-	store := &countingStore{Store: openStore(t, t.TempDir())}
-	defer store.Close()
-	s, _ := testSession(t, store)
-	defer s.fcancel()
-	s.in = make(chan readItem, 4)
+	s, store := countingSession(t)
 	s.gather.took = time.Hour
 	log := groupLog(t, "grp-a", 2)
 	answer := func(refs string) {
@@ -162,4 +150,15 @@ func TestAnswerWaitsForItsEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// countingSession is a test session over a store that counts its commits.
+func countingSession(t *testing.T) (*session, *countingStore) {
+	t.Helper()
+	store := &countingStore{Store: openStore(t, t.TempDir())}
+	t.Cleanup(func() { store.Close() })
+	s, _ := testSession(t, store)
+	t.Cleanup(s.fcancel)
+	s.in = make(chan readItem, 16)
+	return s, store
 }
