@@ -61,8 +61,7 @@ func parseWireTime[S ~string | ~[]byte](s S) (Time, bool) {
 	}
 	year, month, day := num(0, 4), num(5, 2), num(8, 2)
 	hour, minute, sec := num(11, 2), num(14, 2), num(17, 2)
-	if month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) ||
-		hour > 23 || minute > 59 || sec > 59 {
+	if month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
 		return Time{}, false
 	}
 	nsec := 0
@@ -72,17 +71,11 @@ func parseWireTime[S ~string | ~[]byte](s S) (Time, bool) {
 			nsec *= 10
 		}
 	}
-	return Time{time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)}, true
-}
-
-func daysIn(m time.Month, year int) int {
-	if m == time.February {
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day { // time.Date normalized a day past the month's end
+		return Time{}, false
 	}
-	return 31 - int(m-1)%7%2
+	return Time{t}, true
 }
 
 // wireTimeShape reports whether s is exactly YYYY-MM-DDTHH:MM:SS, then an

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -243,10 +244,15 @@ func TestParseWireTime(t *testing.T) {
 			t.Errorf("parseWireTime(%q) = %v, time.Parse gives %v (ok %v)", tc.s, got, want, wantOK)
 		}
 	}
+	// Every month's last day is read, the day after it is not.
 	for m := time.January; m <= time.December; m++ {
 		for _, y := range []int{1900, 2000, 2023, 2024} {
-			if got, want := daysIn(m, y), time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day(); got != want {
-				t.Errorf("daysIn(%v, %d) = %d, want %d", m, y, got, want)
+			last := time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+			for d, want := range map[int]bool{last: true, last + 1: false} {
+				s := fmt.Sprintf("%04d-%02d-%02dT00:00:00Z", y, m, d)
+				if _, ok := parseWireTime(s); ok != want {
+					t.Errorf("parseWireTime(%q) ok = %v, want %v", s, ok, want)
+				}
 			}
 		}
 	}
