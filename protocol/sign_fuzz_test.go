@@ -10,12 +10,8 @@ import (
 // AUTH_INVALID_SIGNATURE, and accept nothing but documents signed by the
 // test key (the seed corpus holds one).
 func FuzzVerify(f *testing.F) {
-	k := testKey(f, "agent:worker-1#k1", 7)
+	k, signed := signedCommandText(f)
 	keys := KeySet{k.KeyID: k.Public().Key, "agent:short#k": ed25519.PublicKey{1, 2, 3}}
-	signed, err := Canonical(signedCommand(f, k))
-	if err != nil {
-		f.Fatal(err)
-	}
 	for _, s := range []string{
 		string(signed), testCommand, `{}`, `[]`, `null`, `{"signature":null}`, `{"signature":[]}`,
 		`{"signature":{"alg":"Ed25519","keyId":"agent:short#k","createdAt":"2026-11-30T08:00:00Z","value":"` +
@@ -55,11 +51,7 @@ func FuzzVerify(f *testing.F) {
 
 // benchCommand is testCommand signed, parsed once as a receiver would.
 func benchCommand(b *testing.B) (map[string]any, PrivateKey) {
-	k := testKey(b, "agent:worker-1#k1", 7)
-	signed, err := Canonical(signedCommand(b, k))
-	if err != nil {
-		b.Fatal(err)
-	}
+	k, signed := signedCommandText(b)
 	if n := len(signed); n < 900 || n > 1300 {
 		b.Fatalf("signed command is %d bytes, want about 1 KiB", n)
 	}

@@ -83,6 +83,18 @@ func deepCopy(v any) any {
 	return v
 }
 
+// signedCommandText is testCommand signed by the test agent key, as
+// canonical text, with that key.
+func signedCommandText(t testing.TB) (PrivateKey, []byte) {
+	t.Helper()
+	k := testKey(t, "agent:worker-1#k1", 7)
+	signed, err := Canonical(signedCommand(t, k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, signed
+}
+
 func signedCommand(t testing.TB, k PrivateKey) map[string]any {
 	t.Helper()
 	doc := parseDoc(t, testCommand)

@@ -73,11 +73,7 @@ func checkLayout(t *testing.T, doc map[string]any) {
 // FuzzSignedLayout: see checkLayout; Canonical itself stays byte for byte
 // what gowebpki/jcs writes.
 func FuzzSignedLayout(f *testing.F) {
-	k := testKey(f, "agent:worker-1#k1", 7)
-	signed, err := Canonical(signedCommand(f, k))
-	if err != nil {
-		f.Fatal(err)
-	}
+	_, signed := signedCommandText(f)
 	for _, s := range []string{
 		string(signed), `{"signature":{}}`, `{"signature":{"value":"x"}}`,
 		`{"z":1,"signature":{"value":"v","alg":"a"},"payload":{"b":[1,2e3,"\u00e9"],"a":null}}`,
@@ -178,11 +174,7 @@ func checkRawLayout(t *testing.T, data []byte) {
 
 // TestRawLayout: see checkRawLayout, over texts canonical and not.
 func TestRawLayout(t *testing.T) {
-	k := testKey(t, "agent:worker-1#k1", 7)
-	signed, err := Canonical(signedCommand(t, k))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, signed := signedCommandText(t)
 	for _, s := range []string{
 		string(signed), `{"signature":{"value":"x"}}`, `{"signature":{"value":"x","zz":1}}`,
 		`{"a":1,"signature":{"alg":"a","value":"v","zz":[]},"z":2}`,
