@@ -119,6 +119,15 @@ func KeyBelongsTo(keyID string, kind ActorKind, id string) bool {
 		ValidKeyID(keyID)
 }
 
+// KeyOwner is the principal a key id "<kind>:<id>#<name>" names, and
+// false when the id does not belong to one (KeyBelongsTo).
+func KeyOwner(keyID string) (Actor, bool) {
+	owner, _, ok := strings.Cut(keyID, "#")
+	kind, id, ok2 := strings.Cut(owner, ":")
+	a := Actor{Kind: ActorKind(kind), ID: id}
+	return a, ok && ok2 && KeyBelongsTo(keyID, a.Kind, a.ID)
+}
+
 // Key files are small JSON documents:
 //
 //	private (mode 0600): {"alg":"Ed25519","keyId":"...","privateKey":"<base64url seed>"}

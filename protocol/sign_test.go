@@ -652,6 +652,15 @@ func TestKeyIDs(t *testing.T) {
 		if got := KeyBelongsTo(tc.keyID, tc.kind, tc.id); got != tc.want {
 			t.Errorf("KeyBelongsTo(%q, %s, %q) = %v", tc.keyID, tc.kind, tc.id, got)
 		}
+		// KeyOwner names the principal exactly when the key is one of its.
+		if a, ok := KeyOwner(tc.keyID); tc.want && (!ok || a != (Actor{Kind: tc.kind, ID: tc.id})) {
+			t.Errorf("KeyOwner(%q) = %v, %v", tc.keyID, a, ok)
+		}
+	}
+	for _, bad := range []string{"agent:w1#", "agent:w1#k1#k2", "agent:w1", "key-abc", "robot:w1#k1", ":#k1", "agent:w#1#k1"} {
+		if a, ok := KeyOwner(bad); ok {
+			t.Errorf("KeyOwner(%q) = %v, true", bad, a)
+		}
 	}
 }
 

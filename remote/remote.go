@@ -53,6 +53,9 @@ type Config struct {
 	// RateLimitWait bounds how long one request waits out RATE_LIMITED
 	// answers; 0 means DefaultRateLimitWait, negative not at all.
 	RateLimitWait time.Duration
+	// RateLimited, when set, is told of every RATE_LIMITED answer waited
+	// out, and how long the wait is: a load generator reports them.
+	RateLimited func(wait time.Duration)
 }
 
 // Authority is one principal's view of a remote Group Authority.
@@ -262,6 +265,9 @@ func (a *Authority) send(ctx context.Context, method, path, ctype string, body [
 			return err
 		}
 		waited += wait
+		if a.cfg.RateLimited != nil {
+			a.cfg.RateLimited(wait)
+		}
 		if a.cfg.Logger != nil {
 			a.cfg.Logger.Debug("rate limited by the authority; waiting", "method", method, "path", path, "wait", wait)
 		}

@@ -234,8 +234,10 @@ func TestRateLimitedRequestsWaited(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs.Reset()
+			var told []time.Duration
 			r, err := remote.Dial(context.Background(), remote.Config{URL: url, Trust: remote.Trust{Pin: pin}, Actor: alice, Key: k.alice,
-				AuthorityKeys: a.Keys(), RateLimitWait: tc.wait, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+				AuthorityKeys: a.Keys(), RateLimitWait: tc.wait, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				RateLimited: func(d time.Duration) { told = append(told, d) }})
 			if err != nil && tc.ok {
 				t.Fatal(err)
 			}
@@ -258,6 +260,10 @@ func TestRateLimitedRequestsWaited(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			case tc.ok && !strings.Contains(logs.String(), "rate limited by the authority; waiting"):
 				t.Fatalf("20 requests at a burst of 1 were never limited:\n%s", logs.String())
+			case tc.ok && (len(told) != strings.Count(logs.String(), "rate limited by") || told[0] <= 0):
+				t.Fatalf("RateLimited told of %v, the log has %d waits", told, strings.Count(logs.String(), "rate limited by"))
+			case !tc.ok && len(told) != 0:
+				t.Fatalf("RateLimited told of %v, with nothing waited out", told)
 			case !tc.ok && (!errors.As(err, &e) || e.Code != protocol.CodeRateLimited):
 				t.Fatalf("err %v, want RATE_LIMITED", err)
 			}

@@ -53,6 +53,7 @@ func authorityCommand() *cli.Command {
 				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections held at once per remote IP address; more get HTTP 503", Value: 64, Sources: cli.EnvVars("MWP_MAX_CONNS_PER_IP")},
 				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second, Sources: cli.EnvVars("MWP_HANDSHAKE_TIMEOUT")},
 				&cli.StringSliceFlag{Name: "policy-limit", Usage: "a spec 20 limit per Group, `NAME=N`: maxOpenWorkItems, maxActiveWorkItems, maxQueuedWorkItems, maxOpenClarifications, maxDuplicateWorkItems or maxDelegationDepth (repeatable or comma-separated; docs/operations.md has the defaults)", Sources: cli.EnvVars("MWP_POLICY_LIMITS")},
+				&cli.StringFlag{Name: "route-rate", Usage: "requests to the HTTPS routes per remote IP address: `BURST/EVERY`, BURST at once, then one more per EVERY; more are answered 429 RATE_LIMITED (docs/operations.md)", Value: "60/100ms", Sources: cli.EnvVars("MWP_ROUTE_RATE")},
 				&cli.FloatFlag{Name: "policy-soft-limit", Usage: "the fraction of a counted limit at which the authority posts a policy.softLimit notice to the Group; 0 posts none", Value: 0.8, Sources: cli.EnvVars("MWP_POLICY_SOFT_LIMIT")},
 			}, opsFlags()...),
 			Action: serveAuthority,
@@ -72,6 +73,11 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if limits.MaxConns < 1 || limits.MaxConnsPerIP < 1 || limits.HandshakeTimeout <= 0 {
 		return fail("--max-conns, --max-conns-per-ip and --handshake-timeout must be positive")
 	}
+	burst, every, err := parseRate(cmd.String("route-rate"))
+	if err != nil {
+		return fail("--route-rate: %v", err)
+	}
+	limits.RouteBurst, limits.RouteEvery = burst, every
 	policy, err := policyFrom(cmd)
 	if err != nil {
 		return fail("%v", err)
@@ -187,6 +193,21 @@ func connectionGauges(server *wss.Server) []prometheus.Collector {
 }
 
 // policyFrom reads --policy-limit and --policy-soft-limit.
+// parseRate reads a token bucket, BURST/EVERY: BURST at once, then one
+// more per EVERY.
+func parseRate(s string) (int, time.Duration, error) {
+	b, e, ok := strings.Cut(s, "/")
+	burst, err := strconv.Atoi(b)
+	if !ok || err != nil || burst < 1 {
+		return 0, 0, fmt.Errorf("%q: want BURST/EVERY, e.g. 60/1s, with BURST a whole number of at least 1", s)
+	}
+	every, err := time.ParseDuration(e)
+	if err != nil || every <= 0 {
+		return 0, 0, fmt.Errorf("%q: EVERY must be a positive duration, e.g. 1s or 100ms", s)
+	}
+	return burst, every, nil
+}
+
 func policyFrom(cmd *cli.Command) (authoritylite.Policy, error) {
 	var p authoritylite.Policy
 	for _, spec := range cmd.StringSlice("policy-limit") {

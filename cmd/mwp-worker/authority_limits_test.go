@@ -82,6 +82,34 @@ func TestAuthorityServeRefusesBadLimits(t *testing.T) {
 	}
 }
 
+// --route-rate is a token bucket, BURST/EVERY; a bad one is one line and
+// exit 1, before anything listens.
+func TestAuthorityServeRates(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		burst int
+		every time.Duration
+	}{
+		{"60/1s", 60, time.Second},
+		{"1/100ms", 1, 100 * time.Millisecond},
+		{"1000000/1ms", 1000000, time.Millisecond},
+		{"0/1s", 0, 0}, {"-1/1s", 0, 0}, {"60", 0, 0}, {"60/", 0, 0}, {"/1s", 0, 0},
+		{"60/0s", 0, 0}, {"60/-1s", 0, 0}, {"60/1", 0, 0}, {"x/1s", 0, 0}, {"60/1s/2", 0, 0},
+	} {
+		burst, every, err := parseRate(tc.in)
+		if (err == nil) != (tc.burst > 0) || burst != tc.burst || every != tc.every {
+			t.Errorf("parseRate(%q) = %d, %v, %v", tc.in, burst, every, err)
+		}
+	}
+	for _, flag := range []string{"--route-rate=0/1s", "--route-rate=10"} {
+		code, out, stderr := runCLI(t, "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", flag)
+		name, _, _ := strings.Cut(flag, "=")
+		if code != 1 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, name+": ") {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q", flag, code, out, stderr)
+		}
+	}
+}
+
 // --policy-limit and --policy-soft-limit set the spec 20 policy; bad
 // values are one line and exit 1.
 func TestAuthorityServePolicyFlags(t *testing.T) {

@@ -13,18 +13,23 @@ import (
 	"syscall"
 
 	"github.com/missionweave/mwp-worker/internal/bench"
+	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/remote"
 	"github.com/urfave/cli/v3"
 )
 
 func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
-		Usage: "drive no-op WorkItems end to end through an embedded authority and in-process workers over wss, and measure them",
+		Usage: "drive no-op WorkItems end to end through an authority (embedded, or a running one) and in-process workers over wss, and measure them",
 		Description: "Starts authority-lite in this process and --workers workers (the real runtime, each with its own store, over\n" +
 			"wss with the certificate pinned), and drives --items no-op WorkItems from --lanes closed-loop lanes: authorize,\n" +
 			"offer, accept, start, the handler, submit, accept_result. Prints items/s, latency percentiles per phase,\n" +
 			"fdatasyncs, bytes written and CPU per item, and the Ed25519 floor of the same commands and events measured\n" +
-			"right after. Any item not verified fails the run (exit 1). docs/performance.md explains the figures.",
+			"right after. Any item not verified fails the run (exit 1). docs/performance.md explains the figures.\n\n" +
+			"With --authority it targets that running authority instead, as the human of --owner-key (who creates one new\n" +
+			"Mission per Group), the coordinator agent of --coordinator-key and one worker per --worker-key, all of whom it\n" +
+			"must know already (docs/operations.md, \"Adding an agent\"); stores, bytes and CPU are then this process's only.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "items", Usage: "WorkItems to drive to verified", Value: 1000},
 			&cli.IntFlag{Name: "lanes", Usage: "items in flight at once (each lane starts its next item when the last is verified)", Value: 8},
@@ -35,11 +40,29 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "keep the stores in `DIR` (default: a temporary directory, removed after)"},
 			&cli.DurationFlag{Name: "item-timeout", Usage: "longest one item may take from authorize to verified", Value: bench.DefaultItemTimeout},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (docs/shapes.md)"},
+			&cli.StringFlag{Name: "authority", Usage: "target the running authority at wss://HOST:PORT/mwp instead of starting one"},
+			&cli.StringFlag{Name: "authority-fingerprint", Usage: "with --authority: pin its certificate, sha256:<64 hex>"},
+			&cli.StringFlag{Name: "authority-ca", Usage: "with --authority: PEM `FILE` of CA certificates to trust for it"},
+			&cli.StringFlag{Name: "authority-key", Usage: "with --authority: its public key `FILE` (DIR/authority.pub), to verify events"},
+			&cli.BoolFlag{Name: "insecure-loopback", Usage: "with --authority: allow ws:// to a loopback authority (tests only)"},
+			&cli.StringFlag{Name: "owner-key", Usage: "with --authority: private key `FILE` of a human it knows, who creates the run's Missions"},
+			&cli.StringFlag{Name: "coordinator-key", Usage: "with --authority: private key `FILE` of an enrolled agent whose card declares the coordinator role"},
+			&cli.StringSliceFlag{Name: "worker-key", Usage: "with --authority: private key `FILE` of an enrolled agent, one per worker (repeatable)"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			cfg := bench.Config{Items: int(cmd.Int("items")), Lanes: int(cmd.Int("lanes")), Workers: int(cmd.Int("workers")),
 				Groups: int(cmd.Int("groups")), Slots: int(cmd.Int("slots")), Fsync: cmd.Bool("fsync"), Dir: cmd.String("dir"),
 				ItemTimeout: cmd.Duration("item-timeout")}
+			remote, err := benchRemote(cmd)
+			if err != nil {
+				return err
+			}
+			if remote != nil {
+				cfg.Remote = remote
+				if !cmd.IsSet("workers") {
+					cfg.Workers = len(remote.Workers)
+				}
+			}
 			if err := cfg.Check(); err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
@@ -61,7 +84,61 @@ func benchCommand() *cli.Command {
 	}
 }
 
+// benchRemote reads the --authority flags: nil without --authority, a
+// usage error for one of them given without it or a key that is not its
+// principal's.
+func benchRemote(cmd *cli.Command) (*bench.Remote, error) {
+	if cmd.String("authority") == "" {
+		for _, f := range []string{"authority-fingerprint", "authority-ca", "authority-key", "insecure-loopback", "owner-key", "coordinator-key", "worker-key"} {
+			if cmd.IsSet(f) {
+				return nil, usagef(cmd, "--%s is only for a run against a running authority (--authority)", f)
+			}
+		}
+		return nil, nil
+	}
+	for _, f := range []string{"authority-key", "owner-key", "coordinator-key", "worker-key"} {
+		if !cmd.IsSet(f) {
+			return nil, usagef(cmd, "--authority needs --%s", f)
+		}
+	}
+	identity := func(flag, path string, kind protocol.ActorKind) (bench.Identity, error) {
+		k, err := protocol.LoadPrivateKey(path)
+		if err != nil {
+			return bench.Identity{}, usagef(cmd, "--%s: %v", flag, err)
+		}
+		who, ok := protocol.KeyOwner(k.KeyID)
+		if !ok || who.Kind != kind {
+			return bench.Identity{}, usagef(cmd, "--%s: key %s is not a %s's (want %s:ID#NAME)", flag, k.KeyID, kind, kind)
+		}
+		return bench.Identity{Actor: who, Key: k}, nil
+	}
+	apub, err := protocol.LoadPublicKey(cmd.String("authority-key"))
+	if err != nil {
+		return nil, usagef(cmd, "--authority-key: %v", err)
+	}
+	r := &bench.Remote{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
+		Trust:         remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
+		AuthorityKeys: protocol.NewKeySet(apub)}
+	if r.Owner, err = identity("owner-key", cmd.String("owner-key"), protocol.ActorHuman); err != nil {
+		return nil, err
+	}
+	if r.Coordinator, err = identity("coordinator-key", cmd.String("coordinator-key"), protocol.ActorAgent); err != nil {
+		return nil, err
+	}
+	for _, path := range cmd.StringSlice("worker-key") {
+		w, err := identity("worker-key", path, protocol.ActorAgent)
+		if err != nil {
+			return nil, err
+		}
+		r.Workers = append(r.Workers, w)
+	}
+	return r, nil
+}
+
 func printBench(w io.Writer, r *bench.Result) {
+	if r.Authority != "embedded" {
+		fmt.Fprintf(w, "authority %s (running; not measured here: its stores, bytes and CPU)\n", r.Authority)
+	}
 	fmt.Fprintf(w, "%d items, %d lanes, %d workers × %d slots, %d groups, fsync %v: %.1fs, %.1f items/s\n",
 		r.Items, r.Lanes, r.Workers, r.Slots, r.Groups, r.Fsync, r.Seconds, r.ItemsPerSecond)
 	fmt.Fprintf(w, "latency ms           %8s %8s %8s %8s\n", "p50", "p90", "p99", "max")
@@ -79,7 +156,15 @@ func printBench(w io.Writer, r *bench.Result) {
 		fmt.Fprintf(w, "    %s: %d commits (%.2f per item)\n", f, r.Totals.Commits[f], float64(r.Totals.Commits[f])/float64(r.Items))
 	}
 	fmt.Fprintf(w, "  bytes written: /proc/self/io write_bytes of this process (every store: pages, meta and growth)\n")
-	fmt.Fprintf(w, "  CPU: user + system of the whole process (authority, workers, driver)\n")
+	if r.Authority == "embedded" {
+		fmt.Fprintf(w, "  CPU: user + system of the whole process (authority, workers, driver)\n")
+	} else {
+		fmt.Fprintf(w, "  CPU: user + system of the whole process (workers, driver)\n")
+	}
+	if r.Totals.RateLimited > 0 {
+		fmt.Fprintf(w, "rate limited: %d requests answered RATE_LIMITED and waited out, %.1fs in all (the authority's limits: docs/operations.md)\n",
+			r.Totals.RateLimited, r.Totals.RateLimitedSeconds)
+	}
 	if len(r.Totals.Refused) > 0 {
 		fmt.Fprintf(w, "refused commands: %v\n", r.Totals.Refused)
 	}

@@ -29,7 +29,7 @@ func TestBenchJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("not one JSON object: %v\n%s", err, out)
 		}
-		want := []string{"cryptoFloor", "fsync", "groups", "items", "itemsPerSecond", "lanes", "latencyMs", "loadAverage", "perItem",
+		want := []string{"authority", "cryptoFloor", "fsync", "groups", "items", "itemsPerSecond", "lanes", "latencyMs", "loadAverage", "perItem",
 			"seconds", "slots", "totals", "verified", "workers"}
 		var got []string
 		for k := range doc {
@@ -46,7 +46,7 @@ func TestBenchJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case r.Items != 50 || r.Verified != 50 || r.Lanes != 4 || r.Fsync != fsync:
+		case r.Items != 50 || r.Verified != 50 || r.Lanes != 4 || r.Fsync != fsync || r.Authority != "embedded" || r.Totals.RateLimited != 0:
 			t.Fatalf("run: %+v", r)
 		case r.ItemsPerSecond <= 0 || r.Latency.EndToEnd.P50 <= 0 || r.Latency.EndToEnd.Max < r.Latency.EndToEnd.P99:
 			t.Fatalf("rate %v, end to end %+v", r.ItemsPerSecond, r.Latency.EndToEnd)

@@ -92,8 +92,8 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return usagef(cmd, "--key: %v", err)
 	}
-	kind, id, ok := keyOwner(key.KeyID)
-	if !ok || kind != protocol.ActorAgent {
+	me, ok := protocol.KeyOwner(key.KeyID)
+	if !ok || me.Kind != protocol.ActorAgent {
 		return usagef(cmd, "--key: key %s is not an agent's (want agent:ID#NAME)", key.KeyID)
 	}
 	if cmd.String("authority-key") == "" {
@@ -111,7 +111,7 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	defer stop()
 	a, err := remote.Dial(ctx, remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
-		Actor: protocol.Actor{Kind: kind, ID: id}, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log})
+		Actor: me, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log})
 	if err != nil {
 		return fail(err)
 	}
@@ -119,7 +119,7 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 		return fail(fmt.Errorf("open session: %w", err))
 	}
 	workers := splitWorkers(cmd.StringSlice("worker"))
-	c, err := plancoord.New(plancoord.Config{Authority: a, AgentID: id, Key: key, Plan: p, Workers: workers,
+	c, err := plancoord.New(plancoord.Config{Authority: a, AgentID: me.ID, Key: key, Plan: p, Workers: workers,
 		LeaseDuration: cmd.Duration("lease"), OfferTTL: cmd.Duration("offer-ttl"), MaxCandidates: int(cmd.Int("max-candidates")),
 		Logger: log.With("component", "coordinator")})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -67,13 +66,13 @@ func dialHuman(ctx context.Context, cmd *cli.Command, needEvents bool) (*remote.
 	if err != nil {
 		return nil, key, usagef(cmd, "--owner-key: %v", err)
 	}
-	kind, id, ok := keyOwner(key.KeyID)
-	if !ok || kind != protocol.ActorHuman {
+	who, ok := protocol.KeyOwner(key.KeyID)
+	if !ok || who.Kind != protocol.ActorHuman {
 		return nil, key, usagef(cmd, "--owner-key: key %s is not a human's (want human:ID#NAME)", key.KeyID)
 	}
 	cfg := remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
-		Actor: protocol.Actor{Kind: kind, ID: id}, Key: key}
+		Actor: who, Key: key}
 	if p := cmd.String("authority-key"); p != "" {
 		k, err := protocol.LoadPublicKey(p)
 		if err != nil {
@@ -85,13 +84,6 @@ func dialHuman(ctx context.Context, cmd *cli.Command, needEvents bool) (*remote.
 	}
 	a, err := remote.Dial(ctx, cfg)
 	return a, key, err
-}
-
-// keyOwner splits a key id kind:id#name.
-func keyOwner(keyID string) (protocol.ActorKind, string, bool) {
-	owner, _, ok := strings.Cut(keyID, "#")
-	kind, id, ok2 := strings.Cut(owner, ":")
-	return protocol.ActorKind(kind), id, ok && ok2 && protocol.KeyBelongsTo(keyID, protocol.ActorKind(kind), id)
 }
 
 // stableActionID derives a command's action id from the plan's bytes and

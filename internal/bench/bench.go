@@ -13,14 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
-	"github.com/missionweave/mwp-worker/authority-lite/embed"
-	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime"
 	"github.com/missionweave/mwp-worker/slots"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is one run.
@@ -36,6 +32,9 @@ type Config struct {
 	// ItemTimeout bounds one item from authorize to verified (default 1m).
 	ItemTimeout time.Duration
 	Logger      *slog.Logger // nil: discarded
+	// Remote, when set, targets that running authority instead of
+	// starting one; Workers is then the number of its worker identities.
+	Remote *Remote
 }
 
 // DefaultItemTimeout bounds one item from authorize to verified.
@@ -64,6 +63,9 @@ func (c Config) Check() error {
 		return fmt.Errorf("--groups %d exceeds --items %d: some Groups would get no item", c.Groups, c.Items)
 	case c.Slots < 1:
 		return fmt.Errorf("--slots must be at least 1, not %d", c.Slots)
+	}
+	if c.Remote != nil {
+		return c.Remote.check(c.Workers)
 	}
 	return nil
 }
@@ -114,13 +116,43 @@ func basis(now time.Time) protocol.SelectionBasis {
 		PolicyRulesApplied: protocol.List[string]{"bench"}}
 }
 
-// rig is a running authority, its principals and workers.
+// authority is the Group Authority as the driver reaches it: started in
+// this process (embedded) or a running one it is given (remote).
+type authority interface {
+	name() string // "embedded", or the remote authority's URL
+	close() error
+	// connect points a worker's configuration at the authority.
+	connect(wc *runtime.WorkerConfig)
+	// registered reports whether the authority knows the agent.
+	registered(ctx context.Context, agentID string) error
+	// open creates Group g's Mission, assigns its coordinator and makes
+	// every worker a member.
+	open(ctx context.Context, g string, workers []string) error
+	// coordinate sends one command as the Missions' coordinator.
+	coordinate(ctx context.Context, typ protocol.CommandType, g string, payload any) error
+	// follow calls note for every WorkItem event of Group g from its
+	// current head on, until ctx ends.
+	follow(ctx context.Context, g string, note noteFunc) error
+	// counts are the commands answered so far ("type result" → count:
+	// accepted, or the error code) and each Group's last sequence seen.
+	counts(groups []string) (map[string]float64, map[string]uint64, error)
+	// limited is how many of the driver's requests the authority answered
+	// RATE_LIMITED and were waited out, and how long, so far.
+	limited() (int, time.Duration)
+	// files are the authority's store files this process writes (none
+	// for a remote one).
+	files() []string
+}
+
+// noteFunc records one event of a WorkItem: its type, when the driver
+// saw it and its signed size.
+type noteFunc func(workItemID string, typ protocol.EventType, now time.Time, size int)
+
+// rig is a running authority and the workers driven through it.
 type rig struct {
 	cfg     Config
 	dir     string
-	auth    *embed.Authority
-	svc     *authoritylite.Service
-	coord   *authoritylite.Principal
+	auth    authority
 	groups  []string
 	workers []string
 	stops   []func() error
@@ -130,49 +162,58 @@ func key(kind protocol.ActorKind, id string) (protocol.PrivateKey, error) {
 	return protocol.GenerateKey(protocol.KeyIDFor(kind, id, "k1"), rand.Reader)
 }
 
-// setup starts the authority and the workers, creates one Mission per
-// Group with its coordinator and makes every worker a member of every
+// missionOf is Group g's Mission.
+func missionOf(g string) string { return "mis-" + g }
+
+func createMission(g string) *protocol.CreateMissionPayload {
+	return &protocol.CreateMissionPayload{MissionID: missionOf(g), Title: "bench " + g, Objective: "no-op WorkItems", PriorityClass: protocol.PriorityNormal}
+}
+
+func assignCoordinator(g, agentID string) *protocol.AssignCoordinatorPayload {
+	return &protocol.AssignCoordinatorPayload{MissionID: missionOf(g), AgentID: agentID, LeaseDurationMs: uint64((24 * time.Hour).Milliseconds())}
+}
+
+func addWorker(agentID string) *protocol.ChangeMembershipPayload {
+	return &protocol.ChangeMembershipPayload{Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: agentID}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}
+}
+
+// setup reaches the authority and starts the workers, creates one Mission
+// per Group with its coordinator and makes every worker a member of every
 // Group, and waits until each worker is ready.
 func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 	r := &rig{cfg: cfg, dir: dir}
-	auth, err := embed.Start(embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
-		Limits:    group.Limits{LeaseDuration: 2 * time.Minute, StartWithin: 10 * time.Minute, MaxCandidates: 3, BlockedHold: 30 * time.Minute},
-		RateBurst: 1 << 30, RateEvery: time.Nanosecond})
-	if err != nil {
-		return nil, err
+	var err error
+	var groups []string
+	if cfg.Remote != nil {
+		var a *remoteAuthority
+		a, err = dialRemote(ctx, *cfg.Remote)
+		r.auth, groups = a, a.groupIDs(cfg.Groups)
+	} else {
+		var e *embedded
+		e, err = startEmbedded(ctx, cfg, dir)
+		r.auth = e
+		for g := range cfg.Groups {
+			groups = append(groups, fmt.Sprintf("grp-%d", g+1))
+		}
 	}
-	r.auth, r.svc = auth, auth.Service
-	r.stops = append(r.stops, auth.Close)
-	hk, err := key(protocol.ActorHuman, "alice")
+	if r.auth != nil {
+		r.stops = append(r.stops, r.auth.close)
+	}
 	if err != nil {
 		return r, err
 	}
-	if err := r.svc.AddPrincipal(protocol.ActorHuman, "alice", hk.Public()); err != nil {
-		return r, err
-	}
-	owner := r.svc.Principal(protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}, hk)
-	ck, err := key(protocol.ActorAgent, "coord")
-	if err != nil {
-		return r, err
-	}
-	r.coord = r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"}, ck)
-	if err := r.coord.Join(ctx, protocol.AgentCard{AgentVersion: "1.0.0", OrganizationID: "org-1", DisplayName: "coord",
-		Capabilities: protocol.List[protocol.Capability]{{ID: "mission.coordinate", Version: "1.0.0"}},
-		Roles:        protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1}); err != nil {
-		return r, fmt.Errorf("join coordinator: %w", err)
-	}
-	for g := range cfg.Groups {
-		r.groups = append(r.groups, fmt.Sprintf("grp-%d", g+1))
-	}
+	r.groups = groups
 	// Committed (accepted, unfinished) items a worker takes: enough that
 	// admission never refuses an offer for want of room.
 	perWorker := (cfg.Lanes + cfg.Workers - 1) / cfg.Workers
 	depth := max(4, (perWorker+cfg.Slots-1)/cfg.Slots+1)
 	var ws []*runtime.Worker
 	for i := range cfg.Workers {
-		id := fmt.Sprintf("w%d", i+1)
-		k, err := key(protocol.ActorAgent, id)
-		if err != nil {
+		id, k := fmt.Sprintf("w%d", i+1), protocol.PrivateKey{}
+		if cfg.Remote != nil {
+			k = cfg.Remote.Workers[i].Key
+			id = cfg.Remote.Workers[i].Actor.ID
+		} else if k, err = key(protocol.ActorAgent, id); err != nil {
 			return r, err
 		}
 		wc := runtime.WorkerConfig{Dir: filepath.Join(dir, "workers", id), Key: k, AgentID: id,
@@ -182,7 +223,7 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 			Logger:   cfg.Logger, QueueDepth: depth, Estimate: time.Second, NoSync: !cfg.Fsync,
 			NoticeBurst: -1, // no schedule updates or refusal notices: messages are not what is measured
 		}
-		wc.UseInProcess(auth)
+		r.auth.connect(&wc)
 		w, err := runtime.NewWorker(wc)
 		if err != nil {
 			return r, err
@@ -200,31 +241,17 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 		r.workers = append(r.workers, id)
 		ws = append(ws, w)
 	}
+	if ra, ok := r.auth.(*remoteAuthority); ok {
+		ra.watch(ws)
+	}
 	for _, id := range r.workers {
-		if err := poll(ctx, 30*time.Second, func() error {
-			if r.svc.SessionEpoch(id) == 0 {
-				return fmt.Errorf("worker %s did not register", id)
-			}
-			return nil
-		}); err != nil {
+		if err := poll(ctx, 30*time.Second, func() error { return r.auth.registered(ctx, id) }); err != nil {
 			return r, err
 		}
 	}
 	for _, g := range r.groups {
-		mission := "mis-" + g
-		if _, err := owner.Do(ctx, protocol.CmdMissionCreate, g, &protocol.CreateMissionPayload{MissionID: mission, Title: "bench " + g,
-			Objective: "no-op WorkItems", PriorityClass: protocol.PriorityNormal}); err != nil {
-			return r, fmt.Errorf("create %s: %w", mission, err)
-		}
-		if _, err := owner.Do(ctx, protocol.CmdMissionAssignCoordinator, g, &protocol.AssignCoordinatorPayload{MissionID: mission, AgentID: "coord",
-			LeaseDurationMs: uint64((24 * time.Hour).Milliseconds())}); err != nil {
-			return r, fmt.Errorf("assign coordinator of %s: %w", mission, err)
-		}
-		for _, id := range r.workers {
-			if _, err := r.coord.Do(ctx, protocol.CmdMembershipChange, g, &protocol.ChangeMembershipPayload{
-				Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: id}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}); err != nil {
-				return r, fmt.Errorf("add %s to %s: %w", id, g, err)
-			}
+		if err := r.auth.open(ctx, g, r.workers); err != nil {
+			return r, err
 		}
 	}
 	for i, w := range ws {
@@ -244,7 +271,12 @@ func (r *rig) close() error {
 	return errors.Join(errs...)
 }
 
-// poll calls f until it returns nil, for at most d.
+// final marks an error that waiting will not change.
+type final struct{ error }
+
+func (f final) Unwrap() error { return f.error }
+
+// poll calls f until it returns nil or a final error, for at most d.
 func poll(ctx context.Context, d time.Duration, f func() error) error {
 	deadline := time.Now().Add(d)
 	for {
@@ -252,7 +284,7 @@ func poll(ctx context.Context, d time.Duration, f func() error) error {
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if errors.As(err, new(final)) || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -313,21 +345,15 @@ func (r *rig) drive(parent context.Context) (*Result, error) {
 		followers.Add(1)
 		go func() {
 			defer followers.Done()
-			if err := r.follow(ctx, g, tr); err != nil {
+			if err := r.auth.follow(ctx, g, tr.note); err != nil {
 				tr.fail(err)
 			}
 		}()
 	}
 	files := r.storeFiles()
-	reg := prometheus.NewRegistry()
-	for _, c := range r.svc.Collectors() {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
 	sampler := newSampler(files)
 	sampler.start(ctx)
-	before, err := snapshot(files, r.svc, reg, r.groups)
+	before, err := snapshot(files, r.auth, r.groups)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +379,7 @@ func (r *rig) drive(parent context.Context) (*Result, error) {
 	}
 	lanes.Wait()
 	end := time.Now()
-	after, serr := snapshot(files, r.svc, reg, r.groups)
+	after, serr := snapshot(files, r.auth, r.groups)
 	grows := sampler.stop()
 	cancel()
 	followers.Wait()
@@ -383,17 +409,17 @@ func (r *rig) item(ctx context.Context, tr *tracker, i int) error {
 	now := time.Now()
 	t.begin = now
 	c := contract(id, now)
-	if _, err := r.coord.Do(ctx, protocol.CmdWorkAuthorize, g, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: "mis-" + g, Contract: c}); err != nil {
+	if err := r.auth.coordinate(ctx, protocol.CmdWorkAuthorize, g, &protocol.AuthorizeWorkPayload{WorkItemID: id, MissionID: missionOf(g), Contract: c}); err != nil {
 		return fmt.Errorf("%s: work.authorize: %w", id, err)
 	}
-	if _, err := r.coord.Do(ctx, protocol.CmdWorkOffer, g, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: "off-" + id, Contract: c,
+	if err := r.auth.coordinate(ctx, protocol.CmdWorkOffer, g, &protocol.OfferWorkPayload{WorkItemID: id, OfferID: "off-" + id, Contract: c,
 		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: w, SelectionBasis: basis(now)}}, ExpiresAt: protocol.NewTime(now.Add(time.Minute))}); err != nil {
 		return fmt.Errorf("%s: work.offer: %w", id, err)
 	}
 	if err := t.await(ctx, phaseSubmitted); err != nil {
 		return fmt.Errorf("%s offered to %s in %s: %w", id, w, g, err)
 	}
-	if _, err := r.coord.Do(ctx, protocol.CmdWorkAcceptResult, g, &protocol.AcceptResultPayload{WorkItemID: id, ContractRevision: 1}); err != nil {
+	if err := r.auth.coordinate(ctx, protocol.CmdWorkAcceptResult, g, &protocol.AcceptResultPayload{WorkItemID: id, ContractRevision: 1}); err != nil {
 		return fmt.Errorf("%s: work.accept_result: %w", id, err)
 	}
 	if err := t.await(ctx, phaseVerified); err != nil {
@@ -402,32 +428,10 @@ func (r *rig) item(ctx context.Context, tr *tracker, i int) error {
 	return nil
 }
 
-// follow notes the WorkItem events of Group g as the log commits them.
-func (r *rig) follow(ctx context.Context, g string, tr *tracker) error {
-	after := r.svc.LastSequence(g)
-	for {
-		changed := r.svc.Changed(g, after)
-		evs, err := r.svc.Events(g, after, 0)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", g, err)
-		}
-		now := time.Now()
-		for _, ev := range evs {
-			after = ev.Sequence
-			if ev.WorkItemID != "" {
-				tr.note(ev.WorkItemID, ev.Type, now, len(ev.Raw))
-			}
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
+// storeFiles are the bbolt files this process writes: the authority's,
+// when embedded, and each worker's.
 func (r *rig) storeFiles() []string {
-	files := []string{filepath.Join(r.dir, "authority", "authority.db")}
+	files := r.auth.files()
 	for _, id := range r.workers {
 		files = append(files, filepath.Join(r.dir, "workers", id, queue.FileName))
 	}

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,6 +29,10 @@ type Result struct {
 	Groups  int  `json:"groups"`
 	Slots   int  `json:"slots"`
 	Fsync   bool `json:"fsync"`
+	// Authority is "embedded" (started by the run) or the URL of the
+	// running authority the run targeted; then the stores, bytes and CPU
+	// measured are the workers' and the driver's only.
+	Authority string `json:"authority"`
 	// Verified is the items that reached verified: always Items, since a
 	// run where one did not is an error.
 	Verified       int     `json:"verified"`
@@ -85,6 +88,12 @@ type Totals struct {
 	// Fdatasyncs = 2 per commit (pages, then meta) + one per growth, with
 	// fsync on; 0 with fsync off.
 	Fdatasyncs uint64 `json:"fdatasyncs"`
+	// RateLimited counts the driver's requests to a remote authority that
+	// it answered RATE_LIMITED and the driver waited out (the authority's
+	// limits: docs/operations.md), RateLimitedSeconds the time waited;
+	// the workers' own show in Refused. 0 with the embedded authority.
+	RateLimited        int     `json:"rateLimited"`
+	RateLimitedSeconds float64 `json:"rateLimitedSeconds"`
 	// WriteBytes is /proc/self/io write_bytes: bytes this process caused
 	// to be sent to storage (every store, page writes and meta).
 	WriteBytes uint64  `json:"writeBytes"`
@@ -121,10 +130,12 @@ type counters struct {
 	writeBytes uint64
 	cpu        time.Duration
 	commands   map[string]float64 // "type result" → count
+	limited    int                // RATE_LIMITED answers waited out
+	limitWait  time.Duration
 	sequences  map[string]uint64
 }
 
-func snapshot(files []string, svc *authoritylite.Service, reg *prometheus.Registry, groups []string) (counters, error) {
+func snapshot(files []string, a authority, groups []string) (counters, error) {
 	var c counters
 	for _, f := range files {
 		id, err := boltTxID(f)
@@ -143,13 +154,21 @@ func snapshot(files []string, svc *authoritylite.Service, reg *prometheus.Regist
 		return c, err
 	}
 	c.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	c.commands, c.sequences, err = a.counts(groups)
+	c.limited, c.limitWait = a.limited()
+	return c, err
+}
+
+// commandCounts sums a commands counter of reg by its type and result
+// labels ("type result" → count).
+func commandCounts(reg prometheus.Gatherer, name string) (map[string]float64, error) {
 	fams, err := reg.Gather()
 	if err != nil {
-		return c, err
+		return nil, err
 	}
-	c.commands = map[string]float64{}
+	out := map[string]float64{}
 	for _, f := range fams {
-		if f.GetName() != "mwp_authority_commands_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.Metric {
@@ -162,14 +181,10 @@ func snapshot(files []string, svc *authoritylite.Service, reg *prometheus.Regist
 					result = l.GetValue()
 				}
 			}
-			c.commands[typ+" "+result] += m.Counter.GetValue()
+			out[typ+" "+result] += m.Counter.GetValue()
 		}
 	}
-	c.sequences = map[string]uint64{}
-	for _, g := range groups {
-		c.sequences[g] = svc.LastSequence(g)
-	}
-	return c, nil
+	return out, nil
 }
 
 // procIO reads /proc/self/io.

@@ -10,7 +10,7 @@ import (
 // and measures the crypto floor of what the run signed and verified.
 func (r *rig) result(tr *tracker, window time.Duration, before, after counters, grows int) (*Result, error) {
 	n := float64(r.cfg.Items)
-	res := &Result{Items: r.cfg.Items, Lanes: r.cfg.Lanes, Workers: r.cfg.Workers, Groups: r.cfg.Groups, Slots: r.cfg.Slots, Fsync: r.cfg.Fsync,
+	res := &Result{Items: r.cfg.Items, Lanes: r.cfg.Lanes, Workers: r.cfg.Workers, Groups: r.cfg.Groups, Slots: r.cfg.Slots, Fsync: r.cfg.Fsync, Authority: r.auth.name(),
 		Verified: tr.verified(), Seconds: window.Seconds(), ItemsPerSecond: n / window.Seconds(),
 		Totals: Totals{Commands: map[string]int{}, Refused: map[string]int{}, Commits: map[string]uint64{}, FileGrowths: grows}}
 
@@ -56,6 +56,8 @@ func (r *rig) result(tr *tracker, window time.Duration, before, after counters, 
 	if r.cfg.Fsync {
 		res.Totals.Fdatasyncs += uint64(grows)
 	}
+	res.Totals.RateLimited = after.limited - before.limited
+	res.Totals.RateLimitedSeconds = (after.limitWait - before.limitWait).Seconds()
 	res.Totals.WriteBytes = after.writeBytes - before.writeBytes
 	res.Totals.CPUSeconds = (after.cpu - before.cpu).Seconds()
 	res.PerItem = PerItem{Commands: float64(commands) / n, Events: float64(res.Totals.Events) / n,
