@@ -37,6 +37,26 @@ func EnrollmentExtension(issuedAt time.Time, valid time.Duration) (Extensions, e
 	return Extensions{EnrollmentExtensionURI: {Critical: true, Data: data}}, nil
 }
 
+// Enrollment is an agent's enrollment document: its card, with the key
+// and issuedAt filled in and signed by key, in a signed
+// agent_card_register that the authority accepts from now until valid
+// later (docs/wire.md, "Agent bootstrap").
+func Enrollment(card AgentCard, key PrivateKey, now time.Time, valid time.Duration) ([]byte, error) {
+	ext, err := EnrollmentExtension(now, valid)
+	if err != nil {
+		return nil, err
+	}
+	card.Keys = List[PublicKey]{key.Public().Encode()}
+	card.IssuedAt = NewTime(now)
+	signed, err := SignedCard(card, key)
+	if err != nil {
+		return nil, err
+	}
+	_, raw, err := BuildCommand(Actor{Kind: ActorAgent, ID: card.AgentID}, key, CmdAgentCardRegister, Envelope{Extensions: ext},
+		&RegisterAgentCardPayload{AgentCard: signed}, now)
+	return raw, err
+}
+
 // verifyFreshCommand is VerifyFresh for a Command, except that an
 // agent_card_register carrying the enrollment extension is fresh from
 // issuedAt (minus the skew) until its validUntil, at most

@@ -303,25 +303,17 @@ func handlersFrom(specs, clarify []string, own []slots.Handler, demo demoHandler
 // for valid (the enrollment extension, docs/wire.md).
 func writeEnrollment(out io.Writer, path string, cfg runtime.WorkerConfig, valid time.Duration) error {
 	now := time.Now()
-	ext, err := protocol.EnrollmentExtension(now, valid)
-	if err != nil {
-		return fmt.Errorf("--enrollment-valid %s: %v", valid, err)
-	}
 	card := cfg.Card
 	card.AgentID = cfg.AgentID
-	card.Keys = protocol.List[protocol.PublicKey]{cfg.Key.Public().Encode()}
-	card.IssuedAt = protocol.NewTime(now)
 	card.OrganizationID, card.DisplayName = "org-1", cfg.AgentID
 	card.Roles = protocol.List[protocol.Role]{protocol.RoleWorker}
 	for _, h := range cfg.Handlers {
 		card.Capabilities = append(card.Capabilities, h.Capability())
 	}
-	signed, err := protocol.SignedCard(card, cfg.Key)
-	if err != nil {
-		return err
+	raw, err := protocol.Enrollment(card, cfg.Key, now, valid)
+	if protocol.CodeOf(err) == protocol.CodeInvalidCommand {
+		return fmt.Errorf("--enrollment-valid %s: %v", valid, err)
 	}
-	_, raw, err := protocol.BuildCommand(protocol.Actor{Kind: protocol.ActorAgent, ID: cfg.AgentID}, cfg.Key,
-		protocol.CmdAgentCardRegister, protocol.Envelope{Extensions: ext}, &protocol.RegisterAgentCardPayload{AgentCard: signed}, now)
 	if err != nil {
 		return err
 	}

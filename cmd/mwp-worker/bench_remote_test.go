@@ -26,8 +26,14 @@ func TestBenchRemote(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
-	ck := writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
-	coordEnroll, _ := coordinatorEnrollment(t, dir, ck)
+	// Every principal the way an operator makes it: keygen, then each
+	// agent's enrollment document from its own command.
+	writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
+	coordEnroll := filepath.Join(dir, "coord-enroll.json")
+	if out, err := exec.Command(bin, "coordinator", "enrollment", "--key", filepath.Join(keys, "coord.key"), "--out", coordEnroll).CombinedOutput(); err != nil ||
+		!strings.HasPrefix(string(out), "enrollment of coord written to "+coordEnroll+", valid until ") {
+		t.Fatalf("coordinator enrollment: %v\n%s", err, out)
+	}
 	enrolls := []string{"--enroll", coordEnroll}
 	for _, w := range []string{"w1", "w2"} {
 		writeKey(t, keys, w, protocol.ActorAgent, w)
@@ -137,6 +143,14 @@ func TestBenchRemote(t *testing.T) {
 	code, _, errOut = runCLI(t, "bench", "--owner-key", filepath.Join(keys, "alice.key"))
 	if code != 2 || !strings.Contains(errOut, "--owner-key is only for a run against a running authority") {
 		t.Fatalf("--owner-key alone: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "coordinator", "enrollment", "--key", filepath.Join(keys, "alice.key"), "--out", filepath.Join(dir, "x.json"))
+	if code != 2 || !strings.Contains(errOut, "is not an agent's") {
+		t.Fatalf("coordinator enrollment of a human's key: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "coordinator", "enrollment", "--key", filepath.Join(keys, "coord.key"), "--out", filepath.Join(dir, "x.json"), "--enrollment-valid", "25h")
+	if code != 2 || !strings.Contains(errOut, "--enrollment-valid 25h") {
+		t.Fatalf("coordinator enrollment valid 25h: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = runCLI(t, append(remoteArgs("w1"), "--workers", "2")...)
 	if code != 1 || !strings.Contains(errOut, "--workers 2 with 1 worker keys") {

@@ -49,7 +49,52 @@ func coordinatorCommand() *cli.Command {
 				&cli.IntFlag{Name: "max-candidates", Usage: "bound of an urgent item's candidate set", Value: 3, Sources: cli.EnvVars("MWP_MAX_CANDIDATES")},
 			}, append(remoteFlags(), opsFlags()...)...),
 			Action: coordinatorRun,
-		}},
+		}, coordinatorEnrollmentCommand()},
+	}
+}
+
+// coordinatorEnrollmentCommand writes a coordinator agent's enrollment
+// document, as `run --enrollment` does a worker's: the authority must
+// know an agent before it can act (docs/wire.md, "Agent bootstrap").
+func coordinatorEnrollmentCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "enrollment",
+		Usage: "write a coordinator agent's signed first Agent Card, for authority enroll or serve --enroll",
+		Description: "Writes to --out the agent_card_register of the agent of --key, its card declaring the coordinator\n" +
+			"role, signed with that key and acceptable to the authority for --enrollment-valid. Register it with\n" +
+			"`mwp-worker authority enroll FILE` (or `authority serve --enroll FILE`); then `coordinator run` and\n" +
+			"`bench --coordinator-key` can act as that agent.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "key", Usage: "the coordinator agent's private key `FILE` (key id agent:ID#NAME)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
+			&cli.StringFlag{Name: "out", Usage: "write the enrollment document to `FILE`", Required: true},
+			&cli.DurationFlag{Name: "enrollment-valid", Usage: "how long the document stays acceptable to the authority (at most 24h)", Value: protocol.DefaultEnrollmentValidity, Sources: cli.EnvVars("MWP_ENROLLMENT_VALID")},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			key, err := protocol.LoadPrivateKey(cmd.String("key"))
+			if err != nil {
+				return usagef(cmd, "--key: %v", err)
+			}
+			me, ok := protocol.KeyOwner(key.KeyID)
+			if !ok || me.Kind != protocol.ActorAgent {
+				return usagef(cmd, "--key: key %s is not an agent's (want agent:ID#NAME)", key.KeyID)
+			}
+			valid := cmd.Duration("enrollment-valid")
+			now := time.Now()
+			raw, err := protocol.Enrollment(protocol.AgentCard{AgentID: me.ID, AgentVersion: "0.1.0", OrganizationID: "org-1", DisplayName: me.ID,
+				Capabilities: protocol.List[protocol.Capability]{{ID: "mission.coordinate", Version: "0.1.0"}},
+				Roles:        protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1}, key, now, valid)
+			if protocol.CodeOf(err) == protocol.CodeInvalidCommand {
+				return usagef(cmd, "--enrollment-valid %s: %v", valid, err)
+			}
+			if err != nil {
+				return fmt.Errorf("coordinator enrollment: %w", err)
+			}
+			if err := os.WriteFile(cmd.String("out"), append(raw, '\n'), 0o644); err != nil {
+				return fmt.Errorf("coordinator enrollment: %w", err)
+			}
+			fmt.Fprintf(cmd.Root().Writer, "enrollment of %s written to %s, valid until %s\n", me.ID, cmd.String("out"), protocol.NewTime(now.Add(valid)))
+			return nil
+		},
 	}
 }
 
