@@ -9,7 +9,11 @@
 //
 // The coordinator and the human owner are in-process principals of the
 // authority (their commands skip the wire, as a coordinator co-located
-// with the authority would); the workers never do.
+// with the authority would); the workers never do. With Config.Remote the
+// run targets a running authority instead, as principals it knows: the
+// owner and the coordinator over its HTTPS routes (package remote), the
+// workers over wss; only this process's stores, bytes and CPU are
+// measured then (embedded.go, remote.go: the two sides of one interface).
 //
 // Phase times are when the driver sees each event committed in the
 // authority's log, so they include the authority's fsync but not the
