@@ -15,7 +15,6 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
 	"github.com/missionweave/mwp-worker/runtime"
-	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -136,7 +135,7 @@ func (a *remoteAuthority) name() string { return a.cfg.URL }
 func (a *remoteAuthority) close() error { return nil }
 
 func (a *remoteAuthority) connect(wc *runtime.WorkerConfig) {
-	wc.URL, wc.Trust, wc.AllowInsecureLoopback = a.cfg.URL, client.Trust(a.cfg.Trust), a.cfg.AllowInsecureLoopback
+	wc.URL, wc.Trust, wc.AllowInsecureLoopback = a.cfg.URL, a.cfg.Trust, a.cfg.AllowInsecureLoopback
 	wc.AuthorityKeys = a.cfg.AuthorityKeys
 }
 

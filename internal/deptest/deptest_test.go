@@ -192,7 +192,7 @@ var rules = map[string]rule{
 	// The load generator behind `mwp-worker bench`: it runs the embedded
 	// authority and real workers side by side, as the PoC does.
 	"internal/bench": {
-		imports: []string{"protocol", "group", "queue", "slots", "runtime", "authority-lite", "authority-lite/embed"},
+		imports: []string{"protocol", "group", "queue", "slots", "runtime", "authority-lite", "authority-lite/embed", "remote"},
 		never:   []string{mod + "poc"},
 	},
 	// The run command for Go programs embedding handlers (workercmd.Main);
