@@ -37,9 +37,10 @@ func (s *Scheduler) Disclose(id string, now time.Time) (Disclosure, error) {
 	// Own work that goes first: queued items ahead of e, plus what remains
 	// of the Group's running items.
 	var ahead int64
-	for i := range g.heaps[byAging].a {
-		n := &g.heaps[byAging].a[i]
-		if y := n.e; n.live() && y != e && s.before(y, e, t) {
+	h := &g.heaps[byAging]
+	for i := range h.a {
+		n := &h.a[i]
+		if y := h.entry(n); h.alive(n) && y != e && s.before(y, e, t) {
 			ahead += y.est
 		}
 	}

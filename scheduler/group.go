@@ -11,14 +11,17 @@ import (
 // 256 bytes, a size class whose objects start on a cache line: 4 lines, not
 // the 5 that a 288-byte entry straddles every other time.
 type entry struct {
-	g      *group
-	seq    uint64 // arrival order; the final tie-break everywhere
-	idHash uint64 // its id's hash in the item index
-	enqMs  int64  // first enqueue; kept across preemption so age is never reset
-	ta     int64  // aging key: enqMs + MaxWait(urgency, impact)
-	dl     int64  // deadline in ms, or math.MaxInt64
-	est    int64  // expected slot-ms of the next run
-	stamp  uint64 // while eligible: matches its heap nodes (heap.go); 0 otherwise
+	g     *group
+	seq   uint64 // arrival order; the final tie-break everywhere
+	enqMs int64  // first enqueue; kept across preemption so age is never reset
+	ta    int64  // aging key: enqMs + MaxWait(urgency, impact)
+	dl    int64  // deadline in ms, or math.MaxInt64
+	est   int64  // expected slot-ms of the next run
+	// gen goes up each time the entry leaves the eligible set, which kills
+	// its heap nodes (heap.go); it survives the slot's reuse.
+	gen    uint32
+	self   int32  // its slot in the slab
+	idHash uint32 // its id's hash in the item index
 	edf    bool   // its deadline node is in the EDF heap, not the latest-start one
 	state  State
 	block  Blockers
@@ -66,8 +69,12 @@ type group struct {
 	obsCount int64
 }
 
-func newGroup(id string) *group {
-	return &group{id: id, hpos: -1}
+func newGroup(id string, ents *slab) *group {
+	g := &group{id: id, hpos: -1}
+	for k := range g.heaps {
+		g.heaps[k].ents = ents
+	}
+	return g
 }
 
 func (g *group) eligible() int { return g.heaps[byAging].live }
@@ -154,18 +161,21 @@ func ceilMulDiv(a, b, c int64) int64 {
 	return int64(q)
 }
 
-// addEligible indexes e under a stamp no node carries yet.
-func (g *group) addEligible(e *entry, stamp uint64) {
-	e.stamp, e.edf = stamp, false
+// addEligible pushes e's nodes under its current generation, which no node
+// carries yet.
+func (g *group) addEligible(e *entry) {
+	e.edf = false
 	g.heaps[byAging].push(e, e.ta)
 	if e.hasDeadline() {
 		g.heaps[byLatest].push(e, e.latest())
 	}
 }
 
-// removeEligible makes e's nodes dead; they leave the heaps lazily.
-func (g *group) removeEligible(e *entry) {
-	e.stamp = 0
+// removeEligible makes e's nodes dead; they leave the heaps lazily. Every
+// 2^31 generations of a slot it reports that all dead nodes must go (see
+// Scheduler.leave): a node of the slot 2^32 generations old would pass for live.
+func (g *group) removeEligible(e *entry) (sweep bool) {
+	e.gen++
 	g.heaps[byAging].remove(e)
 	switch {
 	case !e.hasDeadline():
@@ -174,6 +184,7 @@ func (g *group) removeEligible(e *entry) {
 	default:
 		g.heaps[byLatest].remove(e)
 	}
+	return e.gen&(1<<31-1) == 0
 }
 
 // pickMode says which within-Group rule chose an item.
@@ -196,7 +207,7 @@ func (g *group) promote(now, window int64) {
 		return // no node is due, dead or live: reading no entry
 	}
 	for n := h.topNode(); n != nil && n.key <= now+window; n = h.topNode() {
-		l := n.e
+		l := h.entry(n)
 		g.heaps[byLatest].pop()
 		l.edf = true
 		g.heaps[byDeadline].push(l, l.dl)
@@ -217,7 +228,7 @@ func (g *group) pick(now, window int64, burst int) (*entry, pickMode) {
 	if an == nil {
 		return nil, modeUrgency
 	}
-	a, overdue := an.e, an.key <= now
+	a, overdue := g.heaps[byAging].entry(an), an.key <= now
 	d := g.heaps[byDeadline].top()
 	switch {
 	case d == nil && overdue:
@@ -236,7 +247,7 @@ func (g *group) commit(e *entry, mode pickMode, now int64) {
 		return
 	}
 	if mode == modeEDF {
-		if a := g.heaps[byAging].topNode(); a != nil && a.e != e && a.key <= now {
+		if a := g.heaps[byAging].topNode(); a != nil && a.ref != e.self && a.key <= now {
 			g.edfStreak++
 			return
 		}

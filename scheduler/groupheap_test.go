@@ -16,7 +16,7 @@ func TestGroupNodeOrderIsKeyLess(t *testing.T) {
 		var h groupHeap
 		gs := make([]*group, 40)
 		for i := range gs {
-			g := newGroup(fmt.Sprintf("g%02d", r.IntN(20)))
+			g := newGroup(fmt.Sprintf("g%02d", r.IntN(20)), nil)
 			g.weight = []int64{1, 2, 3, 6, 8, maxWeight}[r.IntN(6)]
 			if round%2 == 0 {
 				g.weight = 1 + r.Int64N(8)
@@ -54,7 +54,7 @@ func TestGroupHeapOrder(t *testing.T) {
 		var h groupHeap
 		gs := make([]*group, 1+r.IntN(60))
 		for i := range gs {
-			gs[i] = newGroup(fmt.Sprintf("g%03d", i))
+			gs[i] = newGroup(fmt.Sprintf("g%03d", i), nil)
 			gs[i].weight = 1 + r.Int64N(8)
 			h.noteWeight(gs[i].weight)
 			gs[i].svc = r.Int64N(20) * 8

@@ -7,11 +7,11 @@ import "math/bits"
 // key, so a sift compares nodes in one array and never reads the entries;
 // with a million items queued that is the difference between a cache-resident
 // array and a cache miss per comparison. Removal is lazy: leaving the
-// eligible set bumps the entry's stamp, which makes its nodes dead; a dead
-// node is dropped when it reaches the top, and a heap that is mostly dead is
-// rebuilt, so space stays within twice the live nodes and the amortized cost
-// O(log n). The order (key, then arrival seq) is total, so the live minimum,
-// and hence every pick, is the same as with eager removal.
+// eligible set bumps the entry's generation, which makes its nodes dead; a
+// dead node is dropped when it reaches the top, and a heap that is mostly
+// dead is rebuilt, so space stays within twice the live nodes and the
+// amortized cost O(log n). The order (key, then arrival seq) is total, so the
+// live minimum, and hence every pick, is the same as with eager removal.
 const (
 	byAging    = iota // every eligible item, by aging key
 	byDeadline        // deadline items with short slack, by deadline (EDF)
@@ -19,15 +19,16 @@ const (
 	heapKinds
 )
 
+// node is 32 bytes: two fit a cache line. The entry is named by its slab
+// number and the generation it had when pushed, not by a pointer and a
+// 64-bit stamp.
 type node struct {
-	key   int64
-	seq   uint64
-	stamp uint64 // the entry's stamp when pushed; live while they match
-	est   int64  // the entry's estimate: the Group's heap key reads it here
-	e     *entry
+	key int64
+	seq uint64
+	est int64  // the entry's estimate: the Group's heap key reads it here
+	ref int32  // the entry's slab number
+	gen uint32 // the entry's generation when pushed; live while they match
 }
-
-func (n *node) live() bool { return n.e.stamp == n.stamp }
 
 func nodeLess(x, y *node) bool { return nodeBefore(x, y) != 0 }
 
@@ -43,10 +44,15 @@ func nodeBefore(x, y *node) uint64 {
 type entryHeap struct {
 	a    []node
 	live int
+	ents *slab
 }
 
+func (h *entryHeap) entry(n *node) *entry { return h.ents.at(n.ref) }
+
+func (h *entryHeap) alive(n *node) bool { return h.entry(n).gen == n.gen }
+
 func (h *entryHeap) push(e *entry, key int64) {
-	h.a = append(h.a, node{key: key, seq: e.seq, stamp: e.stamp, est: e.est, e: e})
+	h.a = append(h.a, node{key: key, seq: e.seq, est: e.est, ref: e.self, gen: e.gen})
 	h.live++
 	h.up(len(h.a) - 1)
 }
@@ -55,7 +61,7 @@ func (h *entryHeap) push(e *entry, key int64) {
 // dead nodes above it. With no dead node in the heap it reads no entry.
 func (h *entryHeap) topNode() *node {
 	for len(h.a) > 0 {
-		if n := &h.a[0]; len(h.a) == h.live || n.live() {
+		if n := &h.a[0]; len(h.a) == h.live || h.alive(n) {
 			return n
 		}
 		h.popTop()
@@ -65,7 +71,7 @@ func (h *entryHeap) topNode() *node {
 
 func (h *entryHeap) top() *entry {
 	if n := h.topNode(); n != nil {
-		return n.e
+		return h.entry(n)
 	}
 	return nil
 }
@@ -76,10 +82,10 @@ func (h *entryHeap) pop() {
 	h.live--
 }
 
-// remove takes out e, whose stamp has just moved on: at once when it is the
-// top (the usual case: the pick), else lazily.
+// remove takes out e, whose generation has just moved on: at once when it
+// is the top (the usual case: the pick), else lazily.
 func (h *entryHeap) remove(e *entry) {
-	if len(h.a) > 0 && h.a[0].e == e {
+	if len(h.a) > 0 && h.a[0].ref == e.self {
 		h.pop()
 		return
 	}
@@ -103,7 +109,7 @@ func (h *entryHeap) popTop() {
 func (h *entryHeap) compact() {
 	j := 0
 	for i := range h.a {
-		if h.a[i].live() {
+		if h.alive(&h.a[i]) {
 			h.a[j] = h.a[i]
 			j++
 		}

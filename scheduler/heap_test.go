@@ -12,16 +12,18 @@ func TestEntryHeapCompactKeepsOrder(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
 	for round := range 20 {
-		var h entryHeap
+		var ents slab
+		h := entryHeap{ents: &ents}
 		es := make([]*entry, 300)
 		keys := map[*entry]int64{}
 		for i := range es {
-			es[i] = &entry{seq: uint64(i)}
+			es[i] = ents.get()
+			es[i].seq = uint64(i)
 			keys[es[i]] = r.Int64N(50)
 			h.push(es[i], keys[es[i]])
 		}
 		for _, i := range r.Perm(len(es))[:250] {
-			es[i].stamp++ // its nodes are dead now
+			es[i].gen++ // its nodes are dead now
 			delete(keys, es[i])
 			h.remove(es[i])
 		}
@@ -51,14 +53,16 @@ func TestEntryHeapRemoveAll(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(9, 10))
 	for round := range 50 {
-		var h entryHeap
+		var ents slab
+		h := entryHeap{ents: &ents}
 		es := make([]*entry, 2+r.IntN(60))
 		for i := range es {
-			es[i] = &entry{seq: uint64(i)}
+			es[i] = ents.get()
+			es[i].seq = uint64(i)
 			h.push(es[i], r.Int64N(20))
 		}
 		for _, i := range r.Perm(len(es)) {
-			es[i].stamp++
+			es[i].gen++
 			h.remove(es[i])
 		}
 		if h.top() != nil || h.live != 0 {

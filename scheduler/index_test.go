@@ -12,25 +12,30 @@ import (
 func TestPropertyIndexMatchesMap(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		x := newIndex()
+		var ents slab
+		x := newIndex(&ents)
 		want := map[string]*entry{}
 		ids := rapid.IntRange(1, 400).Draw(t, "ids")
 		for range rapid.IntRange(1, 2000).Draw(t, "ops") {
 			id := fmt.Sprintf("i%d", rapid.IntRange(0, ids-1).Draw(t, "id"))
 			switch rapid.IntRange(0, 2).Draw(t, "op") {
 			case 0:
-				e := &entry{item: Item{ID: id}}
+				e := ents.get()
+				e.item.ID = id
 				old := x.insert(e)
 				if old != want[id] {
 					t.Fatalf("insert %s: index returned %p, map holds %p", id, old, want[id])
 				}
 				if old == nil {
 					want[id] = e
+				} else {
+					ents.put(e)
 				}
 			case 1:
 				if e := want[id]; e != nil {
 					x.remove(e)
 					delete(want, id)
+					ents.put(e)
 				}
 			}
 			if got := x.get(id); got != want[id] {

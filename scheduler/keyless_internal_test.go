@@ -7,7 +7,7 @@ import "testing"
 func TestExactTieBreaks(t *testing.T) {
 	const big = int64(1) << 60
 	mk := func(id string, svc, w, est int64) *group {
-		g := newGroup(id)
+		g := newGroup(id, nil)
 		g.svc, g.weight = svc, w
 		g.keySvc, g.keyWeight, g.keyEst = svc, w, est
 		g.keyVT, g.keyVF = float64(svc)/float64(w), float64(svc+est)/float64(w)

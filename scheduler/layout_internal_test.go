@@ -13,3 +13,10 @@ func TestEntryIs256Bytes(t *testing.T) {
 		t.Fatalf("entry is %d bytes, want 256", n)
 	}
 }
+
+// Two heap nodes fill one cache line.
+func TestNodeIs32Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(node{}); n != 32 {
+		t.Fatalf("node is %d bytes, want 32", n)
+	}
+}

@@ -81,9 +81,9 @@ type Scheduler struct {
 	groups map[string]*group
 	order  []*group // by id, for deterministic scans
 	ready  groupHeap
+	ents   slab
 	items  index
 	seq    uint64
-	stamp  uint64 // last stamp given to an eligible entry (heap.go)
 
 	// System virtual time V = vNum/vDen: the smallest ready virtual time at
 	// the latest pick. A Group joining the ready set starts no lower.
@@ -103,26 +103,6 @@ type Scheduler struct {
 	handoff     *entry
 	handoffSeq  uint64 // entries are reused: seq tells whether it is the same item
 	handoffSlot int
-
-	spare []*entry // finished entries for reuse: no allocation per item
-}
-
-const maxSpare = 4096
-
-func (s *Scheduler) newEntry() *entry {
-	if n := len(s.spare); n > 0 {
-		e := s.spare[n-1]
-		s.spare = s.spare[:n-1]
-		return e
-	}
-	return new(entry)
-}
-
-func (s *Scheduler) recycle(e *entry) {
-	*e = entry{}
-	if len(s.spare) < maxSpare {
-		s.spare = append(s.spare, e)
-	}
 }
 
 // New returns an empty Scheduler.
@@ -133,7 +113,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.SlotResources != nil && len(cfg.SlotResources) != cfg.Slots {
 		return nil, fmt.Errorf("%w: %d slot resources for %d slots", ErrInvalid, len(cfg.SlotResources), cfg.Slots)
 	}
-	s := &Scheduler{cfg: cfg, groups: map[string]*group{}, items: newIndex(), vDen: 1, homogeneous: true}
+	s := &Scheduler{cfg: cfg, groups: map[string]*group{}, vDen: 1, homogeneous: true}
+	s.items = newIndex(&s.ents)
 	for u := range 4 {
 		mw := cfg.MaxWait[u]
 		if mw == 0 {
@@ -203,7 +184,7 @@ func (s *Scheduler) SetGroup(id string, gc GroupConfig) error {
 	}
 	g, ok := s.groups[id]
 	if !ok {
-		g = newGroup(id)
+		g = newGroup(id, &s.ents)
 		s.groups[id] = g
 		i := sort.Search(len(s.order), func(i int) bool { return s.order[i].id >= id })
 		s.order = append(s.order, nil)
@@ -239,10 +220,10 @@ func (s *Scheduler) Enqueue(it Item, now time.Time) error {
 	if it.Urgency > UrgencyCritical || it.Impact > ImpactCritical || it.Estimate < 0 {
 		return fmt.Errorf("%w: item %q urgency, impact or estimate out of range", ErrInvalid, it.ID)
 	}
-	e := s.newEntry()
-	*e = entry{item: it, g: g, seq: s.seq + 1, enqMs: ms(now), firstStart: -1, slot: -1}
+	e := s.ents.get()
+	e.item, e.g, e.seq, e.enqMs, e.firstStart, e.slot = it, g, s.seq+1, ms(now), -1, -1
 	if s.items.insert(e) != nil {
-		s.recycle(e)
+		s.ents.put(e)
 		return fmt.Errorf("%w %q", ErrDuplicate, it.ID)
 	}
 	s.seq++
@@ -299,16 +280,28 @@ func (s *Scheduler) queue(e *entry) {
 		return
 	}
 	e.state = StateQueued
-	s.stamp++
-	e.g.addEligible(e, s.stamp)
+	e.g.addEligible(e)
 }
 
 func (s *Scheduler) unqueue(e *entry) {
 	switch e.state {
 	case StateQueued:
-		e.g.removeEligible(e)
+		s.leave(e)
 	case StateBlocked:
 		e.g.blocked--
+	}
+}
+
+// leave takes e out of the eligible set. Once in 2^31 generations of its
+// slot every heap drops its dead nodes, so that none is left that a later
+// wrap of the 32-bit generation could make look live.
+func (s *Scheduler) leave(e *entry) {
+	if e.g.removeEligible(e) {
+		for _, g := range s.order {
+			for k := range g.heaps {
+				g.heaps[k].compact()
+			}
+		}
 	}
 }
 
@@ -465,7 +458,7 @@ func (s *Scheduler) Next(now time.Time) (Decision, bool) {
 
 func (s *Scheduler) start(e *entry, sl int, mode pickMode, now int64) Decision {
 	g := e.g
-	g.removeEligible(e)
+	s.leave(e)
 	g.commit(e, mode, now)
 	e.state = StateRunning
 	e.slot = int32(sl)
@@ -526,7 +519,7 @@ func (s *Scheduler) Finish(id string, now time.Time) error {
 	g := e.g
 	g.observe(e.ranMs)
 	s.items.remove(e)
-	s.recycle(e)
+	s.ents.put(e)
 	s.refresh(g)
 	return nil
 }
@@ -638,7 +631,7 @@ func (s *Scheduler) Remove(id string) error {
 	s.unqueue(e)
 	g := e.g
 	s.items.remove(e)
-	s.recycle(e)
+	s.ents.put(e)
 	s.refresh(g)
 	return nil
 }
