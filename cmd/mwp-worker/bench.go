@@ -102,15 +102,8 @@ func benchRemote(cmd *cli.Command) (*bench.Remote, error) {
 		}
 	}
 	identity := func(flag, path string, kind protocol.ActorKind) (bench.Identity, error) {
-		k, err := protocol.LoadPrivateKey(path)
-		if err != nil {
-			return bench.Identity{}, usagef(cmd, "--%s: %v", flag, err)
-		}
-		who, ok := protocol.KeyOwner(k.KeyID)
-		if !ok || who.Kind != kind {
-			return bench.Identity{}, usagef(cmd, "--%s: key %s is not a %s's (want %s:ID#NAME)", flag, k.KeyID, kind, kind)
-		}
-		return bench.Identity{Actor: who, Key: k}, nil
+		k, who, err := principalKey(cmd, flag, path, kind)
+		return bench.Identity{Actor: who, Key: k}, err
 	}
 	apub, err := protocol.LoadPublicKey(cmd.String("authority-key"))
 	if err != nil {

@@ -70,13 +70,9 @@ func coordinatorEnrollmentCommand() *cli.Command {
 			&cli.DurationFlag{Name: "enrollment-valid", Usage: "how long the document stays acceptable to the authority (at most 24h)", Value: protocol.DefaultEnrollmentValidity, Sources: cli.EnvVars("MWP_ENROLLMENT_VALID")},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			key, err := protocol.LoadPrivateKey(cmd.String("key"))
+			key, me, err := principalKey(cmd, "key", cmd.String("key"), protocol.ActorAgent)
 			if err != nil {
-				return usagef(cmd, "--key: %v", err)
-			}
-			me, ok := protocol.KeyOwner(key.KeyID)
-			if !ok || me.Kind != protocol.ActorAgent {
-				return usagef(cmd, "--key: key %s is not an agent's (want agent:ID#NAME)", key.KeyID)
+				return err
 			}
 			valid := cmd.Duration("enrollment-valid")
 			now := time.Now()
@@ -133,13 +129,9 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	key, err := protocol.LoadPrivateKey(cmd.String("key"))
+	key, me, err := principalKey(cmd, "key", cmd.String("key"), protocol.ActorAgent)
 	if err != nil {
-		return usagef(cmd, "--key: %v", err)
-	}
-	me, ok := protocol.KeyOwner(key.KeyID)
-	if !ok || me.Kind != protocol.ActorAgent {
-		return usagef(cmd, "--key: key %s is not an agent's (want agent:ID#NAME)", key.KeyID)
+		return err
 	}
 	if cmd.String("authority-key") == "" {
 		return usagef(cmd, "--authority-key is required: events are read only once their signatures are verified")

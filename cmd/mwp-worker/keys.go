@@ -201,3 +201,21 @@ func loadKeySet(paths []string) (protocol.KeySet, error) {
 	}
 	return keys, nil
 }
+
+// principalKey loads the private key file path, given as --flag, and the
+// principal it is a key of, which must be of kind (else a usage error).
+func principalKey(cmd *cli.Command, flag, path string, kind protocol.ActorKind) (protocol.PrivateKey, protocol.Actor, error) {
+	key, err := protocol.LoadPrivateKey(path)
+	if err != nil {
+		return key, protocol.Actor{}, usagef(cmd, "--%s: %v", flag, err)
+	}
+	who, ok := protocol.KeyOwner(key.KeyID)
+	if !ok || who.Kind != kind {
+		article := "a"
+		if kind == protocol.ActorAgent {
+			article = "an"
+		}
+		return key, who, usagef(cmd, "--%s: key %s is not %s %s's (want %s:ID#NAME)", flag, key.KeyID, article, kind, kind)
+	}
+	return key, who, nil
+}

@@ -62,13 +62,9 @@ func refusal(cmd *cli.Command, err error) error {
 // dialHuman connects as the human of --owner-key; needEvents requires
 // --authority-key, since events are read only once verified.
 func dialHuman(ctx context.Context, cmd *cli.Command, needEvents bool) (*remote.Authority, protocol.PrivateKey, error) {
-	key, err := protocol.LoadPrivateKey(cmd.String("owner-key"))
+	key, who, err := principalKey(cmd, "owner-key", cmd.String("owner-key"), protocol.ActorHuman)
 	if err != nil {
-		return nil, key, usagef(cmd, "--owner-key: %v", err)
-	}
-	who, ok := protocol.KeyOwner(key.KeyID)
-	if !ok || who.Kind != protocol.ActorHuman {
-		return nil, key, usagef(cmd, "--owner-key: key %s is not a human's (want human:ID#NAME)", key.KeyID)
+		return nil, key, err
 	}
 	cfg := remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
