@@ -20,8 +20,10 @@ import (
 
 func benchCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "bench",
-		Usage: "drive no-op WorkItems end to end through an authority (embedded, or a running one) and in-process workers over wss, and measure them",
+		Name: "bench",
+		// --worker-key names files: a comma is part of a path, not a separator.
+		DisableSliceFlagSeparator: true,
+		Usage:                     "drive no-op WorkItems end to end through an authority (embedded, or a running one) and in-process workers over wss, and measure them",
 		Description: "Starts authority-lite in this process and --workers workers (the real runtime, each with its own store, over\n" +
 			"wss with the certificate pinned), and drives --items no-op WorkItems from --lanes closed-loop lanes: authorize,\n" +
 			"offer, accept, start, the handler, submit, accept_result. Prints items/s, latency percentiles per phase,\n" +
