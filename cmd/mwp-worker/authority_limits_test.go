@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,31 @@ func TestAuthorityServeRates(t *testing.T) {
 			t.Fatalf("%s: exit %d, stdout %q, stderr %q", flag, code, out, stderr)
 		}
 	}
+}
+
+// FuzzParseRate: any --route-rate text is refused or read as a bucket of
+// at least one request refilled after a positive time, which reads back
+// the same when written out again.
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"60/100ms", "1/1s", "0/1s", "60/", "/", "9999999999999999999/1h", "1/1.5s", "+3/2m"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		burst, every, err := parseRate(s)
+		if err != nil {
+			if burst != 0 || every != 0 {
+				t.Fatalf("%q refused with %d, %v", s, burst, every)
+			}
+			return
+		}
+		if burst < 1 || every <= 0 {
+			t.Fatalf("%q read as %d/%v", s, burst, every)
+		}
+		b2, e2, err := parseRate(strconv.Itoa(burst) + "/" + every.String())
+		if err != nil || b2 != burst || e2 != every {
+			t.Fatalf("%q: %d/%v reads back as %d/%v, %v", s, burst, every, b2, e2, err)
+		}
+	})
 }
 
 // --policy-limit and --policy-soft-limit set the spec 20 policy; bad
