@@ -182,25 +182,25 @@ func addWorker(agentID string) *protocol.ChangeMembershipPayload {
 // Group, and waits until each worker is ready.
 func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 	r := &rig{cfg: cfg, dir: dir}
-	var err error
 	var groups []string
 	if cfg.Remote != nil {
-		var a *remoteAuthority
-		a, err = dialRemote(ctx, *cfg.Remote)
+		a, err := dialRemote(ctx, *cfg.Remote)
+		if err != nil {
+			return r, err
+		}
 		r.auth, groups = a, a.groupIDs(cfg.Groups)
 	} else {
-		var e *embedded
-		e, err = startEmbedded(ctx, cfg, dir)
-		r.auth = e
+		e, err := startEmbedded(ctx, cfg, dir)
+		if e != nil {
+			r.auth = e
+			r.stops = append(r.stops, e.close)
+		}
+		if err != nil {
+			return r, err
+		}
 		for g := range cfg.Groups {
 			groups = append(groups, fmt.Sprintf("grp-%d", g+1))
 		}
-	}
-	if r.auth != nil {
-		r.stops = append(r.stops, r.auth.close)
-	}
-	if err != nil {
-		return r, err
 	}
 	r.groups = groups
 	// Committed (accepted, unfinished) items a worker takes: enough that
@@ -209,10 +209,9 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 	depth := max(4, (perWorker+cfg.Slots-1)/cfg.Slots+1)
 	var ws []*runtime.Worker
 	for i := range cfg.Workers {
-		id, k := fmt.Sprintf("w%d", i+1), protocol.PrivateKey{}
+		id, k, err := fmt.Sprintf("w%d", i+1), protocol.PrivateKey{}, error(nil)
 		if cfg.Remote != nil {
-			k = cfg.Remote.Workers[i].Key
-			id = cfg.Remote.Workers[i].Actor.ID
+			k, id = cfg.Remote.Workers[i].Key, cfg.Remote.Workers[i].Actor.ID
 		} else if k, err = key(protocol.ActorAgent, id); err != nil {
 			return r, err
 		}
