@@ -140,6 +140,12 @@ func TestBenchRemote(t *testing.T) {
 	if code != 1 || outB != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "w3 is not known to the authority") {
 		t.Fatalf("unknown worker: exit %d, stdout %q, stderr %q", code, outB, errOut)
 	}
+	// No authority at the address: one line, exit 1 (it once crashed here).
+	dead := append([]string{"bench", "--authority", "wss://127.0.0.1:1/mwp"}, remoteArgs("w1")[3:]...)
+	code, outB, errOut = runCLI(t, append(dead, "--items", "2", "--lanes", "1")...)
+	if code != 1 || outB != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "connection refused") {
+		t.Fatalf("no authority: exit %d, stdout %q, stderr %q", code, outB, errOut)
+	}
 	code, _, errOut = runCLI(t, "bench", "--owner-key", filepath.Join(keys, "alice.key"))
 	if code != 2 || !strings.Contains(errOut, "--owner-key is only for a run against a running authority") {
 		t.Fatalf("--owner-key alone: exit %d, %q", code, errOut)
