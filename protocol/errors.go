@@ -158,3 +158,17 @@ func WithDetails(e *Error, kv ...any) *Error {
 	}
 	return e
 }
+
+// MetricResult is what a sender got for a command, as a metric label:
+// "accepted", the refusal's code, or "transport" when no answer came (an
+// error that carries no *Error: the connection's, the sender's own).
+func MetricResult(err error) string {
+	var pe *Error
+	switch {
+	case err == nil:
+		return "accepted"
+	case errors.As(err, &pe):
+		return string(pe.Code)
+	}
+	return "transport"
+}

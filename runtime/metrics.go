@@ -79,15 +79,10 @@ func (m *metrics) applied(res queue.Result) {
 }
 
 func (m *metrics) sent(typ protocol.CommandType, took time.Duration, err error) {
-	t := protocol.MetricLabel(typ)
-	result := "accepted"
-	if err != nil {
-		if result = string(protocol.CodeOf(err)); result == "" {
-			result = "transport"
-		}
-	}
+	t, result := protocol.MetricLabel(typ), protocol.MetricResult(err)
 	m.commands.WithLabelValues(t, result).Inc()
-	if err == nil || protocol.CodeOf(err) != "" {
+	// Only an answer has a round trip: a connection lost on the way has none.
+	if result != "transport" {
 		m.commandTime.WithLabelValues(t).Observe(took.Seconds())
 	}
 }
