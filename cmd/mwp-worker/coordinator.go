@@ -76,9 +76,7 @@ func coordinatorEnrollmentCommand() *cli.Command {
 			}
 			valid := cmd.Duration("enrollment-valid")
 			now := time.Now()
-			raw, err := protocol.Enrollment(protocol.AgentCard{AgentID: me.ID, AgentVersion: "0.1.0", OrganizationID: "org-1", DisplayName: me.ID,
-				Capabilities: protocol.List[protocol.Capability]{{ID: "mission.coordinate", Version: "0.1.0"}},
-				Roles:        protocol.List[protocol.Role]{protocol.RoleCoordinator}, MaxConcurrency: 1}, key, now, valid)
+			raw, err := protocol.Enrollment(plancoord.Card(me.ID), key, now, valid)
 			if protocol.CodeOf(err) == protocol.CodeInvalidCommand {
 				return usagef(cmd, "--enrollment-valid %s: %v", valid, err)
 			}

@@ -121,9 +121,7 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 		return fail("%v", err)
 	}
 	coordKey := keys[upCoordinator]
-	card := protocol.AgentCard{AgentVersion: "0.1.0", OrganizationID: "org-1", DisplayName: upCoordinator, MaxConcurrency: 1,
-		Capabilities: protocol.List[protocol.Capability]{{ID: "mission.coordinate", Version: "0.1.0"}}, Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}}
-	if err := svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: upCoordinator}, coordKey).Join(ctx, card); err != nil {
+	if err := svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: upCoordinator}, coordKey).Join(ctx, plancoord.Card(upCoordinator)); err != nil {
 		return fail("coordinator: %v", err)
 	}
 

@@ -133,6 +133,8 @@ type authority interface {
 	// follow calls note for every WorkItem event of Group g from its
 	// current head on, until ctx ends.
 	follow(ctx context.Context, g string, note noteFunc) error
+	// watch is given the run's workers, whose metrics may count commands.
+	watch(ws []*runtime.Worker)
 	// counts are the commands answered so far ("type result" → count:
 	// accepted, or the error code) and each Group's last sequence seen.
 	counts(groups []string) (map[string]float64, map[string]uint64, error)
@@ -240,9 +242,7 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 		r.workers = append(r.workers, id)
 		ws = append(ws, w)
 	}
-	if ra, ok := r.auth.(*remoteAuthority); ok {
-		ra.watch(ws)
-	}
+	r.auth.watch(ws)
 	for _, id := range r.workers {
 		if err := poll(ctx, 30*time.Second, func() error { return r.auth.registered(ctx, id) }); err != nil {
 			return r, err

@@ -123,6 +123,9 @@ func (e *embedded) follow(ctx context.Context, g string, note noteFunc) error {
 	}
 }
 
+// watch needs no workers: the authority counts every command itself.
+func (e *embedded) watch([]*runtime.Worker) {}
+
 func (e *embedded) counts(groups []string) (map[string]float64, map[string]uint64, error) {
 	commands, err := commandCounts(e.reg, "mwp_authority_commands_total")
 	if err != nil {

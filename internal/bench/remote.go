@@ -247,14 +247,8 @@ func (a *remoteAuthority) coordinate(ctx context.Context, typ protocol.CommandTy
 		return err
 	}
 	_, err = a.coord.Submit(ctx, raw)
-	result := "accepted"
-	if err != nil {
-		if result = string(protocol.CodeOf(err)); result == "" {
-			result = "transport"
-		}
-	}
 	a.mu.Lock()
-	a.sent[protocol.MetricLabel(typ)+" "+result]++
+	a.sent[protocol.MetricLabel(typ)+" "+protocol.MetricResult(err)]++
 	a.mu.Unlock()
 	return err
 }
@@ -274,9 +268,13 @@ func (a *remoteAuthority) follow(ctx context.Context, g string, note noteFunc) e
 		}
 		at := time.Now()
 		for _, se := range evs {
-			ev, err := decodeLogEvent(se)
-			if err != nil {
-				return err
+			// Verified already; only what the tracker reads is decoded.
+			var ev struct {
+				Type      protocol.EventType  `json:"type"`
+				Aggregate *protocol.Aggregate `json:"aggregate"`
+			}
+			if err := json.Unmarshal(se.Raw, &ev); err != nil {
+				return fmt.Errorf("%s event %d: %w", g, se.Sequence, err)
 			}
 			after = se.Sequence
 			if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
