@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -30,10 +31,14 @@ func init() {
 }
 
 // withCommitRecord, in a build with the powerloss tag, records the commits
-// of a bbolt file opened for writing in PATH.committed: bbolt logs
+// of a bbolt file opened for writing in PATH.committed. bbolt logs
 // "Committing transaction N successfully" when Commit returns, after the
 // meta page's fdatasync and before Update returns to its caller, so before
-// anything the commit holds can have been acknowledged.
+// anything the commit holds can have been acknowledged. That line comes
+// after Commit has released the writer lock, though, and the next
+// transaction may already be writing over pages the older meta page still
+// names; so "Committing transaction N", which the next writer logs while it
+// holds the lock and before it writes a page, records N-1 as well.
 func withCommitRecord(path string, opts *bolt.Options) *bolt.Options {
 	if opts != nil && (opts.ReadOnly || opts.NoSync || opts.Logger != nil) {
 		return opts // nothing written, nothing durable, or logged already
@@ -50,20 +55,37 @@ func withCommitRecord(path string, opts *bolt.Options) *bolt.Options {
 	return &o
 }
 
-type commitRecorder struct{ f *os.File }
+type commitRecorder struct {
+	mu     sync.Mutex
+	f      *os.File
+	synced uint64 // the newest transaction known to be on disk
+}
 
 func (r *commitRecorder) Debugf(format string, v ...any) {
-	if format != "Committing transaction %d successfully" || len(v) != 1 {
+	if len(v) != 1 {
 		return
-	}
-	if armed.Load() {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the kill is on its way
 	}
 	var txid uint64
 	if _, err := fmt.Sscan(fmt.Sprint(v[0]), &txid); err != nil {
 		return
 	}
+	switch format {
+	case "Committing transaction %d":
+		txid-- // this writer holds the lock: the one before it returned
+	case "Committing transaction %d successfully":
+		if armed.Load() {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the kill is on its way
+		}
+	default:
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if txid <= r.synced {
+		return // a late line must not move the record back
+	}
+	r.synced = txid
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], txid)
 	_, _ = r.f.WriteAt(b[:], 0)

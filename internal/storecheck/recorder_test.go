@@ -31,3 +31,32 @@ func TestOpenRecordsCommits(t *testing.T) {
 		}
 	}
 }
+
+// The record is the newest transaction known to be on disk: a writer
+// beginning its commit holds the lock, so the one before it has returned
+// (bbolt logs "successfully" only after releasing the lock, when the next
+// writer may already be reusing pages the older meta page names), and a
+// late line never moves the record back.
+func TestCommitRecordOrder(t *testing.T) {
+	const begin, done = "Committing transaction %d", "Committing transaction %d successfully"
+	path := filepath.Join(t.TempDir(), "x.db")
+	opts := withCommitRecord(path, nil)
+	r := opts.Logger.(*commitRecorder)
+	for _, step := range []struct {
+		format string
+		txid   uint64
+		want   uint64
+	}{
+		{begin, 45, 44},
+		{begin, 46, 45}, // 45's "successfully" has not run yet
+		{done, 45, 45},
+		{done, 46, 46},
+		{done, 45, 46}, // late
+		{"Committing transaction failed: %v", 99, 46},
+	} {
+		r.Debugf(step.format, step.txid)
+		if got, err := LastCommitted(path); err != nil || got != step.want {
+			t.Fatalf("after %q %d: recorded %d (%v), want %d", step.format, step.txid, got, err, step.want)
+		}
+	}
+}
