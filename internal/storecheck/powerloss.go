@@ -31,7 +31,7 @@ func LastCommitted(path string) (uint64, error) {
 // transaction's pages, fdatasyncs, writes its meta page and fdatasyncs
 // again, and one transaction writes at a time. So every commit but the
 // newest meta page's is on disk, and the newest one is too once its Commit
-// returned (LastCommitted). A newest commit newer than that record may not
+// returned or the next writer began its commit (LastCommitted). A newest commit newer than that record may not
 // have reached the disk: unless keep, its meta page is given the older
 // meta page's contents, and bbolt opens at the older transaction, as after
 // a power loss that took the unsynced meta write (its data pages lie in
