@@ -159,7 +159,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
 		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
-		reliability: map[string]protocol.ReliabilityRecord{}, runs: map[string]runStats{}, log_: statusLogs{m: w.m},
+		reliability: map[string]protocol.ReliabilityRecord{}, runs: map[string]runStats{}, log_: newStatusLogs(w.m, &w.mu),
 	}
 	// A start takes at least a loop tick until one is observed.
 	sched.SetStartLatency(cfg.Tick)
