@@ -276,12 +276,15 @@ func (a *remoteAuthority) follow(ctx context.Context, g string, note noteFunc) e
 			if err := json.Unmarshal(se.Raw, &ev); err != nil {
 				return fmt.Errorf("%s event %d: %w", g, se.Sequence, err)
 			}
+			// Counted before it is noted: the note of an item's last
+			// event may end the run, and the counters read then must
+			// hold that event.
 			after = se.Sequence
+			a.last[g].Store(after)
 			if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
 				note(ev.Aggregate.ID, ev.Type, at, len(se.Raw))
 			}
 		}
-		a.last[g].Store(after)
 		if err := a.owner.Wait(ctx, g, after); err != nil {
 			if ctx.Err() != nil {
 				return nil
