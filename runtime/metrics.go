@@ -23,6 +23,7 @@ type metrics struct {
 	renewals     *prometheus.CounterVec // result: renewed, refused
 	fenced       *prometheus.CounterVec // code
 	commands     *prometheus.CounterVec // type, result
+	awaiting     prometheus.Gauge       // commands sent, not yet answered
 	commandTime  *prometheus.HistogramVec
 	reconnects   prometheus.Counter
 	offlineSince time.Time
@@ -58,6 +59,10 @@ func newMetrics() *metrics {
 			Name: "mwp_worker_commands_total",
 			Help: "Commands the worker sent and the authority answered, by type and result: accepted, or the error code.",
 		}, []string{"type", "result"}),
+		awaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mwp_worker_commands_awaiting_answer",
+			Help: "Commands sent that the authority has not answered yet. Zero means mwp_worker_commands_total counts every answer received.",
+		}),
 		commandTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mwp_worker_command_seconds",
 			Help:    "Round trip of one command, from its send to the authority's answer (after its fsync).",
@@ -78,9 +83,15 @@ func (m *metrics) applied(res queue.Result) {
 	m.events.WithLabelValues("rejected").Add(float64(len(res.Rejected)))
 }
 
+// sending is called before a command goes out, sent when its answer (or
+// its loss) comes back: the count goes up before the gauge goes down, so a
+// reader that sees the gauge at zero sees every answer counted.
+func (m *metrics) sending() { m.awaiting.Inc() }
+
 func (m *metrics) sent(typ protocol.CommandType, took time.Duration, err error) {
 	t, result := protocol.MetricLabel(typ), protocol.MetricResult(err)
 	m.commands.WithLabelValues(t, result).Inc()
+	m.awaiting.Dec()
 	// Only an answer has a round trip: a connection lost on the way has none.
 	if result != "transport" {
 		m.commandTime.WithLabelValues(t).Observe(took.Seconds())
@@ -90,7 +101,7 @@ func (m *metrics) sent(typ protocol.CommandType, took time.Duration, err error) 
 // Collectors are the worker's metrics, for the process's registry.
 func (w *Worker) Collectors() []prometheus.Collector {
 	m := w.m
-	return []prometheus.Collector{m.events, m.runsStarted, m.runs, m.preemptions, m.renewals, m.fenced, m.commands, m.commandTime, m.reconnects, statusCollector{w}}
+	return []prometheus.Collector{m.events, m.runsStarted, m.runs, m.preemptions, m.renewals, m.fenced, m.commands, m.awaiting, m.commandTime, m.reconnects, statusCollector{w}}
 }
 
 // statusCollector reads the gauges from the worker's status and store.

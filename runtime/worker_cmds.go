@@ -83,6 +83,7 @@ func (e *engine) pump(it *item) {
 		it.sending = true
 		e.inflight++
 		k, start := it.key, time.Now()
+		e.w.m.sending()
 		wait := e.send(e.sendCtx, c.raw)
 		go func() {
 			r, err := wait()

@@ -187,6 +187,25 @@ func commandCounts(reg prometheus.Gatherer, name string) (map[string]float64, er
 	return out, nil
 }
 
+// gaugeValue is the sum of reg's gauge name over its labels.
+func gaugeValue(reg prometheus.Gatherer, name string) (float64, error) {
+	fams, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		var v float64
+		for _, m := range f.Metric {
+			v += m.GetGauge().GetValue()
+		}
+		return v, nil
+	}
+	return 0, fmt.Errorf("no gauge %s among the worker's metrics", name)
+}
+
 // procIO reads /proc/self/io.
 func procIO() (map[string]uint64, error) {
 	f, err := os.Open("/proc/self/io")

@@ -295,6 +295,9 @@ func (a *remoteAuthority) follow(ctx context.Context, g string, note noteFunc) e
 }
 
 func (a *remoteAuthority) counts(groups []string) (map[string]float64, map[string]uint64, error) {
+	if err := a.settle(); err != nil {
+		return nil, nil, err
+	}
 	commands := map[string]float64{}
 	for _, reg := range a.workers {
 		c, err := commandCounts(reg, "mwp_worker_commands_total")
@@ -318,6 +321,34 @@ func (a *remoteAuthority) counts(groups []string) (map[string]float64, map[strin
 }
 
 func (a *remoteAuthority) files() []string { return nil }
+
+// settleBound is how long settle waits: a command's answer is a round trip
+// away, or a lost connection's error is.
+const settleBound = 10 * time.Second
+
+// settle waits until no worker has a command awaiting its answer. A worker
+// counts a command when its answer arrives, and that can come after the
+// event that ended the run (the authority sends both at once).
+func (a *remoteAuthority) settle() error {
+	deadline := time.Now().Add(settleBound)
+	for {
+		var n float64
+		for _, reg := range a.workers {
+			v, err := gaugeValue(reg, "mwp_worker_commands_awaiting_answer")
+			if err != nil {
+				return err
+			}
+			n += v
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("workers' commands still awaiting an answer after %s: %v", settleBound, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 func decodeLogEvent(se protocol.LogEvent) (*protocol.Event, error) {
 	var ev protocol.Event
