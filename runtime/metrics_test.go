@@ -8,9 +8,9 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// gathered reads one series of the worker's metrics: a gauge, or a counter
-// summed over its labels.
-func gathered(t *testing.T, w *Worker, name string) float64 {
+// gathered sums the series of one of the worker's metrics whose labels
+// include every pair in match.
+func gathered(t *testing.T, w *Worker, name string, match map[string]string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	for _, c := range w.Collectors() {
@@ -25,8 +25,20 @@ func gathered(t *testing.T, w *Worker, name string) float64 {
 		if f.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range f.Metric {
-			v += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			n := 0
+			for _, l := range m.Label {
+				if want, ok := match[l.GetName()]; ok {
+					if l.GetValue() != want {
+						continue series
+					}
+					n++
+				}
+			}
+			if n == len(match) {
+				v += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
 		}
 	}
 	return v
@@ -42,17 +54,18 @@ func TestCommandsAwaitingAnswer(t *testing.T) {
 	tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
 	k.member("w1")
 	tw.w.AddGroup("grp-a")
-	before := gathered(t, tw.w, "mwp_worker_commands_total")
+	accepted := map[string]string{"type": protocol.MetricLabel(protocol.CmdWorkAcceptOffer), "result": "accepted"}
+	awaiting := func() float64 { return gathered(t, tw.w, "mwp_worker_commands_awaiting_answer", nil) }
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
 	k.until("the acceptance sent and held", func() bool { return len(f.attempts()) == 1 }, tw)
-	k.until("one command awaiting", func() bool { return gathered(t, tw.w, "mwp_worker_commands_awaiting_answer") == 1 }, tw)
-	if got := gathered(t, tw.w, "mwp_worker_commands_total"); got != before {
-		t.Fatalf("commands counted %v while the answer is held, want %v", got, before)
+	k.until("the acceptance awaiting", func() bool { return awaiting() >= 1 }, tw)
+	if got := gathered(t, tw.w, "mwp_worker_commands_total", accepted); got != 0 {
+		t.Fatalf("%v acceptances counted while the answer is held, want 0", got)
 	}
 	close(f.hold)
 	k.waitFor("accepted and running", runningAll("wi-1"), tw)
-	k.until("nothing awaiting", func() bool { return gathered(t, tw.w, "mwp_worker_commands_awaiting_answer") == 0 }, tw)
-	if got := gathered(t, tw.w, "mwp_worker_commands_total"); got <= before {
-		t.Fatalf("commands counted %v after the answer, want more than %v", got, before)
+	k.until("nothing awaiting", func() bool { return awaiting() == 0 }, tw)
+	if got := gathered(t, tw.w, "mwp_worker_commands_total", accepted); got != 1 {
+		t.Fatalf("%v acceptances counted after the answer, want 1", got)
 	}
 }

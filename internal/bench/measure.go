@@ -203,7 +203,7 @@ func gaugeValue(reg prometheus.Gatherer, name string) (float64, error) {
 		}
 		return v, nil
 	}
-	return 0, fmt.Errorf("no gauge %s among the worker's metrics", name)
+	return 0, fmt.Errorf("no gauge %s in the registry", name)
 }
 
 // procIO reads /proc/self/io.
