@@ -393,6 +393,10 @@ func (k *wkit) caughtUp(tw *testWorker) {
 		}
 		return false
 	}, tw)
+	// And every answer: the events a command caused can arrive before its
+	// answer, and a test that freezes the connection next would hold that
+	// answer back, and the item's next command behind it.
+	k.until("every answer in", func() bool { return gathered(k.t, tw.w, "mwp_worker_commands_awaiting_answer", nil) == 0 }, tw)
 }
 
 func (k *wkit) state(id string) protocol.WorkItemState { return k.item(id).State }

@@ -26,6 +26,7 @@ func TestWorkerLeaseLostLateResultIsNotCurrent(t *testing.T) {
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
 	k.waitFor("running", runningAll("wi-1"), tw)
 	epoch1 := k.item("wi-1").Ownership.OwnershipEpoch
+	k.caughtUp(tw)
 
 	// The stall: the authority's time moves past the lease, the worker's
 	// does not, and the worker hears nothing.

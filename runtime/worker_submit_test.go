@@ -79,6 +79,7 @@ func TestWorkerSubmitRefusedLeaseLostStops(t *testing.T) {
 	tw.w.AddGroup("grp-a")
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
 	k.waitFor("running", runningAll("wi-1"), tw)
+	k.caughtUp(tw)
 	k.px.freeze()
 	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "no longer needed"})
 	h.release("wi-1")
