@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,15 +50,13 @@ func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (boo
 	return false, fmt.Errorf("coordinator: unknown action %s", a.kind)
 }
 
-// do signs and sends one command. Its action id derives from the log
-// position it was decided at, so a coordinator restarted on the same log
-// that decides the same sends the same id, and the authority answers it
-// from its record instead of acting twice.
+// do signs and sends one command, with the action id of a at this log
+// position (actionID).
 func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action, now time.Time, payload any) error {
 	me := protocol.Actor{Kind: protocol.ActorAgent, ID: c.cfg.AgentID}
 	env := protocol.Envelope{
 		GroupID:         c.cfg.Plan.Mission.GroupID,
-		ActionID:        fmt.Sprintf("act-%s-%d-%s-%s", c.cfg.AgentID, c.v.lastSeq, a.kind, a.item),
+		ActionID:        actionID(c.cfg.AgentID, c.cfg.Plan.Mission.GroupID, c.cfg.Plan.Mission.ID, c.v.lastSeq, a),
 		CorrelationID:   c.cfg.Plan.Mission.ID,
 		SessionEpoch:    protocol.Uint64(c.cfg.Authority.SessionEpoch()),
 		MembershipEpoch: protocol.Uint64(c.v.membershipEpoch(me)),
@@ -71,6 +70,24 @@ func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action
 	}
 	_, err = c.cfg.Authority.Submit(ctx, raw)
 	return err
+}
+
+// actionID names action a decided by agent at log position seq of
+// Group groupID, Mission missionID: "act-c-", the position, the action's kind and 32 hex
+// digits of a hash of all of them with the Group, the Mission and what the
+// action is about (item or agent, input digest). A coordinator restarted
+// on the same log that decides the same builds the same id, so the
+// authority answers a resend from its record instead of acting twice;
+// the Group and Mission in the hash keep the ids of one agent's Missions
+// apart, since the authority keys its records by (actor, actionId) across
+// Groups. At most 79 characters, whatever the lengths of the ids hashed.
+func actionID(agent, groupID, missionID string, seq uint64, a action) string {
+	pos := strconv.FormatUint(seq, 10)
+	b, err := protocol.Canonical([]any{"mwp-coordinator", agent, groupID, missionID, pos, string(a.kind), a.item, a.digest})
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	return "act-c-" + pos + "-" + string(a.kind) + "-" + strings.TrimPrefix(protocol.Digest(b), "sha256:")[:32]
 }
 
 // publish stores a coordinator-made input and publishes it under the

@@ -13,9 +13,14 @@
 // the log, fetches artifacts and runs checks through Config, and signs its
 // own commands (protocol.BuildCommand) with the session epoch the
 // Authority reports and the membership and coordinator epochs of its view.
-// Each command's action id is the log position it was decided at plus the
-// action, so a coordinator restarted on the same log decides and names the
-// same, and nothing is sent twice with different ids.
+// Each command's action id derives from the Group, the Mission, the log
+// position it was decided at and the action (kind, item or agent, input):
+// "act-c-<position>-<kind>-" and 32 hex digits of their hash. A
+// coordinator restarted on the same log decides and names the same, so
+// nothing is sent twice with different ids; and one coordinator agent
+// runs any number of Missions, one after another or at once, since no
+// two of its Groups share an id (the authority keys its records by
+// (actor, actionId) across Groups).
 //
 // Offers: an exclusive item goes to one worker at a time, the best ranked
 // of the eligible ones (an active member whose Agent Card satisfies the

@@ -63,7 +63,15 @@ func newRig(t testing.TB, p *plan.Plan) *rig { return newRigClock(t, p, nil) }
 // newRigClock is newRig on clk (nil: the real clock).
 func newRigClock(t testing.TB, p *plan.Plan, clk clock.Clock) *rig {
 	t.Helper()
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: filepath.Join(t.TempDir(), "authority"), Clock: clk, Key: mustKey(t, protocol.ActorService, "authority-1")})
+	return newRigConfig(t, p, authoritylite.Config{Clock: clk})
+}
+
+// newRigConfig is newRig with an authority of cfg (its directory and key
+// are the rig's).
+func newRigConfig(t testing.TB, p *plan.Plan, cfg authoritylite.Config) *rig {
+	t.Helper()
+	cfg.Dir, cfg.Key = filepath.Join(t.TempDir(), "authority"), mustKey(t, protocol.ActorService, "authority-1")
+	svc, err := authoritylite.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
