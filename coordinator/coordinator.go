@@ -143,7 +143,10 @@ func (c *Coordinator) MissionState() protocol.MissionState { return c.v.missionS
 
 // Run follows the Group log and acts until the Mission is approved,
 // cancelled or terminated (nil), the coordinator is fenced by a newer
-// assignment (AUTH_STALE_COORDINATOR), a permanent error, or ctx ends.
+// assignment (AUTH_STALE_COORDINATOR) or by a newer session of its agent
+// (AUTH_STALE_SESSION: another process opened one), a permanent error, or
+// ctx ends. One agent may run any number of Coordinators, of different
+// Missions, on one session at once.
 // Before its assignment it waits for it. A transient failure (the
 // authority busy, failing internally or unreachable: transient) is logged
 // and retried after a back-off from 50 ms to 5 s: a long-running agent
@@ -347,8 +350,8 @@ func (c *Coordinator) step(ctx context.Context, now time.Time) (bool, error) {
 			continue
 		}
 		switch code := protocol.CodeOf(err); {
-		case code == protocol.CodeAuthStaleCoordinator:
-			return false, err
+		case code == protocol.CodeAuthStaleCoordinator || code == protocol.CodeAuthStaleSession:
+			return false, err // fenced for good: a newer assignment or session of this agent
 		case ctx.Err() != nil:
 			return false, ctx.Err()
 		case transient(err):

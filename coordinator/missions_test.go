@@ -128,3 +128,48 @@ func TestOneCoordinatorManyMissions(t *testing.T) {
 		}
 	}
 }
+
+// session is an Authority whose commands carry the session epoch the
+// coordinator's process opened, as package remote's do.
+type session struct {
+	Authority
+	epoch uint64
+}
+
+func (s session) SessionEpoch() uint64 { return s.epoch }
+
+// A coordinator whose agent opened a newer session elsewhere (a second
+// process of the same agent) ends with AUTH_STALE_SESSION at its first
+// command instead of retrying a command that can never be accepted.
+func TestReplacedSessionEndsTheCoordinator(t *testing.T) {
+	r := newRig(t, numberedPlan(t, 1))
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	r.worker("w1", capsOf(r.plan), nil)
+	cfg := r.coordinator("c1", "w1")
+	cfg.Authority = session{Authority: cfg.Authority, epoch: r.svc.SessionEpoch("c1")}
+	// The agent's next session, opened by another process.
+	card := protocol.AgentCard{AgentVersion: "0.1.0", OrganizationID: "org-1", DisplayName: "c1", MaxConcurrency: 2,
+		Capabilities: []protocol.Capability{{ID: "mission.coordinate", Version: "0.1.0"}}, Roles: []protocol.Role{protocol.RoleCoordinator}}
+	if err := r.svc.Principal(agentActor("c1"), cfg.Key).Join(ctx, card); err != nil {
+		t.Fatal(err)
+	}
+	if r.svc.SessionEpoch("c1") == cfg.Authority.SessionEpoch() {
+		t.Fatal("no newer session")
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	r.start("c1")
+	select {
+	case err := <-errc:
+		if protocol.CodeOf(err) != protocol.CodeAuthStaleSession {
+			t.Fatalf("Run = %v, want AUTH_STALE_SESSION", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the coordinator kept running on a replaced session\n%s", r.dump())
+	}
+}
