@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,17 +31,20 @@ func coordinatorCommand() *cli.Command {
 		Commands: []*cli.Command{{
 			Name:                      "run",
 			DisableSliceFlagSeparator: true,
-			Usage:                     "coordinate the Mission of PLAN: authorize, offer, review and submit it for approval",
-			ArgsUsage:                 "PLAN",
+			Usage:                     "coordinate the Missions of PLAN...: authorize, offer, review and submit each for approval",
+			ArgsUsage:                 "PLAN...",
 			Description: "Connects to --authority as the agent of --key (enrolled with the coordinator role, e.g. by\n" +
-				"`authority enroll`), opens its next session and waits until the plan's Mission exists and names\n" +
+				"`authority enroll`), opens its next session and waits until each plan's Mission exists and names\n" +
 				"this agent its coordinator (`mission start PLAN --coordinator AGENT`). It then adds the --worker\n" +
 				"agents as members, authorizes and offers the stages, reviews each submission (spec 13.2: integrity,\n" +
 				"the plan's checks, the reviewer stage's verdict), retries per the plan and submits the Mission for\n" +
-				"approval. Exit 0 once the Mission is approved; 1 when it is cancelled or terminated, when this\n" +
-				"agent is replaced as coordinator (AUTH_STALE_COORDINATOR) or on any other failure, one line on\n" +
-				"stderr. Stopped by SIGINT/SIGTERM, it exits 1; started again with the same plan it resumes from the\n" +
-				"log without repeating a step.",
+				"approval. Several PLANs (each its own Mission and Group) are coordinated at once on the agent's one\n" +
+				"session; a second process of the same agent would open a newer session and end this one's work\n" +
+				"(AUTH_STALE_SESSION). Prints `mission ID STATE` as each Mission ends. Exit 0 once every Mission\n" +
+				"is approved; 1 when one is cancelled or terminated, when this agent is replaced as its coordinator\n" +
+				"(AUTH_STALE_COORDINATOR) or on any other failure, one line on stderr per Mission. Stopped by\n" +
+				"SIGINT/SIGTERM, it exits 1; started again with the same plans it resumes from the logs without\n" +
+				"repeating a step.",
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "key", Usage: "the coordinator agent's private key file (key id agent:ID#NAME)", Required: true, Sources: cli.EnvVars("MWP_KEY")},
 				&cli.StringSliceFlag{Name: "worker", Usage: "a candidate worker agent id (repeatable, or comma-separated)", Required: true, Sources: cli.EnvVars("MWP_WORKERS")},
@@ -106,26 +110,35 @@ func remoteFlags() []cli.Flag {
 
 func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	stderr := &syncWriter{W: cmd.Root().ErrWriter}
-	fail := func(err error) error {
+	fail := func(prefix string, err error) error {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
-			fmt.Fprintf(stderr, "coordinator run: %s: %s\n", pe.Code, oneLine(pe.Message))
+			fmt.Fprintf(stderr, "coordinator run: %s%s: %s\n", prefix, pe.Code, oneLine(pe.Message))
 		} else {
-			fmt.Fprintf(stderr, "coordinator run: %s\n", oneLine(err.Error()))
+			fmt.Fprintf(stderr, "coordinator run: %s%s\n", prefix, oneLine(err.Error()))
 		}
 		return exitError{1}
 	}
-	if cmd.Args().Len() != 1 {
-		return usagef(cmd, "want PLAN, got %d arguments", cmd.Args().Len())
-	}
-	raw, err := os.ReadFile(cmd.Args().First())
-	if err != nil {
-		return fail(err)
-	}
-	p, err := plan.Parse(cmd.Args().First(), raw)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{1}
+	var plans []*plan.Plan
+	missions, groups := map[string]string{}, map[string]string{}
+	for _, name := range cmd.Args().Slice() {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			return fail("", err)
+		}
+		p, err := plan.Parse(name, raw)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError{1}
+		}
+		if other, dup := missions[p.Mission.ID]; dup {
+			return usagef(cmd, "%s and %s both name Mission %s", other, name, p.Mission.ID)
+		}
+		if other, dup := groups[p.Mission.GroupID]; dup {
+			return usagef(cmd, "%s and %s both name Group %s", other, name, p.Mission.GroupID)
+		}
+		missions[p.Mission.ID], groups[p.Mission.GroupID] = name, name
+		plans = append(plans, p)
 	}
 	key, me, err := principalKey(cmd, "key", cmd.String("key"), protocol.ActorAgent)
 	if err != nil {
@@ -148,37 +161,68 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
 		Actor: me, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log})
 	if err != nil {
-		return fail(err)
+		return fail("", err)
 	}
+	// One session for every Mission: a second session of the agent would
+	// replace the first (AUTH_STALE_SESSION), so one process coordinates
+	// them all.
 	if _, err := a.OpenSession(ctx); err != nil {
-		return fail(fmt.Errorf("open session: %w", err))
+		return fail("", fmt.Errorf("open session: %w", err))
 	}
 	workers := splitWorkers(cmd.StringSlice("worker"))
-	c, err := plancoord.New(plancoord.Config{Authority: a, AgentID: me.ID, Key: key, Plan: p, Workers: workers,
-		LeaseDuration: cmd.Duration("lease"), OfferTTL: cmd.Duration("offer-ttl"), MaxCandidates: int(cmd.Int("max-candidates")),
-		Logger: log.With("component", "coordinator")})
-	if err != nil {
-		return usagef(cmd, "%v", err)
+	coords := make([]*plancoord.Coordinator, len(plans))
+	for i, p := range plans {
+		coords[i], err = plancoord.New(plancoord.Config{Authority: a, AgentID: me.ID, Key: key, Plan: p, Workers: workers,
+			LeaseDuration: cmd.Duration("lease"), OfferTTL: cmd.Duration("offer-ttl"), MaxCandidates: int(cmd.Int("max-candidates")),
+			Logger: log.With("component", "coordinator", "mission", p.Mission.ID)})
+		if err != nil {
+			return usagef(cmd, "%v", err)
+		}
 	}
 	ready := func() error {
-		if c.Epoch() == 0 {
-			return errors.New("not yet assigned as the Mission's coordinator")
+		var waiting []string
+		for i, c := range coords {
+			if c.Epoch() == 0 {
+				waiting = append(waiting, plans[i].Mission.ID)
+			}
+		}
+		if len(waiting) > 0 {
+			return fmt.Errorf("not yet assigned as the coordinator of %s", strings.Join(waiting, ", "))
 		}
 		return nil
 	}
 	if err := startOps(ctx, cmd, cmd.Root().Writer, log, nil, ops.Checks{Live: func() error { return nil }, Ready: ready}); err != nil {
-		return fail(err)
+		return fail("", err)
 	}
-	log.Info("coordinating", "mission", p.Mission.ID, "group", p.Mission.GroupID, "workers", workers)
-	if err := c.Run(ctx); err != nil {
-		if ctx.Err() != nil {
-			return fail(errors.New("stopped before the Mission ended"))
-		}
-		return fail(err)
+	stdout := &syncWriter{W: cmd.Root().Writer}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		approved int
+	)
+	for i, c := range coords {
+		p := plans[i]
+		log.Info("coordinating", "mission", p.Mission.ID, "group", p.Mission.GroupID, "workers", workers)
+		wg.Go(func() {
+			prefix := "mission " + p.Mission.ID + ": "
+			if err := c.Run(ctx); err != nil {
+				if ctx.Err() != nil {
+					err = errors.New("stopped before the Mission ended")
+				}
+				_ = fail(prefix, err)
+				return
+			}
+			state := c.MissionState()
+			fmt.Fprintf(stdout, "mission %s %s\n", p.Mission.ID, state)
+			if state == protocol.MissionApproved {
+				mu.Lock()
+				approved++
+				mu.Unlock()
+			}
+		})
 	}
-	state := c.MissionState()
-	fmt.Fprintf(cmd.Root().Writer, "mission %s %s\n", p.Mission.ID, state)
-	if state != protocol.MissionApproved {
+	wg.Wait()
+	if approved != len(coords) {
 		return exitError{1}
 	}
 	return nil

@@ -30,6 +30,25 @@ func TestMultiProcessPlanMissionCLIOnly(t *testing.T) {
 	r.runMission(planFile, w1)
 }
 
+// One coordinator agent, one `coordinator run` of three plans, on one
+// session: the Missions run at once and all end approved (a second
+// process of the agent per plan would replace the first one's session).
+func TestMultiProcessOneCoordinatorSeveralMissions(t *testing.T) {
+	r := newCLIRig(t)
+	raw := string(mustRead(t, "../../examples/plans/echo-hello.yaml"))
+	var files []string
+	for _, n := range []string{"1", "2", "3"} {
+		f := filepath.Join(r.dir, "echo-hello-"+n+".yaml")
+		src := strings.NewReplacer("mis-echo-hello", "mis-echo-hello-"+n, "grp-echo-hello", "grp-echo-hello-"+n).Replace(raw)
+		if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	w1 := r.startWorker("w1", nil, "echo.run="+r.handler)
+	r.runMissions(files, w1)
+}
+
 // Two workers on a remote authority, and a stage whose input another
 // worker made: the handler's fetch of it is answered from the authority
 // over the signed GET route (the reading worker's store does not hold it),
@@ -145,26 +164,40 @@ func (r *cliRig) startWorker(id string, extra []string, handlers ...string) *pro
 // awaits approval, and checks that it ends approved with no process
 // restarted.
 func (r *cliRig) runMission(planFile string, workers ...*proc) {
+	r.t.Helper()
+	r.runMissions([]string{planFile}, workers...)
+}
+
+// runMissions is runMission with several plans, all coordinated by one
+// `coordinator run PLAN...` of one agent.
+func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 	t := r.t
 	t.Helper()
-	pl, err := plan.Parse(planFile, mustRead(t, planFile))
-	if err != nil {
-		t.Fatal(err)
+	var missions []string
+	for _, f := range planFiles {
+		pl, err := plan.Parse(f, mustRead(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		missions = append(missions, pl.Mission.ID)
 	}
-	mission, groupID := pl.Mission.ID, pl.Mission.GroupID
 	ck := writeKey(t, r.keys, "coord", protocol.ActorAgent, "coord")
 	cEnroll, _ := coordinatorEnrollment(t, r.dir, ck)
 	r.enroll(cEnroll)
-	args := []string{"coordinator", "run", planFile, "--key", filepath.Join(r.keys, "coord.key"),
-		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub}
+	args := append([]string{"coordinator", "run"}, planFiles...)
+	args = append(args, "--key", filepath.Join(r.keys, "coord.key"),
+		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub)
 	for _, w := range r.workers {
 		args = append(args, "--worker", w)
 	}
 	coord := startProc(t, r.bin, args...)
 	owner := filepath.Join(r.keys, "owner.key")
-	if out, code := r.run("mission", "start", planFile, "--owner-key", owner, "--coordinator", "coord"); code != 0 ||
-		out != "mission "+mission+" group "+groupID+"\n" {
-		t.Fatalf("mission start: exit %d\n%s", code, out)
+	for i, f := range planFiles {
+		pl, _ := plan.Parse(f, mustRead(t, f))
+		if out, code := r.run("mission", "start", f, "--owner-key", owner, "--coordinator", "coord"); code != 0 ||
+			out != "mission "+missions[i]+" group "+pl.Mission.GroupID+"\n" {
+			t.Fatalf("mission start: exit %d\n%s", code, out)
+		}
 	}
 	logs := func() string {
 		var b strings.Builder
@@ -174,7 +207,7 @@ func (r *cliRig) runMission(planFile string, workers ...*proc) {
 		}
 		return b.String()
 	}
-	state := func() string {
+	state := func(mission string) string {
 		out, code := r.run("mission", "status", mission, "--owner-key", owner, "--json")
 		var s missionStatus
 		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
@@ -182,27 +215,36 @@ func (r *cliRig) runMission(planFile string, workers ...*proc) {
 		}
 		return string(s.State)
 	}
-	for deadline := time.Now().Add(90 * time.Second); state() != "awaiting_approval"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Mission never awaited approval; %s", logs())
+	for _, mission := range missions {
+		for deadline := time.Now().Add(90 * time.Second); state(mission) != "awaiting_approval"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("Mission %s never awaited approval; %s", mission, logs())
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if out, code := r.run("mission", "approve", mission, "--owner-key", owner, "--comment", "looks right"); code != 0 ||
-		!strings.HasPrefix(out, "mission "+mission+" approved event ") {
-		t.Fatalf("mission approve: exit %d\n%s", code, out)
+		if out, code := r.run("mission", "approve", mission, "--owner-key", owner, "--comment", "looks right"); code != 0 ||
+			!strings.HasPrefix(out, "mission "+mission+" approved event ") {
+			t.Fatalf("mission approve: exit %d\n%s", code, out)
+		}
 	}
 	select {
 	case err := <-coord.done:
 		coord.done <- err
-		if err != nil || !strings.Contains(coord.stdout(), "mission "+mission+" approved\n") {
+		if err != nil {
 			t.Fatalf("coordinator run: %v\n%s", err, coord.logs())
 		}
+		for _, mission := range missions {
+			if !strings.Contains(coord.stdout(), "mission "+mission+" approved\n") {
+				t.Fatalf("coordinator run did not print Mission %s approved:\n%s", mission, coord.logs())
+			}
+		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("coordinator run did not end with the Mission approved:\n%s", coord.logs())
+		t.Fatalf("coordinator run did not end with the Missions approved:\n%s", coord.logs())
 	}
-	if s := state(); s != "approved" {
-		t.Fatalf("Mission %s in the log, want approved", s)
+	for _, mission := range missions {
+		if s := state(mission); s != "approved" {
+			t.Fatalf("Mission %s is %s in the log, want approved", mission, s)
+		}
 	}
 	procs := map[string]*proc{"authority": r.auth}
 	for i, w := range workers {
@@ -214,5 +256,30 @@ func (r *cliRig) runMission(planFile string, workers ...*proc) {
 			t.Fatalf("%s exited (%v): nothing may restart\n%s", name, err, p.logs())
 		default:
 		}
+	}
+}
+
+// `coordinator run` refuses, as a usage error, no plan and two plans that
+// name one Mission or one Group: each runs as its own Mission.
+func TestCoordinatorRunPlanArguments(t *testing.T) {
+	echo := "../../examples/plans/echo-hello.yaml"
+	raw := string(mustRead(t, echo))
+	sameGroup := writeTemp(t, strings.Replace(raw, "id: mis-echo-hello", "id: mis-echo-hello-2", 1))
+	flags := []string{"--key", "coord.key", "--worker", "w1", "--authority", "wss://127.0.0.1:1/mwp"}
+	for _, tc := range []struct {
+		name  string
+		plans []string
+		want  string
+	}{
+		{"no plan", nil, "mwp-worker coordinator run: want PLAN..., got 0 arguments"},
+		{"one Mission twice", []string{echo, echo}, "both name Mission mis-echo-hello"},
+		{"one Group twice", []string{echo, sameGroup}, "both name Group grp-echo-hello"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, append(append([]string{"coordinator", "run"}, tc.plans...), flags...)...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
+			}
+		})
 	}
 }
