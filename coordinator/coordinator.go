@@ -365,7 +365,9 @@ func (c *Coordinator) step(ctx context.Context, now time.Time) (bool, error) {
 }
 
 // Card is the Agent Card a coordinator agent registers: the coordinator
-// role, the capability mission.coordinate, one Mission at a time.
+// role, the capability mission.coordinate, and the least maxConcurrency
+// (its declared execution slots: it runs no WorkItem itself). The agent
+// coordinates any number of Missions; the card does not bound them.
 func Card(agentID string) protocol.AgentCard {
 	return protocol.AgentCard{AgentID: agentID, AgentVersion: "0.1.0", OrganizationID: "org-1", DisplayName: agentID, MaxConcurrency: 1,
 		Capabilities: protocol.List[protocol.Capability]{{ID: "mission.coordinate", Version: "0.1.0"}}, Roles: protocol.List[protocol.Role]{protocol.RoleCoordinator}}
