@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -35,6 +36,15 @@ type Config struct {
 	// Remote, when set, targets that running authority instead of
 	// starting one; Workers is then the number of its worker identities.
 	Remote *Remote
+	// Tune, when set, adjusts the embedded authority's and each worker's
+	// configuration before they start (tests: retention and grace delays).
+	Tune *Tuning
+}
+
+// Tuning adjusts what a run starts.
+type Tuning struct {
+	Authority func(*embed.Config)
+	Worker    func(*runtime.WorkerConfig)
 }
 
 // DefaultItemTimeout bounds one item from authorize to verified.
@@ -255,6 +265,9 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 			NoticeBurst: -1, // no schedule updates or refusal notices: messages are not what is measured
 		}
 		r.auth.connect(&wc)
+		if cfg.Tune != nil && cfg.Tune.Worker != nil {
+			cfg.Tune.Worker(&wc)
+		}
 		w, err := runtime.NewWorker(wc)
 		if err != nil {
 			return r, err

@@ -33,9 +33,13 @@ type embedded struct {
 }
 
 func startEmbedded(ctx context.Context, cfg Config, dir string) (*embedded, error) {
-	auth, err := embed.Start(embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
+	ec := embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
 		Limits:    group.Limits{LeaseDuration: 2 * time.Minute, StartWithin: 10 * time.Minute, MaxCandidates: 3, BlockedHold: 30 * time.Minute},
-		RateBurst: 1 << 30, RateEvery: time.Nanosecond})
+		RateBurst: 1 << 30, RateEvery: time.Nanosecond}
+	if cfg.Tune != nil && cfg.Tune.Authority != nil {
+		cfg.Tune.Authority(&ec)
+	}
+	auth, err := embed.Start(ec)
 	if err != nil {
 		return nil, err
 	}

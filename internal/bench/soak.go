@@ -41,6 +41,7 @@ type SoakConfig struct {
 	Warmup time.Duration
 	Logger *slog.Logger
 	Remote *Remote
+	Tune   *Tuning // see Config.Tune
 	// StopAfterGroups, when set, stops starting items once that many
 	// Missions got all theirs (counts, for tests), Duration or not.
 	StopAfterGroups int
@@ -160,7 +161,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*Sample, error) {
 	}
 	// No Group at set-up: each Mission opens its own as it comes.
 	r, err := setup(ctx, Config{Lanes: MaxLanes, Workers: cfg.Workers, Slots: cfg.Slots, Fsync: cfg.Fsync, ItemTimeout: cfg.ItemTimeout,
-		Logger: cfg.Logger, Remote: cfg.Remote}, dir)
+		Logger: cfg.Logger, Remote: cfg.Remote, Tune: cfg.Tune}, dir)
 	if err != nil {
 		if r != nil {
 			err = errors.Join(err, r.close())

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
+	"github.com/missionweave/mwp-worker/runtime"
 )
 
 func TestSlope(t *testing.T) {
@@ -228,10 +231,16 @@ func jsonKeys(t *testing.T, v any) []string {
 // the documented shape (docs/shapes.md, "mwp-worker bench --duration").
 func TestSoakMissions(t *testing.T) {
 	var samples []Sample
+	var tunedAuthority, tunedWorkers []string
+	tune := &Tuning{Authority: func(c *embed.Config) { tunedAuthority = append(tunedAuthority, filepath.Base(c.Dir)) },
+		Worker: func(c *runtime.WorkerConfig) { tunedWorkers = append(tunedWorkers, c.AgentID) }}
 	final, err := Soak(context.Background(), SoakConfig{Rate: 500, ItemsPerGroup: 6, Groups: 1, Workers: 2, Slots: 4, Interval: time.Hour,
-		StopAfterGroups: 4, MarkEveryGroups: 2, Dir: t.TempDir(), OnSample: func(s Sample) { samples = append(samples, s) }})
+		StopAfterGroups: 4, MarkEveryGroups: 2, Dir: t.TempDir(), Tune: tune, OnSample: func(s Sample) { samples = append(samples, s) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(tunedAuthority, []string{"authority"}) || !slices.Equal(tunedWorkers, []string{"w1", "w2"}) {
+		t.Fatalf("tuned the authority %v, the workers %v", tunedAuthority, tunedWorkers)
 	}
 	var kinds []string
 	for _, s := range samples {
