@@ -168,7 +168,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*Sample, error) {
 		}
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	s := &soak{r: r, cfg: cfg, tr: newSoakTracker(), sem: make(chan struct{}, MaxLanes)}
+	s := &soak{r: r, cfg: cfg, tr: newSoakTracker(), sem: make(chan struct{}, MaxLanes), begun: make(chan struct{})}
 	final, err := s.run(ctx)
 	if cerr := r.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("shutdown: %w", cerr)
@@ -186,7 +186,8 @@ type soak struct {
 	tr  *tracker
 	sem chan struct{} // items in flight
 
-	start     time.Time
+	start     time.Time     // set before begun closes
+	begun     chan struct{} // closed once the start reading is taken
 	started   atomic.Int64
 	completed atomic.Int64
 	items     sync.WaitGroup // items in flight
@@ -235,6 +236,13 @@ func (s *soak) run(parent context.Context) (*Sample, error) {
 	go func() { dispatched <- s.dispatch(ctx) }()
 	go func() {
 		defer close(sampled)
+		select {
+		case <-s.begun:
+		case <-stopSampling:
+			return
+		case <-ctx.Done():
+			return
+		}
 		t := time.NewTicker(s.cfg.Interval)
 		defer t.Stop()
 		for {
@@ -319,6 +327,7 @@ func (s *soak) dispatch(ctx context.Context) error {
 	if err := s.sample(ctx, "start"); err != nil {
 		return err
 	}
+	close(s.begun)
 	paused := time.Since(s.start) // readings that wait pause the schedule
 	for k := 0; ; k++ {
 		if s.cfg.StopAfterGroups > 0 && k == s.cfg.StopAfterGroups*n {
