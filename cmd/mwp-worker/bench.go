@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/missionweave/mwp-worker/internal/bench"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -31,7 +32,12 @@ func benchCommand() *cli.Command {
 			"right after. Any item not verified fails the run (exit 1). docs/performance.md explains the figures.\n\n" +
 			"With --authority it targets that running authority instead, as the human of --owner-key (who creates one new\n" +
 			"Mission per Group), the coordinator agent of --coordinator-key and one worker per --worker-key, all of whom it\n" +
-			"must know already (docs/operations.md, \"Adding an agent\"); stores, bytes and CPU are then this process's only.",
+			"must know already (docs/operations.md, \"Adding an agent\"); stores, bytes and CPU are then this process's only.\n\n" +
+			"With --duration it soaks instead: it starts --rate items a second on a fixed schedule (open loop: a slowdown shows as\n" +
+			"items in flight, lateness and latency) over Missions of --items-per-group items in turn, --groups at once, each in a\n" +
+			"Group of its own that is submitted and approved once its items are verified, and every --interval prints the heap,\n" +
+			"goroutines, open files and store sizes of the authority and the workers; at the end their growth per hour after\n" +
+			"--warmup and per item (docs/operations.md, \"Soak\").",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "items", Usage: "WorkItems to drive to verified", Value: 1000},
 			&cli.IntFlag{Name: "lanes", Usage: "items in flight at once (each lane starts its next item when the last is verified)", Value: 8},
@@ -50,8 +56,22 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "owner-key", Usage: "with --authority: private key `FILE` of a human it knows, who creates the run's Missions"},
 			&cli.StringFlag{Name: "coordinator-key", Usage: "with --authority: private key `FILE` of an enrolled agent whose card declares the coordinator role"},
 			&cli.StringSliceFlag{Name: "worker-key", Usage: "with --authority: private key `FILE` of an enrolled agent, one per worker (repeatable)"},
+			&cli.DurationFlag{Name: "duration", Usage: "soak: start items for this long, reading resources every --interval (instead of --items and --lanes)"},
+			&cli.FloatFlag{Name: "rate", Usage: "soak: items started a second, on a fixed schedule", Value: 4},
+			&cli.IntFlag{Name: "items-per-group", Usage: "soak: WorkItems of each Mission (its Group is finished, and a new one opened, after them)", Value: 100},
+			&cli.DurationFlag{Name: "interval", Usage: "soak: how often resources are read and printed", Value: 10 * time.Second},
+			&cli.DurationFlag{Name: "warmup", Usage: "soak: left out of the growth per hour (default: a fifth of --duration)"},
+			&cli.StringFlag{Name: "authority-metrics", Usage: "soak with --authority: `URL` of its /metrics (authority serve --metrics-listen), to read its heap, goroutines and files"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.IsSet("duration") {
+				return soak(ctx, cmd)
+			}
+			for _, f := range []string{"rate", "items-per-group", "interval", "warmup", "authority-metrics"} {
+				if cmd.IsSet(f) {
+					return usagef(cmd, "--%s is only for a soak (--duration)", f)
+				}
+			}
 			cfg := bench.Config{Items: int(cmd.Int("items")), Lanes: int(cmd.Int("lanes")), Workers: int(cmd.Int("workers")),
 				Groups: int(cmd.Int("groups")), Slots: int(cmd.Int("slots")), Fsync: cmd.Bool("fsync"), Dir: cmd.String("dir"),
 				ItemTimeout: cmd.Duration("item-timeout")}
@@ -91,7 +111,7 @@ func benchCommand() *cli.Command {
 // principal's.
 func benchRemote(cmd *cli.Command) (*bench.Remote, error) {
 	if cmd.String("authority") == "" {
-		for _, f := range []string{"authority-fingerprint", "authority-ca", "authority-key", "insecure-loopback", "owner-key", "coordinator-key", "worker-key"} {
+		for _, f := range []string{"authority-fingerprint", "authority-ca", "authority-key", "insecure-loopback", "owner-key", "coordinator-key", "worker-key", "authority-metrics"} {
 			if cmd.IsSet(f) {
 				return nil, usagef(cmd, "--%s is only for a run against a running authority (--authority)", f)
 			}
@@ -113,7 +133,7 @@ func benchRemote(cmd *cli.Command) (*bench.Remote, error) {
 	}
 	r := &bench.Remote{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust:         remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
-		AuthorityKeys: protocol.NewKeySet(apub)}
+		AuthorityKeys: protocol.NewKeySet(apub), Metrics: cmd.String("authority-metrics")}
 	if r.Owner, err = identity("owner-key", cmd.String("owner-key"), protocol.ActorHuman); err != nil {
 		return nil, err
 	}

@@ -163,3 +163,73 @@ func TestBenchRemote(t *testing.T) {
 		t.Fatalf("--workers against the keys: exit %d, %q", code, errOut)
 	}
 }
+
+// A soak against a running authority finishes its Missions over the
+// HTTPS routes and reads the authority's resources from its /metrics,
+// saying what it cannot read there (its stores).
+func TestBenchSoakRemote(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	writeKey(t, keys, "alice", protocol.ActorHuman, "alice")
+	writeKey(t, keys, "coord", protocol.ActorAgent, "coord")
+	writeKey(t, keys, "w1", protocol.ActorAgent, "w1")
+	coordEnroll, w1Enroll := filepath.Join(dir, "coord-enroll.json"), filepath.Join(dir, "w1-enroll.json")
+	if out, err := exec.Command(bin, "coordinator", "enrollment", "--key", filepath.Join(keys, "coord.key"), "--out", coordEnroll).CombinedOutput(); err != nil {
+		t.Fatalf("coordinator enrollment: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "run", "--data", filepath.Join(dir, "w1"), "--key", filepath.Join(keys, "w1.key"), "--enrollment", w1Enroll).CombinedOutput(); err != nil {
+		t.Fatalf("run --enrollment: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "authority")
+	auth := startProc(t, bin, "authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", coordEnroll, "--enroll", w1Enroll, "--route-rate", "1000000/1ms")
+	metrics := auth.await(t, regexp.MustCompile(`metrics listening on (http://127\.0\.0\.1:\d+/metrics)`), 10*time.Second)[1]
+	url := auth.await(t, listeningLine, 10*time.Second)[1]
+	fp := auth.await(t, fingerprintLine, 5*time.Second)[1]
+	code, out, errOut := runCLI(t, "bench", "--authority", url, "--authority-fingerprint", fp, "--authority-key", filepath.Join(data, "authority.pub"),
+		"--owner-key", filepath.Join(keys, "alice.key"), "--coordinator-key", filepath.Join(keys, "coord.key"), "--worker-key", filepath.Join(keys, "w1.key"),
+		"--authority-metrics", metrics, "--duration", "1s", "--rate", "20", "--items-per-group", "5", "--interval", "10s", "--warmup", "0s",
+		"--json", "--dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var last bench.Sample
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	a := last.Authority
+	switch {
+	case last.Kind != "final" || last.Items.Completed == 0 || last.Groups.Finished != (last.Items.Completed+4)/5:
+		t.Fatalf("final %q: items %+v, groups %+v", last.Kind, last.Items, last.Groups)
+	case a.Source != "metrics" || a.Store != nil || a.Goroutines == nil || *a.Goroutines <= 0 || a.HeapInuseBytes == nil || a.OpenFiles == nil ||
+		a.LogEvents == nil || *a.LogEvents < float64(6*last.Items.Completed) || a.Connections == nil || *a.Connections < 1:
+		t.Fatalf("authority %+v", a)
+	case !slices.ContainsFunc(last.Notes, func(n string) bool { return strings.Contains(n, "store sizes are not exported") }):
+		t.Fatalf("notes %v", last.Notes)
+	}
+	// The authority's own account: each finished Mission approved, the
+	// one opened ahead still active.
+	var st struct {
+		Groups []struct {
+			GroupID string `json:"groupId"`
+			Mission string `json:"missionState"`
+		} `json:"groups"`
+	}
+	if out, err := exec.Command(bin, "authority", "inspect", "--data", data, "--json").Output(); err != nil || json.Unmarshal(out, &st) != nil {
+		t.Fatalf("authority inspect: %v\n%s", err, out)
+	}
+	approved := 0
+	for _, g := range st.Groups {
+		if g.Mission == "approved" {
+			approved++
+		}
+	}
+	if approved != last.Groups.Finished || len(st.Groups) != last.Groups.Finished+last.Groups.Open {
+		t.Fatalf("the authority holds %+v; the soak reported %+v", st.Groups, last.Groups)
+	}
+}

@@ -84,3 +84,78 @@ func TestBenchBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// `bench --duration --json` prints one reading a line, from "start" to
+// "final", each of the documented shape; the text form prints the same
+// readings and the growth table.
+func TestBenchSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an authority and a worker")
+	}
+	args := []string{"bench", "--duration", "1s", "--rate", "40", "--items-per-group", "10", "--interval", "300ms", "--warmup", "0s", "--fsync=false"}
+	code, out, errOut := runCLI(t, append(args, "--json", "--dir", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("bench %v: exit %d: %s", args, code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var samples []bench.Sample
+	for _, l := range lines {
+		var s bench.Sample
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		samples = append(samples, s)
+	}
+	first, last := samples[0], samples[len(samples)-1]
+	switch {
+	case len(samples) < 2 || first.Kind != "start" || last.Kind != "final":
+		t.Fatalf("readings %d, first %q, last %q", len(samples), first.Kind, last.Kind)
+	case last.Items.Started == 0 || last.Items.Completed != last.Items.Started || last.Items.InFlight != 0:
+		t.Fatalf("final items %+v", last.Items)
+	case last.Groups.Finished != (last.Items.Completed+9)/10:
+		t.Fatalf("%d Missions approved for %d items of 10 a Mission", last.Groups.Finished, last.Items.Completed)
+	case last.Run == nil || last.Run.Rate != 40 || last.Run.ItemsPerGroup != 10 || last.Growth == nil || len(last.Notes) == 0:
+		t.Fatalf("final run %+v, growth %+v, notes %v", last.Run, last.Growth, last.Notes)
+	case last.Authority.Source != "process" || last.Authority.Store == nil || last.Workers.Store.DBFileBytes == 0:
+		t.Fatalf("final authority %+v, workers %+v", last.Authority, last.Workers)
+	}
+	for _, s := range samples[1 : len(samples)-1] {
+		if s.Kind != "interval" || s.Run != nil || s.Growth != nil {
+			t.Fatalf("a reading between: %+v", s)
+		}
+	}
+
+	code, out, errOut = runCLI(t, append(args, "--dir", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("bench %v: exit %d: %s", args, code, errOut)
+	}
+	for _, want := range []string{" start ", " final ", "soak: ", "authority.store.dbUsedBytes", "workers.goroutines", "note: the authority runs in this process"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A soak's bad flags: usage errors (exit 2) for flags of the other mode,
+// one line and exit 1 for values out of range.
+func TestBenchSoakBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--duration", "1m", "--items", "5"}, 2, "--items is for a run of a fixed number of items"},
+		{[]string{"--rate", "3"}, 2, "--rate is only for a soak (--duration)"},
+		{[]string{"--duration", "1m", "--authority-metrics", "http://127.0.0.1:1/metrics"}, 2, "--authority-metrics is only for a run against a running authority"},
+		{[]string{"--duration", "1m", "--rate", "0"}, 1, "--rate must be positive"},
+		{[]string{"--duration", "10s", "--warmup", "10s"}, 1, "--warmup 10s must be at least 0 and shorter than --duration 10s"},
+		{[]string{"--duration", "1m", "--items-per-group", "0"}, 1, "--items-per-group must be at least 1"},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
+		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) || tc.code == 1 && strings.Count(errOut, "\n") != 1 {
+			t.Errorf("bench %v: exit %d, stdout %q, stderr %q; want exit %d with %q", tc.args, code, out, errOut, tc.code, tc.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -35,6 +36,15 @@ type Config struct {
 	// Remote, when set, targets that running authority instead of
 	// starting one; Workers is then the number of its worker identities.
 	Remote *Remote
+	// Tune, when set, adjusts the embedded authority's and each worker's
+	// configuration before they start (tests: retention and grace delays).
+	Tune *Tuning
+}
+
+// Tuning adjusts what a run starts.
+type Tuning struct {
+	Authority func(*embed.Config)
+	Worker    func(*runtime.WorkerConfig)
 }
 
 // DefaultItemTimeout bounds one item from authorize to verified.
@@ -130,9 +140,20 @@ type authority interface {
 	open(ctx context.Context, g string, workers []string) error
 	// coordinate sends one command as the Missions' coordinator.
 	coordinate(ctx context.Context, typ protocol.CommandType, g string, payload any) error
+	// groupID is the id of the run's n-th Group (from 0).
+	groupID(n int) string
 	// follow calls note for every WorkItem event of Group g from its
-	// current head on, until ctx ends.
+	// head when open returned, until ctx ends.
 	follow(ctx context.Context, g string, note noteFunc) error
+	// finish completes Group g's Mission once its items are all verified:
+	// the coordinator submits it for approval, the owner approves it.
+	finish(ctx context.Context, g string) error
+	// forget drops what the driver holds of Group g, once finished.
+	forget(g string)
+	// head is Group g's last sequence, when known without a request.
+	head(g string) (uint64, bool)
+	// usage reads the authority's resources (a soak's readings).
+	usage(ctx context.Context) (AuthorityUsage, error)
 	// watch is given the run's workers, whose metrics may count commands.
 	watch(ws []*runtime.Worker)
 	// counts are the commands answered so far ("type result" → count:
@@ -157,6 +178,7 @@ type rig struct {
 	auth    authority
 	groups  []string
 	workers []string
+	ws      []*runtime.Worker // the workers, in the order of workers
 	stops   []func() error
 }
 
@@ -179,18 +201,38 @@ func addWorker(agentID string) *protocol.ChangeMembershipPayload {
 	return &protocol.ChangeMembershipPayload{Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: agentID}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}
 }
 
+// submission submits Group g's Mission for approval, as coordinator c:
+// one piece of evidence that its items were driven (the authority checks
+// that they are all verified).
+func submission(g string, c protocol.Actor) *protocol.SubmitForApprovalPayload {
+	return &protocol.SubmitForApprovalPayload{MissionID: missionOf(g), Summary: "bench: every WorkItem verified", Artifacts: protocol.List[string]{},
+		Evidence: protocol.List[protocol.Evidence]{{Subject: missionOf(g), Criteria: protocol.List[string]{"bench"}, Method: "bench",
+			Result: protocol.EvidencePass, Producer: c, Timestamp: protocol.NewTime(time.Now()), Artifacts: protocol.List[string]{}}}}
+}
+
+// approval approves Group g's Mission: one approval id per Mission.
+func approval(g string) *protocol.ApproveMissionPayload {
+	return &protocol.ApproveMissionPayload{MissionID: missionOf(g), ApprovalID: "apr-" + missionOf(g)}
+}
+
+// The subdirectories of a data directory a soak measures besides its
+// bbolt file.
+var (
+	authorityDirs = []string{"snapshots", "artifacts"}
+	workerDirs    = []string{"checkpoints", "artifacts", "work"}
+)
+
 // setup reaches the authority and starts the workers, creates one Mission
 // per Group with its coordinator and makes every worker a member of every
 // Group, and waits until each worker is ready.
 func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 	r := &rig{cfg: cfg, dir: dir}
-	var groups []string
 	if cfg.Remote != nil {
 		a, err := dialRemote(ctx, *cfg.Remote)
 		if err != nil {
 			return r, err
 		}
-		r.auth, groups = a, a.groupIDs(cfg.Groups)
+		r.auth = a
 	} else {
 		e, err := startEmbedded(ctx, cfg, dir)
 		if e != nil {
@@ -200,16 +242,14 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 		if err != nil {
 			return r, err
 		}
-		for g := range cfg.Groups {
-			groups = append(groups, fmt.Sprintf("grp-%d", g+1))
-		}
 	}
-	r.groups = groups
+	for g := range cfg.Groups {
+		r.groups = append(r.groups, r.auth.groupID(g))
+	}
 	// Committed (accepted, unfinished) items a worker takes: enough that
 	// admission never refuses an offer for want of room.
 	perWorker := (cfg.Lanes + cfg.Workers - 1) / cfg.Workers
 	depth := max(4, (perWorker+cfg.Slots-1)/cfg.Slots+1)
-	var ws []*runtime.Worker
 	for i := range cfg.Workers {
 		id, k, err := fmt.Sprintf("w%d", i+1), protocol.PrivateKey{}, error(nil)
 		if cfg.Remote != nil {
@@ -225,6 +265,9 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 			NoticeBurst: -1, // no schedule updates or refusal notices: messages are not what is measured
 		}
 		r.auth.connect(&wc)
+		if cfg.Tune != nil && cfg.Tune.Worker != nil {
+			cfg.Tune.Worker(&wc)
+		}
 		w, err := runtime.NewWorker(wc)
 		if err != nil {
 			return r, err
@@ -240,9 +283,9 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 			return nil
 		})
 		r.workers = append(r.workers, id)
-		ws = append(ws, w)
+		r.ws = append(r.ws, w)
 	}
-	r.auth.watch(ws)
+	r.auth.watch(r.ws)
 	for _, id := range r.workers {
 		if err := poll(ctx, 30*time.Second, func() error { return r.auth.registered(ctx, id) }); err != nil {
 			return r, err
@@ -253,7 +296,7 @@ func setup(ctx context.Context, cfg Config, dir string) (*rig, error) {
 			return r, err
 		}
 	}
-	for i, w := range ws {
+	for i, w := range r.ws {
 		if err := poll(ctx, 30*time.Second, w.Ready); err != nil {
 			return r, fmt.Errorf("worker %s not ready: %w", r.workers[i], err)
 		}
@@ -401,7 +444,12 @@ func (r *rig) drive(parent context.Context) (*Result, error) {
 func (r *rig) item(ctx context.Context, tr *tracker, i int) error {
 	g := r.groups[i%len(r.groups)]
 	w := r.workers[(i/len(r.groups))%len(r.workers)]
-	id := fmt.Sprintf("wi-%07d", i)
+	return r.driveItem(ctx, tr, g, w, fmt.Sprintf("wi-%07d", i))
+}
+
+// driveItem drives WorkItem id of Group g, offered to worker w, from
+// authorize to verified.
+func (r *rig) driveItem(ctx context.Context, tr *tracker, g, w, id string) error {
 	t := tr.add(id)
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ItemTimeout)
 	defer cancel()

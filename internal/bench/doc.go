@@ -20,4 +20,12 @@
 // worker's receipt of the last event. A run where an item does not reach
 // verified, or the log records a failure of one, is an error: there is
 // no partial result.
+//
+// Soak (soak.go) runs the same items open loop instead, at a fixed rate
+// over Missions in turn, each in a Group of its own that is approved once
+// its items are verified, and reads every interval what the processes
+// and stores hold (usage.go): heap after a forced collection, goroutines
+// by whose code runs them, open files, bbolt pages in use and directory
+// sizes, a running authority's from its /metrics. growth.go turns the
+// readings into slopes per hour and per item.
 package bench

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
@@ -24,17 +25,27 @@ type embedded struct {
 	owner *authoritylite.Principal
 	coord *authoritylite.Principal
 	reg   *prometheus.Registry
+	dir   string // the authority's data directory
 	file  string
+
+	mu    sync.Mutex
+	heads map[string]uint64 // each open Group's head when open returned
 }
 
 func startEmbedded(ctx context.Context, cfg Config, dir string) (*embedded, error) {
-	auth, err := embed.Start(embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
+	ec := embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
 		Limits:    group.Limits{LeaseDuration: 2 * time.Minute, StartWithin: 10 * time.Minute, MaxCandidates: 3, BlockedHold: 30 * time.Minute},
-		RateBurst: 1 << 30, RateEvery: time.Nanosecond})
+		RateBurst: 1 << 30, RateEvery: time.Nanosecond}
+	if cfg.Tune != nil && cfg.Tune.Authority != nil {
+		cfg.Tune.Authority(&ec)
+	}
+	auth, err := embed.Start(ec)
 	if err != nil {
 		return nil, err
 	}
-	e := &embedded{auth: auth, svc: auth.Service, reg: prometheus.NewRegistry(), file: filepath.Join(dir, "authority", "authority.db")}
+	adir := filepath.Join(dir, "authority")
+	e := &embedded{auth: auth, svc: auth.Service, reg: prometheus.NewRegistry(), dir: adir, file: filepath.Join(adir, authoritylite.LogFile),
+		heads: map[string]uint64{}}
 	for _, c := range e.svc.Collectors() {
 		if err := e.reg.Register(c); err != nil {
 			return e, err
@@ -91,9 +102,52 @@ func (e *embedded) open(ctx context.Context, g string, workers []string) error {
 			return fmt.Errorf("add %s to %s: %w", id, g, err)
 		}
 	}
+	e.mu.Lock()
+	e.heads[g] = e.svc.LastSequence(g)
+	e.mu.Unlock()
 	return nil
 }
 
+func (e *embedded) groupID(n int) string { return fmt.Sprintf("grp-%d", n+1) }
+
+// finish has the coordinator submit Group g's Mission and alice approve it.
+func (e *embedded) finish(ctx context.Context, g string) error {
+	if _, err := e.coord.Do(ctx, protocol.CmdMissionSubmitForApproval, g, submission(g, protocol.Actor{Kind: protocol.ActorAgent, ID: "coord"})); err != nil {
+		return fmt.Errorf("submit %s for approval: %w", missionOf(g), err)
+	}
+	if _, err := e.owner.Do(ctx, protocol.CmdMissionApprove, g, approval(g)); err != nil {
+		return fmt.Errorf("approve %s: %w", missionOf(g), err)
+	}
+	return nil
+}
+
+func (e *embedded) forget(g string) {
+	e.mu.Lock()
+	delete(e.heads, g)
+	e.mu.Unlock()
+}
+
+func (e *embedded) head(g string) (uint64, bool) { return e.svc.LastSequence(g), true }
+
+// usage reads the authority's store and log; its heap, goroutines and
+// files are this process's (the soak splits the goroutines).
+func (e *embedded) usage(context.Context) (AuthorityUsage, error) {
+	u := AuthorityUsage{Source: "process"}
+	st, err := storeUsage(e.dir, authoritylite.LogFile, authorityDirs)
+	if err != nil {
+		return u, err
+	}
+	u.Store = &st
+	for _, m := range []struct {
+		name string
+		to   **float64
+	}{{"mwp_authority_log_events", &u.LogEvents}, {"mwp_authority_groups", &u.Groups}} {
+		if v, err := gaugeValue(e.reg, m.name); err == nil {
+			*m.to = f64(v)
+		}
+	}
+	return u, nil
+}
 func (e *embedded) coordinate(ctx context.Context, typ protocol.CommandType, g string, payload any) error {
 	_, err := e.coord.Do(ctx, typ, g, payload)
 	return err
@@ -101,7 +155,12 @@ func (e *embedded) coordinate(ctx context.Context, typ protocol.CommandType, g s
 
 // follow notes the WorkItem events of Group g as the log commits them.
 func (e *embedded) follow(ctx context.Context, g string, note noteFunc) error {
-	after := e.svc.LastSequence(g)
+	e.mu.Lock()
+	after, ok := e.heads[g]
+	e.mu.Unlock()
+	if !ok {
+		after = e.svc.LastSequence(g)
+	}
 	for {
 		changed := e.svc.Changed(g, after)
 		evs, err := e.svc.Events(g, after, 0)

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"os"
 	goruntime "runtime"
@@ -230,43 +228,20 @@ func procIO() (map[string]uint64, error) {
 }
 
 // boltTxID is the id of the last transaction committed to a bbolt file:
-// the larger txid of its two meta pages whose checksum holds. A commit
-// writes its pages, fdatasyncs, writes a meta page with txid+1 and
-// fdatasyncs again, so the difference over a window counts commits.
-// Layout (bbolt 1.x): a 16-byte page header, then magic, version,
-// pageSize, flags (4 bytes each), root (16), freelist, pgid, txid and
-// checksum (8 each), the checksum being FNV-1a of the meta before it.
+// the larger txid of its two meta pages whose checksum holds (readMeta).
+// A commit writes its pages, fdatasyncs, writes a meta page with txid+1
+// and fdatasyncs again, so the difference over a window counts commits.
 func boltTxID(path string) (uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	const hdr, magic = 16, 0xED0CDAED
-	meta := func(off int64) (txid uint64, pageSize uint32, ok bool) {
-		b := make([]byte, 64)
-		if _, err := f.ReadAt(b, off+hdr); err != nil {
-			return 0, 0, false
-		}
-		h := fnv.New64a()
-		h.Write(b[:56])
-		if binary.LittleEndian.Uint32(b[0:]) != magic || h.Sum64() != binary.LittleEndian.Uint64(b[56:]) {
-			return 0, 0, false
-		}
-		return binary.LittleEndian.Uint64(b[48:]), binary.LittleEndian.Uint32(b[8:]), true
+	m, err := readMeta(f)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
-	t0, ps, ok0 := meta(0)
-	if !ok0 {
-		ps = uint32(os.Getpagesize())
-	}
-	t1, _, ok1 := meta(int64(ps))
-	switch {
-	case !ok0 && !ok1:
-		return 0, fmt.Errorf("%s: no valid bbolt meta page", path)
-	case !ok1 || (ok0 && t0 > t1):
-		return t0, nil
-	}
-	return t1, nil
+	return m.txid, nil
 }
 
 // sampler counts store file size changes.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type Remote struct {
 	Owner         Identity   // creates the run's Missions
 	Coordinator   Identity   // authorizes, offers and accepts results
 	Workers       []Identity // one per worker
+	// Metrics, when set, is the URL of the authority's /metrics
+	// (authority serve --metrics-listen), which a soak reads.
+	Metrics string
 }
 
 // Identity is a principal and its signing key.
@@ -118,16 +122,67 @@ func (a *remoteAuthority) limited() (int, time.Duration) {
 	return int(a.waits.Load()), time.Duration(a.waited.Load())
 }
 
-// groupIDs are the run's own Groups: an authority keeps every Group, so
+// groupID names the run's own Groups: an authority keeps every Group, so
 // each run opens new ones.
-func (a *remoteAuthority) groupIDs(n int) []string {
-	var out []string
-	for g := range n {
-		id := fmt.Sprintf("grp-bench-%s-%d", a.run, g+1)
-		out = append(out, id)
-		a.last[id] = new(atomic.Uint64)
+func (a *remoteAuthority) groupID(n int) string {
+	id := fmt.Sprintf("grp-bench-%s-%d", a.run, n+1)
+	a.mu.Lock()
+	a.last[id] = new(atomic.Uint64)
+	a.mu.Unlock()
+	return id
+}
+
+// lastOf is Group g's last sequence followed.
+func (a *remoteAuthority) lastOf(g string) *atomic.Uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if l := a.last[g]; l != nil {
+		return l
 	}
-	return out
+	return new(atomic.Uint64)
+}
+
+// finish has the coordinator submit Group g's Mission and the owner
+// approve it.
+func (a *remoteAuthority) finish(ctx context.Context, g string) error {
+	if err := a.coordinate(ctx, protocol.CmdMissionSubmitForApproval, g, submission(g, a.cfg.Coordinator.Actor)); err != nil {
+		return fmt.Errorf("submit %s for approval: %w", missionOf(g), err)
+	}
+	// The creator is the Group's first member, at membership epoch 1.
+	if err := a.asOwner(ctx, g, protocol.CmdMissionApprove, protocol.Envelope{MembershipEpoch: protocol.Uint64(1)}, approval(g)); err != nil {
+		return fmt.Errorf("approve %s: %w", missionOf(g), err)
+	}
+	return nil
+}
+
+func (a *remoteAuthority) forget(g string) {
+	a.mu.Lock()
+	delete(a.epochs, g)
+	delete(a.last, g)
+	a.mu.Unlock()
+}
+
+// head is not known without a request: a soak settles on the workers'
+// own state instead.
+func (a *remoteAuthority) head(string) (uint64, bool) { return 0, false }
+
+// usage reads the authority's /metrics when given (Remote.Metrics);
+// its stores are on another host.
+func (a *remoteAuthority) usage(ctx context.Context) (AuthorityUsage, error) {
+	if a.cfg.Metrics == "" {
+		return AuthorityUsage{Source: "none"}, nil
+	}
+	return metricsUsage(ctx, http.DefaultClient, a.cfg.Metrics)
+}
+
+// asOwner sends one command as the owner.
+func (a *remoteAuthority) asOwner(ctx context.Context, g string, typ protocol.CommandType, env protocol.Envelope, payload any) error {
+	env.GroupID, env.CorrelationID = g, missionOf(g)
+	_, raw, err := protocol.BuildCommand(a.cfg.Owner.Actor, a.cfg.Owner.Key, typ, env, payload, time.Now())
+	if err == nil {
+		_, err = a.owner.Submit(ctx, raw)
+	}
+	return err
 }
 
 func (a *remoteAuthority) name() string { return a.cfg.URL }
@@ -162,12 +217,7 @@ func (a *remoteAuthority) registered(ctx context.Context, agentID string) error 
 func (a *remoteAuthority) open(ctx context.Context, g string, workers []string) error {
 	mission := missionOf(g)
 	owner := func(typ protocol.CommandType, env protocol.Envelope, payload any) error {
-		env.GroupID, env.CorrelationID = g, mission
-		_, raw, err := protocol.BuildCommand(a.cfg.Owner.Actor, a.cfg.Owner.Key, typ, env, payload, time.Now())
-		if err == nil {
-			_, err = a.owner.Submit(ctx, raw)
-		}
-		return err
+		return a.asOwner(ctx, g, typ, env, payload)
 	}
 	if err := owner(protocol.CmdMissionCreate, protocol.Envelope{}, createMission(g)); err != nil {
 		return fmt.Errorf("create %s: %w", mission, err)
@@ -205,7 +255,7 @@ func (a *remoteAuthority) learnEpochs(ctx context.Context, g string) error {
 		if err != nil {
 			return err
 		}
-		a.last[g].Store(se.Sequence)
+		a.lastOf(g).Store(se.Sequence)
 		if _, known := group.Events[ev.Type]; !known {
 			continue
 		}
@@ -257,7 +307,8 @@ func (a *remoteAuthority) coordinate(ctx context.Context, typ protocol.CommandTy
 // coordinator's own limits are its commands'; every event is verified (by
 // package remote) before it is noted.
 func (a *remoteAuthority) follow(ctx context.Context, g string, note noteFunc) error {
-	after := a.last[g].Load()
+	last := a.lastOf(g)
+	after := last.Load()
 	for {
 		evs, err := a.owner.Events(ctx, g, after, 0)
 		if err != nil {
@@ -280,7 +331,7 @@ func (a *remoteAuthority) follow(ctx context.Context, g string, note noteFunc) e
 			// event may end the run, and the counters read then must
 			// hold that event.
 			after = se.Sequence
-			a.last[g].Store(after)
+			last.Store(after)
 			if ev.Aggregate != nil && ev.Aggregate.Kind == protocol.AggregateWorkItem {
 				note(ev.Aggregate.ID, ev.Type, at, len(se.Raw))
 			}
@@ -315,7 +366,7 @@ func (a *remoteAuthority) counts(groups []string) (map[string]float64, map[strin
 	a.mu.Unlock()
 	seqs := map[string]uint64{}
 	for _, g := range groups {
-		seqs[g] = a.last[g].Load()
+		seqs[g] = a.lastOf(g).Load()
 	}
 	return commands, seqs, nil
 }

@@ -65,10 +65,26 @@ type tracker struct {
 	eventBytes int            // their signed bytes
 	byType     map[string]int // WorkItem events by type
 	first      error
+	// forgets: a soak's tracker keeps no order and forgets each item
+	// once driven, so that the driver does not grow with the items.
+	forgets bool
 }
 
 func newTracker(n int) *tracker {
 	return &tracker{items: make(map[string]*track, n), byType: map[string]int{}}
+}
+
+func newSoakTracker() *tracker {
+	return &tracker{items: map[string]*track{}, byType: map[string]int{}, forgets: true}
+}
+
+// forget drops item id, once driven (a soak's tracker only).
+func (tr *tracker) forget(id string) {
+	tr.mu.Lock()
+	if tr.forgets {
+		delete(tr.items, id)
+	}
+	tr.mu.Unlock()
 }
 
 func (tr *tracker) add(id string) *track {
@@ -78,7 +94,9 @@ func (tr *tracker) add(id string) *track {
 	}
 	tr.mu.Lock()
 	tr.items[id] = t
-	tr.order = append(tr.order, t)
+	if !tr.forgets {
+		tr.order = append(tr.order, t)
+	}
 	tr.mu.Unlock()
 	return t
 }
