@@ -74,6 +74,13 @@ type Options struct {
 	NoSync bool
 	// NoSocket does not serve snapshots to inspect.
 	NoSocket bool
+	// PruneTail is how many newest events each Group's inbox keeps
+	// (TailEvents when 0, never fewer than MinTailEvents); PruneEvery how
+	// many more it gathers before they are pruned (PruneEvery when 0).
+	// NoPrune keeps every event (tests comparing against full replay).
+	PruneTail  int
+	PruneEvery int
+	NoPrune    bool
 	// LiveStatus, when set, is what the socket reports of the process
 	// besides the store (`mwp-worker status`); it must be safe to call
 	// from any goroutine.
@@ -260,6 +267,9 @@ func (s *Store) upgradeProjection() error {
 	}); err != nil || current {
 		return err
 	}
+	if err := s.resetPrunedElsewhere(); err != nil {
+		return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
+	}
 	if len(s.groups) > 0 {
 		if err := s.Rebuild(); err != nil {
 			return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
@@ -323,7 +333,7 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 			g.members[memberKey(m.Principal)] = m
 		}
 	}
-	if err := fillRecent(&g.recent, gb.Bucket(bktInbox)); err != nil {
+	if err := fillRecent(&g.recent, gb); err != nil {
 		return nil, fmt.Errorf("queue: group %s inbox tail: %w", id, err)
 	}
 	if q := gb.Bucket(bktQueue); q != nil {
