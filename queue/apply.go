@@ -190,6 +190,10 @@ func (s *Store) Commit(b Batch) (Result, error) {
 			org = append(org, candidateEv{in: in, ev: ev, ref: ref})
 			continue
 		}
+		if s.forgotten[ev.GroupID] {
+			res.Duplicates = append(res.Duplicates, ref) // a forgotten Group's stream may still run
+			continue
+		}
 		p := plans[ev.GroupID]
 		if p == nil {
 			g := s.groups[ev.GroupID]

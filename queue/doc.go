@@ -45,6 +45,7 @@
 //	toolkeys/     reserved for package toolkeys
 //	notices/      reserved for runtime (messages the worker posts: refusals, schedule updates)
 //	observed/     reserved for runtime (observed run durations and start latency, for estimates)
+//	forgotten/    groupId -> JSON Tombstone of a forgotten Group
 //
 // The reserved buckets are created here so the layout lives in one place;
 // their owners reach them through Store.DB. Changing this tree means a new
@@ -162,6 +163,20 @@
 // build that projects differently (ProjectionVersion) cannot re-project
 // them, so Open empties such a Group (ResetGroup) and it is read again
 // from the authority, from its log or its signed snapshot.
+//
+// # Forgotten Groups
+//
+// Forget drops every bucket of a Group the runtime found over for this
+// worker (a terminal Mission holding nothing of it, after a grace) and
+// keeps a tombstone in forgotten/, in one transaction; while the outbox
+// holds a Command of the Group it refuses (ErrGroupHeld). Events of a
+// forgotten Group are counted as duplicates and stored nowhere (its stream
+// on the current connection may run until the next reconnect: the binding
+// has no frame to end one), and the client does not subscribe it again
+// when the authority lists it. KeepTombstones drops the tombstones of
+// Groups the authority no longer lists, so they are bounded by that list.
+// forgotten/ is added to an older file on Open; an older build ignores it
+// (and would subscribe the Group again, from cursor 0).
 //
 // # Damaged files
 //

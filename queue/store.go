@@ -101,6 +101,8 @@ type Store struct {
 	// outbox holds the actionIds in the outbox bucket, so a removal of
 	// one it does not hold (answered already) costs no transaction.
 	outbox map[string]bool
+	// forgotten holds the ids of the forgotten Groups (forget.go).
+	forgotten map[string]bool
 
 	ln       net.Listener
 	sockPath string
@@ -190,7 +192,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState), outbox: make(map[string]bool)}
+	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState), outbox: make(map[string]bool), forgotten: make(map[string]bool)}
 	if err := s.update(initLayout); err != nil {
 		db.Close()
 		return nil, err
@@ -234,7 +236,7 @@ func initLayout(tx *bolt.Tx) error {
 	} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
 		return err
 	}
-	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices, bktObserved} {
+	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices, bktObserved, bktForgotten} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}
@@ -283,6 +285,9 @@ func (s *Store) upgradeProjection() error {
 // load reads every Group's meta and projection, and the outbox's
 // actionIds, into memory.
 func (s *Store) load(tx *bolt.Tx) error {
+	if err := s.loadForgotten(tx); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bktOutboxIndex).ForEach(func(k, _ []byte) error {
 		s.outbox[string(k)] = true
 		return nil
