@@ -23,6 +23,11 @@ import (
 // below shared; everything else (client callbacks, slot goroutines, command
 // senders) posts messages to mb.
 type engine struct {
+	// overSince is when each Group was first seen over for this worker;
+	// forgetNext when stepForget looks again (worker_forget.go).
+	overSince  map[string]time.Time
+	forgetNext time.Time
+
 	w      *Worker
 	cfg    WorkerConfig
 	log    *slog.Logger
@@ -155,7 +160,8 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	}
 	members := memberships(store, cfg.AgentID)
 	e := &engine{
-		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
+		overSince: map[string]time.Time{},
+		w:         w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
 		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
@@ -423,6 +429,7 @@ func (e *engine) step(now time.Time) {
 	e.schedule(now)
 	e.stepNotices(now)
 	e.saveObservations(now, false)
+	e.stepForget(now)
 }
 
 // drained reports that nothing more can go out: every command answered,

@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
+)
+
+func TestForgetDue(t *testing.T) {
+	now := t0
+	over := groupHolds{terminal: true}
+	for _, tc := range []struct {
+		name      string
+		h         groupHolds
+		seen      time.Time
+		seenOK    bool
+		at        time.Time
+		over, due bool
+	}{
+		{"mission still active", groupHolds{}, time.Time{}, false, now, false, false},
+		{"an item the engine tracks", groupHolds{terminal: true, items: 1}, time.Time{}, false, now, false, false},
+		{"an owned item not terminal", groupHolds{terminal: true, owned: 1}, time.Time{}, false, now, false, false},
+		{"a command in the offline buffer", groupHolds{terminal: true, offline: 1}, time.Time{}, false, now, false, false},
+		{"a notice pending", groupHolds{terminal: true, notices: 1}, time.Time{}, false, now, false, false},
+		{"over, first seen: the grace starts", over, time.Time{}, false, now, true, false},
+		{"over, within the grace", over, now, true, now.Add(time.Minute - time.Nanosecond), true, false},
+		{"over, grace passed", over, now, true, now.Add(time.Minute), true, true},
+		{"held again after being over", groupHolds{terminal: true, items: 1}, now, true, now.Add(time.Hour), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, gotOver, gotDue := forgetDue(tc.h, tc.seen, tc.seenOK, tc.at, time.Minute)
+			if gotOver != tc.over || gotDue != tc.due {
+				t.Fatalf("over %v due %v, want %v %v", gotOver, gotDue, tc.over, tc.due)
+			}
+		})
+	}
+}
+
+// A Group whose Mission ended and which holds nothing of the worker is
+// forgotten once the grace passed on the worker's clock: its buckets are
+// dropped, and a restart does not subscribe it again although the
+// authority still lists it.
+func TestWorkerForgetsFinishedGroup(t *testing.T) {
+	k := newWKit(t)
+	cfg := k.workerConfig("w1", t.TempDir(), newStepHandler(1), 1)
+	cfg.ForgetGrace = time.Minute
+	if err := k.start(cfg).stop(t); err != nil { // enrolled by a first run
+		t.Fatal(err)
+	}
+	k.member("w1")
+	tw := k.start(cfg)
+	store := func() interface {
+		Forgotten(string) bool
+		GroupIDs() []string
+	} {
+		return tw.w.liveStore()
+	}
+	k.until("grp-a subscribed", func() bool { return len(store().GroupIDs()) == 1 }, tw)
+	k.ok(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: "mis-a", Reason: "done"})
+	k.until("grp-a forgotten after the grace", func() bool {
+		k.fc.Advance(20 * time.Second)
+		return store().Forgotten("grp-a")
+	}, tw)
+	if ids := store().GroupIDs(); len(ids) != 0 {
+		t.Fatalf("groups after forgetting: %v", ids)
+	}
+	if err := tw.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	tw = k.start(cfg) // online: the HELLO answer listing grp-a was taken
+	if ids := store().GroupIDs(); len(ids) != 0 || !store().Forgotten("grp-a") {
+		t.Fatalf("after a restart: groups %v, forgotten %v", ids, store().Forgotten("grp-a"))
+	}
+}
