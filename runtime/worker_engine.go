@@ -27,6 +27,7 @@ type engine struct {
 	// forgetNext when stepForget looks again (worker_forget.go).
 	overSince  map[string]time.Time
 	forgetNext time.Time
+	ledger     *toolkeys.Ledger // its finished Missions' records are forgotten with their Group
 
 	w      *Worker
 	cfg    WorkerConfig
@@ -160,8 +161,8 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	}
 	members := memberships(store, cfg.AgentID)
 	e := &engine{
-		overSince: map[string]time.Time{},
-		w:         w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
+		overSince: map[string]time.Time{}, ledger: ledger,
+		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
 		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},

@@ -59,7 +59,7 @@ func (e *engine) stepForget(now time.Time) {
 		case !due:
 			e.overSince[g] = since
 		default:
-			if err := e.store.Forget(g); err != nil {
+			if err := e.forgetGroup(g); err != nil {
 				e.log.Debug("group over, not forgotten yet", "group", g, "err", err)
 				continue
 			}
@@ -68,6 +68,24 @@ func (e *engine) stepForget(now time.Time) {
 			e.log.Info("forgot a finished Group", "group", g)
 		}
 	}
+}
+
+// forgetGroup drops what the worker keeps of a Group that is over: its
+// checkpoints (and blob files only they name) and its Mission's tool
+// ledger first, then the Group itself (queue.Store.Forget). A crash in
+// between leaves the Group, still over, to be forgotten again; deleting
+// the others twice changes nothing.
+func (e *engine) forgetGroup(g string) error {
+	m, _ := e.store.Mission(g)
+	if _, err := e.cps.DeleteGroup(g); err != nil {
+		return err
+	}
+	if m.MissionID != "" && e.ledger != nil {
+		if _, err := e.ledger.ForgetMission(m.MissionID); err != nil {
+			return err
+		}
+	}
+	return e.store.Forget(g)
 }
 
 // groupHolds returns what each Group holds of this worker, reading the

@@ -1,9 +1,11 @@
 package runtime
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -57,6 +59,12 @@ func TestWorkerForgetsFinishedGroup(t *testing.T) {
 		return tw.w.liveStore()
 	}
 	k.until("grp-a subscribed", func() bool { return len(store().GroupIDs()) == 1 }, tw)
+	tw.w.mu.Lock()
+	cps := tw.w.eng.cps
+	tw.w.mu.Unlock()
+	if _, err := cps.Save(checkpoint.Key{GroupID: "grp-a", WorkItemID: "wi-old", OwnershipEpoch: 1}, t0, checkpoint.Meta{}, []byte("state")); err != nil {
+		t.Fatal(err)
+	}
 	k.ok(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: "mis-a", Reason: "done"})
 	k.until("grp-a forgotten after the grace", func() bool {
 		k.fc.Advance(20 * time.Second)
@@ -64,6 +72,9 @@ func TestWorkerForgetsFinishedGroup(t *testing.T) {
 	}, tw)
 	if ids := store().GroupIDs(); len(ids) != 0 {
 		t.Fatalf("groups after forgetting: %v", ids)
+	}
+	if _, err := cps.Latest("grp-a", "wi-old"); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("checkpoint of the forgotten Group: %v", err)
 	}
 	if err := tw.stop(t); err != nil {
 		t.Fatal(err)
