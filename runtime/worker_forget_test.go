@@ -1,12 +1,17 @@
 package runtime
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	goruntime "runtime"
 	"testing"
 	"time"
 
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/checkpoint"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
 )
 
 func TestForgetDue(t *testing.T) {
@@ -83,4 +88,54 @@ func TestWorkerForgetsFinishedGroup(t *testing.T) {
 	if ids := store().GroupIDs(); len(ids) != 0 || !store().Forgotten("grp-a") {
 		t.Fatalf("after a restart: groups %v, forgotten %v", ids, store().Forgotten("grp-a"))
 	}
+}
+
+// N finished Groups cost the worker and the authority no goroutine and
+// the worker's store no bucket: after twelve Missions ended, and their
+// Groups were forgotten, the process runs as many goroutines as before
+// they existed (give or take the bounded noise of timers), and the store
+// knows none of them.
+func TestWorkerFinishedGroupsDoNotGrowGoroutines(t *testing.T) {
+	const n = 12
+	k := newWKit(t)
+	cfg := k.workerConfig("w1", t.TempDir(), newStepHandler(1), 1)
+	cfg.ForgetGrace = time.Minute
+	if err := k.start(cfg).stop(t); err != nil {
+		t.Fatal(err)
+	}
+	k.member("w1")
+	tw := k.start(cfg)
+	st := func() *queue.Store { return tw.w.liveStore() }
+	k.until("grp-a subscribed", func() bool { return len(st().GroupIDs()) == 1 }, tw)
+	before := goruntime.NumGoroutine()
+	for i := range n {
+		g := fmt.Sprintf("grp-f%02d", i)
+		do := func(p *authoritylite.Principal, typ protocol.CommandType, payload any) {
+			t.Helper()
+			if _, err := p.Do(context.Background(), typ, g, payload); err != nil {
+				t.Fatalf("%s %s: %v", g, typ, err)
+			}
+		}
+		mis := "mis-" + g
+		do(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: mis, Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal})
+		do(k.alice, protocol.CmdMissionAssignCoordinator, &protocol.AssignCoordinatorPayload{MissionID: mis, AgentID: "coord", LeaseDurationMs: uint64(time.Hour.Milliseconds())})
+		do(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{
+			Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+		do(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: mis, Reason: "done"})
+	}
+	k.until("every finished Group forgotten", func() bool {
+		k.fc.Advance(20 * time.Second)
+		for i := range n {
+			if !st().Forgotten(fmt.Sprintf("grp-f%02d", i)) {
+				return false
+			}
+		}
+		return true
+	}, tw)
+	if ids := st().GroupIDs(); len(ids) != 1 {
+		t.Fatalf("groups in the store: %v, want grp-a only", ids)
+	}
+	k.until("goroutines back to what they were before the Groups", func() bool {
+		return goruntime.NumGoroutine() <= before+3
+	}, tw)
 }
