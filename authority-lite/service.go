@@ -153,7 +153,8 @@ type groupState struct {
 	saved savedState
 
 	nmu     sync.Mutex
-	changed chan struct{} // closed and replaced on every append
+	changed chan struct{}              // closed and replaced on every append
+	waiters map[*changeWaiter]struct{} // OnChange callbacks, fired and dropped on every append
 	tail    eventTail
 }
 
@@ -484,7 +485,11 @@ func (gs *groupState) notify() {
 	gs.nmu.Lock()
 	close(gs.changed)
 	gs.changed = make(chan struct{})
+	ws := gs.takeWaitersLocked()
 	gs.nmu.Unlock()
+	for w := range ws {
+		w.fire()
+	}
 }
 
 // Submit runs one signed Command through the whole pipeline (spec 15.1)

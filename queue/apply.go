@@ -128,6 +128,9 @@ type groupPlan struct {
 	// the stored ones; diverged is set when one contradicts it.
 	applied0 []candidateEv
 	diverged *Divergence
+	// pruned is the Group's new base when this commit pruned its inbox;
+	// pruneCheck the cursor before which it is not looked at again.
+	pruned, pruneCheck uint64
 }
 
 // Apply takes a batch of verified events (any Groups, any order, duplicates
@@ -185,6 +188,10 @@ func (s *Store) Commit(b Batch) (Result, error) {
 			}
 			orgSeen[ev.EventID] = true
 			org = append(org, candidateEv{in: in, ev: ev, ref: ref})
+			continue
+		}
+		if s.forgotten[ev.GroupID] {
+			res.Duplicates = append(res.Duplicates, ref) // a forgotten Group's stream may still run
 			continue
 		}
 		p := plans[ev.GroupID]
@@ -259,8 +266,16 @@ func (s *Store) Commit(b Batch) (Result, error) {
 				}
 			}
 			for _, id := range groupIDs {
-				if err := s.applyGroup(tx, plans[id], &txRes); err != nil {
+				p := plans[id]
+				if err := s.applyGroup(tx, p, &txRes); err != nil {
 					return err
+				}
+				p.pruned = 0
+				if point := s.prunePoint(p); point > 0 {
+					if err := pruneGroup(tx, id, point, p.cursor); err != nil {
+						return err
+					}
+					p.pruned = point
 				}
 			}
 			if err := applyOrg(tx, org, &txRes); err != nil {
@@ -315,6 +330,10 @@ func (s *Store) settle(id string, p *groupPlan, res *Result) {
 		for _, seq := range p.fromBuf {
 			g.buf.remove(seq)
 		}
+		if p.pruned > g.base {
+			g.base = p.pruned
+		}
+		g.pruneCheck = max(g.pruneCheck, p.pruneCheck)
 		if p.cursor > g.cursor {
 			g.cursor = p.cursor
 			res.Cursors = append(res.Cursors, protocol.Cursor{GroupID: id, Sequence: g.cursor})

@@ -11,7 +11,19 @@ import (
 	"testing"
 )
 
-const crashEnv = "MWP_QUEUE_CRASH_DIR"
+const (
+	crashEnv      = "MWP_QUEUE_CRASH_DIR"
+	crashPruneEnv = "MWP_QUEUE_CRASH_PRUNE"
+)
+
+// crashOpts are the child's options: with pruning as often as the bounds
+// allow when crashPruneEnv is set.
+func crashOpts() Options {
+	if os.Getenv(crashPruneEnv) != "" {
+		return Options{NoSocket: true, PruneTail: MinTailEvents, PruneEvery: 3}
+	}
+	return Options{NoSocket: true}
+}
 
 func crashStream() *stream { return randomStream("g", 25, rand.New(rand.NewPCG(11, 12))) }
 
@@ -21,7 +33,7 @@ func crashStream() *stream { return randomStream("g", 25, rand.New(rand.NewPCG(1
 // Command act-K and takes act-(K-1), answered, out of the outbox.
 func crashChild(dir string) {
 	st := crashStream()
-	s, err := Open(dir, Options{NoSocket: true})
+	s, err := Open(dir, crashOpts())
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -59,14 +71,42 @@ func TestCrashKillChild(t *testing.T) {
 		crashChild(dir)
 		return
 	}
+	crashKill(t, "TestCrashKillChild", false)
+}
+
+// The same with the inbox pruned as often as the bounds allow: a kill
+// inside a pruning commit loses nothing and prunes nothing half; the
+// projection is full replay's and the inbox holds its events after the
+// base.
+func TestCrashKillChildPruning(t *testing.T) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	crashKill(t, "TestCrashKillChildPruning", true)
+}
+
+func crashKill(t *testing.T, name string, prune bool) {
 	if testing.Short() {
 		t.Skip("spawns processes")
+	}
+	// stateOf and reference, for the part of the inbox after s's base.
+	state := func(s *Store) string { return dumpProjection(t, s.db, "g") + inboxFrom(t, s.db, "g", baseOf(s, "g")) }
+	want := func(s *Store, evs []Incoming) string {
+		ref := openTest(t, t.TempDir(), Options{NoSync: true, NoSocket: true, NoPrune: true})
+		if len(evs) > 0 {
+			mustApply(t, ref, evs...)
+		}
+		return dumpProjection(t, ref.db, "g") + inboxFrom(t, ref.db, "g", baseOf(s, "g"))
 	}
 	st := crashStream()
 	dir := t.TempDir()
 	for _, killAt := range []uint64{15, 60, 110} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashKillChild$")
+		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$")
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+		if prune {
+			cmd.Env = append(cmd.Env, crashPruneEnv+"=1")
+		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -117,14 +157,17 @@ func TestCrashKillChild(t *testing.T) {
 		if want, ok := cursorAt[k]; ok && c != want {
 			t.Fatalf("kill at %d: cursor %d with batch %d's Command in the outbox; that batch left cursor %d", killAt, c, k, want)
 		}
-		want := reference(t, []string{"g"}, st.evs[:c])
-		if got := stateOf(t, s, []string{"g"}); got["g"] != want["g"] {
-			t.Fatalf("kill at %d: store differs from in-order delivery of its %d events:\n%s\nwant\n%s", killAt, c, got["g"], want["g"])
+		w := want(s, st.evs[:c])
+		if got := state(s); got != w {
+			t.Fatalf("kill at %d: store differs from in-order delivery of its %d events:\n%s\nwant\n%s", killAt, c, got, w)
+		}
+		if prune && c >= 40 && baseOf(s, "g") == 0 {
+			t.Fatalf("kill at %d: nothing pruned at cursor %d", killAt, c)
 		}
 		if err := s.Rebuild(); err != nil {
 			t.Fatal(err)
 		}
-		if got := stateOf(t, s, []string{"g"}); got["g"] != want["g"] {
+		if got := state(s); got != w {
 			t.Fatalf("kill at %d: rebuild differs", killAt)
 		}
 		closeChecked(t, s)
@@ -132,7 +175,7 @@ func TestCrashKillChild(t *testing.T) {
 	s := openTest(t, dir, Options{NoSocket: true})
 	defer s.Close()
 	mustApply(t, s, st.evs...)
-	if got, want := stateOf(t, s, []string{"g"}), reference(t, []string{"g"}, st.evs); got["g"] != want["g"] {
+	if got, w := state(s), want(s, st.evs); got != w {
 		t.Fatalf("final store differs from in-order delivery")
 	}
 }

@@ -28,7 +28,13 @@
 //	     |    |--> mission      -> JSON MissionView        (projection)
 //	     |    |--> members      -> JSON []Member           (projection)
 //	     |    |--> diverged     -> JSON Divergence (set once; cleared by a restore)
-//	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received
+//	     |--> inbox/   uint64 BE sequence -> event JCS bytes, as received (after base)
+//	     |--> pruned/  the projection at base, when the inbox was pruned
+//	     |    |--> sequence   -> uint64 BE: the base it stands at
+//	     |    |--> projection -> uint64 BE: ProjectionVersion that wrote it
+//	     |    |--> mission, members -> as meta's, at base
+//	     |    |--> recent     -> JSON [{id, seq}]: pruned eventIds the RecentEventIDs window covers
+//	     |    |--> items/     workItemId -> JSON Entry, at base
 //	     |--> events/  (files of earlier builds only: a durable eventId index, no longer read)
 //	     |--> queue/   workItemId -> JSON Entry            (projection)
 //	org/          eventId -> JCS bytes of an Organization-scoped event
@@ -39,6 +45,7 @@
 //	toolkeys/     reserved for package toolkeys
 //	notices/      reserved for runtime (messages the worker posts: refusals, schedule updates)
 //	observed/     reserved for runtime (observed run durations and start latency, for estimates)
+//	forgotten/    groupId -> JSON Tombstone of a forgotten Group
 //
 // The reserved buckets are created here so the layout lives in one place;
 // their owners reach them through Store.DB. Changing this tree means a new
@@ -117,8 +124,59 @@
 // digest against the reference (digest over the whole document, signature
 // included) and its signature through the caller's verify callback, then
 // replaces the Group's buckets with the snapshot's projection, cursor and
-// base in one transaction. Rebuild starts from the stored snapshot and
-// replays the inbox after it.
+// base in one transaction. Rebuild starts from the pruned base, else the
+// stored snapshot, and replays the inbox after it.
+//
+// # Pruning the inbox
+//
+// The inbox keeps what dedupe, divergence detection and rebuild need, not
+// the whole history: a Group's projection at its base (pruned/, or the
+// restored snapshot) plus the events after it. When a commit leaves more
+// than TailEvents+PruneEvery events after the base, that same transaction
+// folds the oldest into pruned/ (replaying them over the old base with the
+// one projection, and rewriting only the entries they changed), deletes
+// them and moves the base: a crash keeps either the old base and events or
+// the new ones. Rebuild is then "load pruned/, replay the inbox"; full
+// replay and prune-then-rebuild give byte-identical projections (the
+// property test in prune_test.go).
+//
+// What is never pruned:
+//   - the newest TailEvents (64; at least MinTailEvents, 16) events: the
+//     overlap a divergence check re-reads below the cursor, compared byte
+//     for byte with what the authority sends again;
+//   - any event at or after the lowest contract or Context Package event
+//     (Entry.ContractSeq, Entry.ContextSeq) of a WorkItem that is not
+//     terminal, or the Mission-wide Context Package of a Mission that is
+//     not, so Contract and ContextPackage answer for live work. A WorkItem
+//     that stays open holds the inbox from its contract on.
+//
+// The RecentEventIDs window survives pruning: the ids of pruned events it
+// still covers are kept in pruned/recent and refill it on Open. A
+// Context Package's cited range below the base is answered CURSOR_TOO_OLD
+// (CitedEvents), as after a restored snapshot; Event and Contract of a
+// finished WorkItem pruned past fail. Duplicates at or below the base count
+// as duplicates without a byte comparison, as below a restored snapshot.
+// Terminal WorkItems stay in the projection (dependencies read their
+// state): about 1 KB each.
+//
+// A pruned base is this build's projection of events that are gone: a
+// build that projects differently (ProjectionVersion) cannot re-project
+// them, so Open empties such a Group (ResetGroup) and it is read again
+// from the authority, from its log or its signed snapshot.
+//
+// # Forgotten Groups
+//
+// Forget drops every bucket of a Group the runtime found over for this
+// worker (a terminal Mission holding nothing of it, after a grace) and
+// keeps a tombstone in forgotten/, in one transaction; while the outbox
+// holds a Command of the Group it refuses (ErrGroupHeld). Events of a
+// forgotten Group are counted as duplicates and stored nowhere (its stream
+// on the current connection may run until the next reconnect: the binding
+// has no frame to end one), and the client does not subscribe it again
+// when the authority lists it. KeepTombstones drops the tombstones of
+// Groups the authority no longer lists, so they are bounded by that list.
+// forgotten/ is added to an older file on Open; an older build ignores it
+// (and would subscribe the Group again, from cursor 0).
 //
 // # Damaged files
 //

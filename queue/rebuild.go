@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -74,30 +75,27 @@ func (s *Store) Rebuild(groupIDs ...string) error {
 }
 
 // replay recomputes a Group's projection from its meta and inbox. The
-// returned overlay holds every entry (as changed) over the snapshot state.
+// returned overlay holds every entry (as changed) over the state the inbox
+// replays onto: the pruned base, else the restored snapshot, else nothing.
 func replay(gb *bolt.Bucket, id string) (*groupState, *overlay, error) {
 	meta := gb.Bucket(bktMeta)
-	g := newGroupState(id)
-	if raw := meta.Get(keySnapshot); raw != nil {
-		var snap protocol.GroupSnapshot
-		if err := json.Unmarshal(raw, &snap); err != nil {
-			return nil, nil, fmt.Errorf("group %s snapshot: %w", id, err)
-		}
-		g = snapshotState(&snap)
+	g, err := baseState(gb, id)
+	if err != nil {
+		return nil, nil, err
 	}
 	g.base = getU64(meta.Get(keyBase))
 	g.cursor = getU64(meta.Get(keyCursor))
-	// The snapshot state is the starting point; it counts as changed so the
+	// The base state is the starting point; it counts as changed so the
 	// queue bucket gets every entry.
 	base := newGroupState(id)
 	ov := newOverlay(base)
 	ov.private = true
 	start := change{items: sortedItems(g), members: sortedMembers(g.members)}
-	if meta.Get(keySnapshot) != nil {
+	if hasBaseMission(gb) {
 		start.mission = &g.mis
 	}
 	ov.record(start)
-	next, err := replayInbox(gb.Bucket(bktInbox), id, g.base+1, ov)
+	next, err := replayInboxTo(gb.Bucket(bktInbox), id, g.base+1, math.MaxUint64, ov)
 	if err != nil {
 		return nil, nil, fmt.Errorf("group %s %w", id, err)
 	}
@@ -136,16 +134,16 @@ func (w *inboxFact) fact(groupID string) fact {
 		Revision: w.Revision, OccurredAt: w.OccurredAt}
 }
 
-// replayInbox projects the inbox's events from sequence next on, in
-// order, and returns the sequence after the last. Decoding is most of the
+// replayInboxTo projects the inbox's events from sequence next through to,
+// in order, and returns the sequence after the last. Decoding is most of the
 // work and needs nothing but the event's bytes, so it runs ahead on every
 // core (decodeAhead) of the one goroutine that projects.
-func replayInbox(inbox *bolt.Bucket, groupID string, next uint64, ov *overlay) (uint64, error) {
+func replayInboxTo(inbox *bolt.Bucket, groupID string, next, to uint64, ov *overlay) (uint64, error) {
 	var jump, first error
 	c := inbox.Cursor()
 	k, v := c.Seek(u64(next))
 	values := func() ([]byte, []byte, bool) {
-		if k == nil {
+		if k == nil || next > to {
 			return nil, nil, false
 		}
 		if seq := getU64(k); seq != next {

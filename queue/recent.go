@@ -49,17 +49,16 @@ func (w *idWindow) add(id string, seq uint64) {
 	w.seq[id] = seq
 }
 
-// fillRecent loads the eventIds of the inbox's last RecentEventIDs events,
-// oldest first so the window evicts in sequence order.
-func fillRecent(w *idWindow, inbox *bolt.Bucket) error {
+// fillRecent loads the eventIds of the Group's last RecentEventIDs events,
+// oldest first so the window evicts in sequence order: from the inbox
+// tail, and, where the inbox was pruned, from the ids its pruned base
+// kept for the window (prunedRecent).
+func fillRecent(w *idWindow, gb *bolt.Bucket) error {
+	inbox := gb.Bucket(bktInbox)
 	if inbox == nil {
 		return nil
 	}
-	type ref struct {
-		id  string
-		seq uint64
-	}
-	var tail []ref
+	var tail []recentRef
 	c := inbox.Cursor()
 	for k, v := c.Last(); k != nil && len(tail) < RecentEventIDs; k, v = c.Prev() {
 		var ev struct {
@@ -68,10 +67,25 @@ func fillRecent(w *idWindow, inbox *bolt.Bucket) error {
 		if err := unmarshal(v, &ev); err != nil {
 			return err
 		}
-		tail = append(tail, ref{ev.EventID, getU64(k)})
+		tail = append(tail, recentRef{ev.EventID, getU64(k)})
+	}
+	if len(tail) < RecentEventIDs {
+		kept, err := prunedRecent(gb.Bucket(bktPruned))
+		if err != nil {
+			return err
+		}
+		for i := len(kept) - 1; i >= 0 && len(tail) < RecentEventIDs; i-- {
+			tail = append(tail, kept[i])
+		}
 	}
 	for i := len(tail) - 1; i >= 0; i-- {
-		w.add(tail[i].id, tail[i].seq)
+		w.add(tail[i].ID, tail[i].Seq)
 	}
 	return nil
+}
+
+// recentRef is one eventId of the window and its sequence.
+type recentRef struct {
+	ID  string `json:"id"`
+	Seq uint64 `json:"seq"`
 }

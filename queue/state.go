@@ -24,6 +24,9 @@ type groupState struct {
 	// diverged is set once the authority contradicted an applied event;
 	// nothing more of the Group is applied.
 	diverged *Divergence
+	// pruneCheck is the cursor before which the inbox is not looked at
+	// for pruning again (prunePoint); memory only.
+	pruneCheck uint64
 }
 
 func newGroupState(id string) *groupState {

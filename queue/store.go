@@ -74,6 +74,13 @@ type Options struct {
 	NoSync bool
 	// NoSocket does not serve snapshots to inspect.
 	NoSocket bool
+	// PruneTail is how many newest events each Group's inbox keeps
+	// (TailEvents when 0, never fewer than MinTailEvents); PruneEvery how
+	// many more it gathers before they are pruned (PruneEvery when 0).
+	// NoPrune keeps every event (tests comparing against full replay).
+	PruneTail  int
+	PruneEvery int
+	NoPrune    bool
 	// LiveStatus, when set, is what the socket reports of the process
 	// besides the store (`mwp-worker status`); it must be safe to call
 	// from any goroutine.
@@ -94,6 +101,8 @@ type Store struct {
 	// outbox holds the actionIds in the outbox bucket, so a removal of
 	// one it does not hold (answered already) costs no transaction.
 	outbox map[string]bool
+	// forgotten holds the ids of the forgotten Groups (forget.go).
+	forgotten map[string]bool
 
 	ln       net.Listener
 	sockPath string
@@ -183,7 +192,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState), outbox: make(map[string]bool)}
+	s := &Store{db: db, dir: dir, opts: opts, groups: make(map[string]*groupState), outbox: make(map[string]bool), forgotten: make(map[string]bool)}
 	if err := s.update(initLayout); err != nil {
 		db.Close()
 		return nil, err
@@ -227,7 +236,7 @@ func initLayout(tx *bolt.Tx) error {
 	} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
 		return err
 	}
-	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices, bktObserved} {
+	for _, name := range [][]byte{bktGroups, bktOrg, bktOutbox, bktOutboxIndex, bktOffline, bktCheckpoints, bktToolkeys, bktNotices, bktObserved, bktForgotten} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}
@@ -260,6 +269,9 @@ func (s *Store) upgradeProjection() error {
 	}); err != nil || current {
 		return err
 	}
+	if err := s.resetPrunedElsewhere(); err != nil {
+		return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
+	}
 	if len(s.groups) > 0 {
 		if err := s.Rebuild(); err != nil {
 			return fmt.Errorf("queue: upgrade projection to version %d: %w", ProjectionVersion, err)
@@ -273,6 +285,9 @@ func (s *Store) upgradeProjection() error {
 // load reads every Group's meta and projection, and the outbox's
 // actionIds, into memory.
 func (s *Store) load(tx *bolt.Tx) error {
+	if err := s.loadForgotten(tx); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bktOutboxIndex).ForEach(func(k, _ []byte) error {
 		s.outbox[string(k)] = true
 		return nil
@@ -323,7 +338,7 @@ func loadGroup(gb *bolt.Bucket, id string) (*groupState, error) {
 			g.members[memberKey(m.Principal)] = m
 		}
 	}
-	if err := fillRecent(&g.recent, gb.Bucket(bktInbox)); err != nil {
+	if err := fillRecent(&g.recent, gb); err != nil {
 		return nil, fmt.Errorf("queue: group %s inbox tail: %w", id, err)
 	}
 	if q := gb.Bucket(bktQueue); q != nil {

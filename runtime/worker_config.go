@@ -106,6 +106,12 @@ type WorkerConfig struct {
 	NoticeBurst int
 	NoticeEvery time.Duration
 
+	// ForgetGrace is how long a Group whose Mission is terminal and which
+	// holds nothing of this worker stays before it is forgotten: its
+	// buckets dropped, a tombstone kept, no longer subscribed (default
+	// DefaultForgetGrace; negative: never).
+	ForgetGrace time.Duration
+
 	// Tick paces preemption, aging and grace checks (default 1s of Clock).
 	Tick time.Duration
 	// DrainTimeout bounds a shutdown: slots reaching their safe points and
@@ -222,6 +228,9 @@ func (c *WorkerConfig) check() error {
 	}
 	if c.Tick <= 0 {
 		c.Tick = time.Second
+	}
+	if c.ForgetGrace == 0 {
+		c.ForgetGrace = DefaultForgetGrace
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second

@@ -23,6 +23,12 @@ import (
 // below shared; everything else (client callbacks, slot goroutines, command
 // senders) posts messages to mb.
 type engine struct {
+	// overSince is when each Group was first seen over for this worker;
+	// forgetNext when stepForget looks again (worker_forget.go).
+	overSince  map[string]time.Time
+	forgetNext time.Time
+	ledger     *toolkeys.Ledger // its finished Missions' records are forgotten with their Group
+
 	w      *Worker
 	cfg    WorkerConfig
 	log    *slog.Logger
@@ -155,6 +161,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	}
 	members := memberships(store, cfg.AgentID)
 	e := &engine{
+		overSince: map[string]time.Time{}, ledger: ledger,
 		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
@@ -423,6 +430,7 @@ func (e *engine) step(now time.Time) {
 	e.schedule(now)
 	e.stepNotices(now)
 	e.saveObservations(now, false)
+	e.stepForget(now)
 }
 
 // drained reports that nothing more can go out: every command answered,

@@ -29,6 +29,7 @@ func tuningFlags() []cli.Flag {
 		&cli.IntFlag{Name: "offline-buffer-commands", Usage: "the most signed commands buffered while offline", Value: offline.DefaultMaxCommands, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_COMMANDS")},
 		&cli.StringSliceFlag{Name: "extension", Usage: "an extension profile `URI` this worker's handlers interpret; an offer that depends on another critical extension is refused (repeatable or comma-separated)", Sources: cli.EnvVars("MWP_EXTENSIONS")},
 		&cli.StringFlag{Name: "artifact-classification", Usage: "the least data classification of the artifacts this worker publishes: public, internal, confidential or restricted (a handler may name a more restricted one)", Value: string(protocol.ClassInternal), Sources: cli.EnvVars("MWP_ARTIFACT_CLASSIFICATION")},
+		&cli.DurationFlag{Name: "forget-grace", Usage: "how long a Group whose Mission ended, holding nothing of this worker, is kept before the worker forgets it (its store, checkpoints and tool ledger; docs/operations.md); 0: never", Value: runtime.DefaultForgetGrace, Sources: cli.EnvVars("MWP_FORGET_GRACE")},
 		&cli.Int64Flag{Name: "offline-buffer-bytes", Usage: "the most bytes of signed commands buffered while offline", Value: offline.DefaultMaxBytes, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_BYTES")},
 	}
 }
@@ -36,6 +37,7 @@ func tuningFlags() []cli.Flag {
 // tuning is what tuningFlags said, checked.
 type tuning struct {
 	drain, preempt, estimate, grace time.Duration
+	forget                          time.Duration // 0: never
 	weights                         map[string]int64
 	quotas                          map[string]int
 	depth, bufCommands              int
@@ -47,7 +49,7 @@ type tuning struct {
 func tuningFrom(cmd *cli.Command) (tuning, error) {
 	t := tuning{
 		drain: cmd.Duration("drain-timeout"), preempt: cmd.Duration("preempt-timeout"), estimate: cmd.Duration("estimate"),
-		grace: cmd.Duration("offline-grace"), depth: int(cmd.Int("queue-depth")),
+		grace: cmd.Duration("offline-grace"), forget: cmd.Duration("forget-grace"), depth: int(cmd.Int("queue-depth")),
 		bufCommands: int(cmd.Int("offline-buffer-commands")), bufBytes: cmd.Int64("offline-buffer-bytes"),
 		class:      protocol.Classification(cmd.String("artifact-classification")),
 		extensions: splitList(cmd.StringSlice("extension"), "\n,"),
@@ -59,6 +61,9 @@ func tuningFrom(cmd *cli.Command) (tuning, error) {
 		if d <= 0 {
 			return t, fmt.Errorf("--%s %v: want a positive duration", name, d)
 		}
+	}
+	if t.forget < 0 {
+		return t, fmt.Errorf("--forget-grace %v: want a duration, 0 for never", t.forget)
 	}
 	if t.grace > offline.MaxGrace {
 		return t, fmt.Errorf("--offline-grace %v: at most %v", t.grace, offline.MaxGrace)
@@ -106,4 +111,8 @@ func (t tuning) apply(cfg *runtime.WorkerConfig) {
 	cfg.QueueDepth, cfg.Classification, cfg.Extensions = t.depth, t.class, t.extensions
 	cfg.OfflineLimits = offline.Limits{MaxCommands: t.bufCommands, MaxBytes: t.bufBytes}
 	cfg.GroupWeights, cfg.GroupQuotas = t.weights, t.quotas
+	cfg.ForgetGrace = t.forget
+	if t.forget == 0 {
+		cfg.ForgetGrace = -1 // never
+	}
 }

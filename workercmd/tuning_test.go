@@ -38,8 +38,15 @@ func parseTuning(t *testing.T, env map[string]string, args ...string) (runtime.W
 func TestTuningFlags(t *testing.T) {
 	cfg, err := parseTuning(t, nil)
 	if err != nil || cfg.DrainTimeout != 30*time.Second || cfg.QueueDepth != 4 || cfg.OfflineGrace != offline.DefaultGrace ||
-		cfg.OfflineLimits.MaxCommands != offline.DefaultMaxCommands || len(cfg.GroupWeights) != 0 || cfg.Classification != protocol.ClassInternal {
+		cfg.OfflineLimits.MaxCommands != offline.DefaultMaxCommands || len(cfg.GroupWeights) != 0 || cfg.Classification != protocol.ClassInternal ||
+		cfg.ForgetGrace != runtime.DefaultForgetGrace {
 		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	if cfg, err := parseTuning(t, map[string]string{"MWP_FORGET_GRACE": "0s"}); err != nil || cfg.ForgetGrace >= 0 {
+		t.Fatalf("--forget-grace 0 (never): %v %v", cfg.ForgetGrace, err)
+	}
+	if cfg, err := parseTuning(t, nil, "--forget-grace", "1h"); err != nil || cfg.ForgetGrace != time.Hour {
+		t.Fatalf("--forget-grace 1h: %v %v", cfg.ForgetGrace, err)
 	}
 	cfg, err = parseTuning(t, map[string]string{"MWP_GROUP_QUOTAS": "grp-a=1,grp-b=2"},
 		"--drain-timeout", "90s", "--group-weight", "grp-a=4", "--group-weight", "grp-b=2,grp-c=1", "--queue-depth", "8",
@@ -58,6 +65,7 @@ func TestTuningFlags(t *testing.T) {
 		{[]string{"--group-quota", "grp-a=1,grp-a=2"}, "given twice"},
 		{[]string{"--drain-timeout", "0s"}, "positive duration"},
 		{[]string{"--offline-grace", "1h"}, "at most"},
+		{[]string{"--forget-grace", "-1s"}, "0 for never"},
 		{[]string{"--queue-depth", "0"}, "positive number"},
 		{[]string{"--artifact-classification", "secret"}, "want public, internal"},
 	} {

@@ -47,6 +47,18 @@ type Backend interface {
 	Acked(peer, groupID string, sequence uint64)
 }
 
+// ChangeNotifier is what a Backend may add so a connection waits for the
+// next events of every Group it streams without a goroutine per Group:
+// with it, an idle subscription costs a registered callback, not a
+// goroutine (docs/wire.md; wss/doc.go "Streaming").
+type ChangeNotifier interface {
+	// OnChange calls fn once, from any goroutine, when the Group's last
+	// sequence moves past after (at once if it already has), unless the
+	// returned cancel ran first. fn must not block; cancel may be called
+	// more than once, also after fn ran.
+	OnChange(groupID string, after uint64, fn func()) (cancel func())
+}
+
 // MemberGroups is what a Backend may add so the server tells each agent
 // its Groups (ours, docs/wire.md; spec 17 has no frame for it): the HELLO
 // answer lists them and a GROUPS frame follows every change.

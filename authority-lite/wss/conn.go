@@ -21,8 +21,10 @@ const controlCap = 256
 
 // conn is the I/O around one session: the reader (the goroutine that runs
 // serve) feeds the session and applies its output; one writer goroutine
-// owns every write; one streamer goroutine per subscribed Group and one per
-// busy command lane produce into the outbox; a ticker applies liveness.
+// owns every write; one delivery goroutine feeds every subscribed Group's
+// lane (stream.go) and one goroutine per busy command lane answers
+// commands, both into the outbox; a ticker applies liveness. Goroutines
+// per connection do not grow with the Groups it streams.
 type conn struct {
 	b     Backend
 	opts  Options
@@ -36,8 +38,9 @@ type conn struct {
 	cmds  *commandLanes
 	slot  *limitedConn // the accepted connection's slot; nil outside Serve
 
-	streams map[string]context.CancelFunc // owned by the reader
-	wg      sync.WaitGroup                // streamers and command lanes
+	streams map[string]bool // Groups subscribed, owned by the reader
+	dlv     *delivery
+	wg      sync.WaitGroup // the delivery loop, its waits and command lanes
 
 	closeMu sync.Mutex
 	closing bool           // a close handshake was started
@@ -60,7 +63,8 @@ func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *li
 		b: s.b, opts: s.opts, hooks: &s.hooks, log: s.log, ws: ws, ids: ids,
 		out:     newOutbox(s.opts.SendBuffer, controlCap),
 		live:    newLiveness(start, s.opts),
-		streams: map[string]context.CancelFunc{},
+		streams: map[string]bool{},
+		dlv:     newDelivery(),
 		slot:    slot,
 	}
 	c.sess = newSession(s.b, ids, s.opts.MaxFrameBytes, s.log)
@@ -89,6 +93,7 @@ func (c *conn) serve(ctx context.Context) {
 	}()
 	var tickers sync.WaitGroup
 	tickers.Go(func() { c.livenessLoop(ctx) })
+	c.wg.Go(func() { c.deliver(ctx) })
 
 	if code := c.readLoop(ctx, writerDone); code != 0 {
 		_ = c.ws.Close(code, "frame too large")
@@ -239,18 +244,13 @@ func (c *conn) watchGroups(ctx context.Context, mg MemberGroups) {
 
 // startStream starts or restarts one Group's stream from sub.after.
 func (c *conn) startStream(ctx context.Context, sub subscription) {
-	stop, ok := c.streams[sub.groupID]
-	if ok {
-		stop()
-	} else if len(c.streams) >= c.opts.MaxGroups {
+	if !c.streams[sub.groupID] && len(c.streams) >= c.opts.MaxGroups {
 		e := protocol.Errorf(protocol.CodeRateLimited, "this connection already streams %d groups", c.opts.MaxGroups)
 		c.out.pushControl(ctx, encodeError(c.ids.next(), withDetail(WireError(e, sub.frameID, ""), "groupId", sub.groupID)))
 		return
 	}
-	gen := c.out.reset(sub.groupID)
-	sctx, stop := context.WithCancel(ctx)
-	c.streams[sub.groupID] = stop
-	c.wg.Go(func() { c.stream(sctx, sub, gen) })
+	c.streams[sub.groupID] = true
+	c.dlv.start(sub, c.out.reset(sub.groupID))
 }
 
 // writeLoop is the only writer of the connection.

@@ -69,9 +69,15 @@
 //
 // SUBSCRIBE authorizes each Group with Backend.Authorize; unknown and
 // forbidden Groups get the same GROUP_NOT_FOUND (same message, details only
-// echo the groupId the client sent). Each authorized Group gets a streamer:
+// echo the groupId the client sent). Each authorized Group gets a stream:
 // replay after afterSequence in batches of Options.ReplayBatch, then live
-// events when Backend.Changed fires. A second SUBSCRIBE of a Group restarts
+// events when Backend.Changed fires. One delivery goroutine per connection
+// runs every stream of it (stream.go), a batch per turn in the order the
+// Groups became ready, so goroutines per connection do not grow with the
+// Groups it streams: a caught-up stream is a callback registered with a
+// Backend that is a ChangeNotifier (authority-lite's Service is), and only
+// a stream paused on a full lane, or waiting on a Backend without
+// OnChange, holds a goroutine waiting on a channel. A second SUBSCRIBE of a Group restarts
 // its stream from the new position; frames of the replaced stream still
 // queued are dropped. CURSOR_TOO_OLD (or any other Events error) is sent as
 // an ERROR naming the Group, with the Backend's details (the snapshot
@@ -87,7 +93,7 @@
 // All Groups share the connection. Every Group has a bounded lane of
 // Options.SendBuffer EVENT frames and replies have their own lane; one
 // writer goroutine takes the lanes in round robin, one frame per turn.
-// When a Group's lane is full, its streamer stops fetching, sends
+// When a Group's lane is full, its stream stops fetching, sends
 // BACKPRESSURE {groupId, retryAfterMs} (at most once per RetryAfter of the
 // Backend clock) and waits until the writer has drained the lane to half;
 // it then continues from the next sequence, so nothing is lost or repeated

@@ -22,11 +22,12 @@ type fakeBackend struct {
 	agents protocol.KeySet
 	epochs map[string]uint64 // current session epoch per agent
 	// replaced is closed when the agent's session epoch moves (setEpoch).
-	replaced map[string]chan struct{}
-	nonces   map[string]bool
-	groups   map[string]*fakeGroup
-	acked    map[string]uint64 // "peer/group" -> sequence
-	submits  []fakeSubmit
+	replaced   map[string]chan struct{}
+	nonces     map[string]bool
+	groups     map[string]*fakeGroup
+	nextWaiter int
+	acked      map[string]uint64 // "peer/group" -> sequence
+	submits    []fakeSubmit
 	// submitHook, when set, runs inside Submit before the default handling
 	// (tests block or fail commands with it).
 	submitHook func(ctx context.Context, raw []byte) (*protocol.Receipt, error)
@@ -46,6 +47,7 @@ type fakeGroup struct {
 	events  []StoredEvent // sequence i+1 at index i
 	floor   uint64        // events at or below floor are no longer online
 	changed chan struct{} // closed and replaced on append
+	waiters map[int]func()
 }
 
 var testStart = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
@@ -192,6 +194,33 @@ func (f *fakeBackend) appendLocked(g *fakeGroup, ev StoredEvent) {
 	g.events = append(g.events, ev)
 	close(g.changed)
 	g.changed = make(chan struct{})
+	for id, fn := range g.waiters {
+		delete(g.waiters, id)
+		fn()
+	}
+}
+
+// OnChange makes the fake a ChangeNotifier, as the Service is; plain
+// wraps it to test the Changed channel path.
+func (f *fakeBackend) OnChange(groupID string, after uint64, fn func()) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.groups[groupID]
+	if uint64(len(g.events)) > after {
+		fn()
+		return func() {}
+	}
+	if g.waiters == nil {
+		g.waiters = map[int]func(){}
+	}
+	f.nextWaiter++
+	id := f.nextWaiter
+	g.waiters[id] = fn
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(g.waiters, id)
+	}
 }
 
 func (f *fakeBackend) setFloor(groupID string, floor uint64) {

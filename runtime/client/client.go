@@ -141,13 +141,42 @@ func (c *Client) AddGroup(groupID string) {
 	}
 }
 
+// forgotten reports a Group the store forgot.
+func (c *Client) forgotten(groupID string) bool {
+	ts, ok := c.cfg.Store.(Tombstones)
+	return ok && ts.Forgotten(groupID)
+}
+
+// DropGroup stops subscribing a Group the store forgot: it is left out of
+// every later SUBSCRIBE. A stream already running on the connection runs
+// until the next reconnect (the binding has no frame to end one); the store
+// refuses its events.
+func (c *Client) DropGroup(groupID string) {
+	c.mu.Lock()
+	delete(c.groups, groupID)
+	delete(c.replays, groupID)
+	c.mu.Unlock()
+}
+
 // joined takes the Groups the authority says the agent is a member of
 // (the HELLO answer, a GROUPS frame: docs/wire.md) and subscribes those it
 // does not follow yet, so a worker learns a Group it was added to without
 // a restart. A Group no longer listed keeps its stream (spec 17.2 checks
 // membership at SUBSCRIBE only).
+//
+// A Group the store forgot (queue.Store.Forget) is never subscribed again;
+// the tombstones of Groups no longer listed are dropped, so they stay
+// bounded by the list.
 func (c *Client) joined(groups []string) {
+	if ts, ok := c.cfg.Store.(Tombstones); ok && groups != nil {
+		if err := ts.KeepTombstones(groups); err != nil {
+			c.log.Warn("drop tombstones of Groups no longer listed", "err", err)
+		}
+	}
 	for _, g := range groups {
+		if c.forgotten(g) {
+			continue
+		}
 		c.mu.Lock()
 		known := c.groups[g] && !c.rejected[g]
 		c.mu.Unlock()
@@ -186,7 +215,7 @@ func (c *Client) takeReplays() map[string]uint64 {
 }
 
 // wantedGroups is every Group to subscribe: configured, added and known to
-// the store, minus the rejected ones; sorted.
+// the store, minus the rejected and the forgotten ones; sorted.
 func (c *Client) wantedGroups() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -199,7 +228,7 @@ func (c *Client) wantedGroups() []string {
 	}
 	out := make([]string, 0, len(set))
 	for g := range set {
-		if !c.rejected[g] {
+		if !c.rejected[g] && !c.forgotten(g) {
 			out = append(out, g)
 		}
 	}

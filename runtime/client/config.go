@@ -25,6 +25,13 @@ type Store interface {
 	Outbox() iter.Seq2[queue.OutboxEntry, error]
 }
 
+// Tombstones is what a Store may add so the client leaves the Groups it
+// forgot unsubscribed (queue.Store has it).
+type Tombstones interface {
+	Forgotten(groupID string) bool
+	KeepTombstones(listed []string) error
+}
+
 // Config configures a Client. URL, AgentID, Key and Store are required.
 type Config struct {
 	// URL of the authority's WebSocket endpoint, wss://host:port/mwp.
