@@ -83,8 +83,8 @@ func TestAuthorityServeRefusesBadLimits(t *testing.T) {
 	}
 }
 
-// --route-rate is a token bucket, BURST/EVERY; a bad one is one line and
-// exit 1, before anything listens.
+// --route-rate and --hello-rate are token buckets, BURST/EVERY; a bad one
+// is one line and exit 1, before anything listens.
 func TestAuthorityServeRates(t *testing.T) {
 	for _, tc := range []struct {
 		in    string
@@ -102,7 +102,7 @@ func TestAuthorityServeRates(t *testing.T) {
 			t.Errorf("parseRate(%q) = %d, %v, %v", tc.in, burst, every, err)
 		}
 	}
-	for _, flag := range []string{"--route-rate=0/1s", "--route-rate=10"} {
+	for _, flag := range []string{"--route-rate=0/1s", "--route-rate=10", "--hello-rate=0/1s", "--hello-rate=10/x"} {
 		code, out, stderr := runCLI(t, "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", flag)
 		name, _, _ := strings.Cut(flag, "=")
 		if code != 1 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, name+": ") {
