@@ -229,15 +229,21 @@ func remoteIP(a net.Addr) string {
 
 // refuse answers a connection over a cap before any upgrade: 503, a
 // Retry-After in whole seconds and the error object (error.schema.json) as
-// the body. By then every connection still handshaking has either said
-// HELLO or been closed, so a slot may be free.
+// the body. Over MaxConns it is the handshake timeout: by then every
+// connection still handshaking has either said HELLO or been closed, so a
+// slot may be free (sessions free theirs only when they end). Over
+// MaxConnsPerIP it is perIPRetryAfter: that cap counts only handshakes,
+// which end in milliseconds unless stalled, and a fleet behind the address
+// reconnecting all at once (an authority restart) should not wait ten
+// seconds for them; its clients spread their retries (runtime/client).
 func (s *Server) refuse(w http.ResponseWriter, limit string) {
 	wait := s.opts.HandshakeTimeout
-	secs := int(math.Ceil(wait.Seconds()))
 	code, msg := protocol.CodeBackpressure, "the authority holds as many connections as it allows; retry later"
 	if limit == limitConnsPerIP {
-		code, msg = protocol.CodeRateLimited, "this address holds as many connections as the authority allows per address; retry later"
+		wait = min(wait, perIPRetryAfter)
+		code, msg = protocol.CodeRateLimited, "this address holds as many unauthenticated connections as the authority allows per address; retry later"
 	}
+	secs := int(math.Ceil(wait.Seconds()))
 	e := protocol.Errorf(code, "%s", msg) // both codes are retryable
 	e.Details = map[string]any{"limit": limit, "retryAfterMs": int64(secs) * 1000}
 	body, _ := json.Marshal(e)
@@ -248,6 +254,9 @@ func (s *Server) refuse(w http.ResponseWriter, limit string) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write(body)
 }
+
+// perIPRetryAfter is the Retry-After of a refusal over MaxConnsPerIP.
+const perIPRetryAfter = time.Second
 
 // keyedLimiter is a token bucket per key (x/time/rate, fed the Backend's
 // clock). Keys whose bucket is full again hold no information and are
