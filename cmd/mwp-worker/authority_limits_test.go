@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -169,5 +171,21 @@ func TestAuthorityServePolicyFlags(t *testing.T) {
 		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "policy") {
 			t.Fatalf("%s: exit %d, stderr %q", flag, code, stderr)
 		}
+	}
+}
+
+// `authority serve` on a data directory another authority holds names the
+// holding process in its one line, as the worker does for its store.
+func TestAuthorityServeNamesTheHolder(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skip("no /proc/locks here: the holder cannot be named")
+	}
+	data := t.TempDir()
+	held := startAuthority(t, []string{"mwp-worker", "authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--insecure-loopback"})
+	defer held.stop(t)
+	code, out, stderr := runCLI(t, "authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--insecure-loopback")
+	want := fmt.Sprintf("authority.db is locked by process %d (", os.Getpid())
+	if code != 1 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, want) {
+		t.Fatalf("serve on a held directory: exit %d, stdout %q, stderr %q; want one line with %q", code, out, stderr, want)
 	}
 }
