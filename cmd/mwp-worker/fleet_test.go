@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
@@ -247,5 +250,37 @@ func (a *servedAuthority) stop(t *testing.T) {
 	a.cancel = nil
 	if code := <-a.done; code != 0 {
 		t.Errorf("authority serve exited %d: %s", code, a.errOut.String())
+	}
+}
+
+// --hello-rate reaches the server: with 1/1h a failed HELLO takes the
+// address's one token and the next HELLO is refused RATE_LIMITED.
+func TestAuthorityServeHelloRate(t *testing.T) {
+	a := startAuthority(t, []string{"mwp-worker", "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", "--hello-rate", "1/1h"})
+	defer a.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, a.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	var codes []protocol.Code
+	for i := range 2 {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"type":"HELLO","frameId":"h%d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		_, raw, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct{ Error protocol.Error }
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		codes = append(codes, f.Error.Code)
+	}
+	if codes[0] == protocol.CodeRateLimited || codes[1] != protocol.CodeRateLimited {
+		t.Fatalf("two bad HELLOs with --hello-rate 1/1h answered %v; want a refusal, then RATE_LIMITED", codes)
 	}
 }
