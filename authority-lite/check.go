@@ -37,12 +37,7 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		return rep, nil
 	}
 	var keys protocol.KeyResolver
-	pub, err := protocol.LoadPublicKey(filepath.Join(dir, "authority.pub"))
-	if err != nil {
-		if k, kerr := protocol.LoadPrivateKey(filepath.Join(dir, KeyFile)); kerr == nil {
-			pub, err = k.Public(), nil
-		}
-	}
+	pub, err := EventKey(dir)
 	if err == nil {
 		keys = protocol.NewKeySet(pub)
 		rep.SignaturesChecked = true
@@ -131,6 +126,18 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		rep.Problems = append(rep.Problems, ps...)
 	}
 	return rep, nil
+}
+
+// EventKey is the key that signs the events of the log in dir: the
+// authority.pub beside it, else the public half of its authority.key.
+func EventKey(dir string) (protocol.VerifyingKey, error) {
+	pub, err := protocol.LoadPublicKey(filepath.Join(dir, "authority.pub"))
+	if err != nil {
+		if k, kerr := protocol.LoadPrivateKey(filepath.Join(dir, KeyFile)); kerr == nil {
+			return k.Public(), nil
+		}
+	}
+	return pub, err
 }
 
 // checkOrg verifies the Organization's events.

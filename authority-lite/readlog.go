@@ -27,6 +27,15 @@ func FindLog(dir string) (string, error) {
 	return "", fmt.Errorf("no %s under %s", LogFile, dir)
 }
 
+// lockedLog is the error of an open that timed out on the log's lock: it
+// names the process holding it, as the worker's store does.
+func lockedLog(path string, err error) error {
+	if _, who, ok := storecheck.Holder(path); ok {
+		return fmt.Errorf("authority: %s is locked by %s; stop it first, or use another data directory: %w", path, who, err)
+	}
+	return fmt.Errorf("authority: %s is locked by another process (an authority, or a worker with its embedded one, on this data directory?): %w", path, err)
+}
+
 // ReadLog opens an authority log read-only (it fails after timeout while
 // an authority holds it) and calls fn for every stored event: the
 // Organization's first, then each Group's in sequence order, Groups by id.

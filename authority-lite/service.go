@@ -200,6 +200,9 @@ func Open(cfg Config) (*Service, error) {
 		if storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 			return nil, damaged(logPath, "", err)
 		}
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, lockedLog(logPath, err)
+		}
 		return nil, fmt.Errorf("authority: open store: %w", err)
 	}
 	db := &logDB{DB: bdb, path: logPath, log: cfg.Logger}

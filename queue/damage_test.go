@@ -95,6 +95,10 @@ type workerDamage struct {
 	// wantGroup, wantSeq: the problem Check must name (0: any).
 	wantGroup string
 	wantSeq   uint64
+	// refused: the worker must not open the copy when Check calls it
+	// damaged (a truncated file, a 0-byte one included: bbolt would start
+	// it afresh); the same rule decides both.
+	refused bool
 }
 
 func workerDamages(b workerBase) []workerDamage {
@@ -106,8 +110,8 @@ func workerDamages(b workerBase) []workerDamage {
 			return d
 		}})
 	}
-	for _, n := range []int{100, b.page, 2*b.page + 1, len(b.data) / 2, len(b.data) - b.page, len(b.data) - 1} {
-		ds = append(ds, workerDamage{name: fmt.Sprintf("truncated to %d of %d bytes", n, len(b.data)), do: func(_ workerBase, d []byte) []byte { return d[:n] }})
+	for _, n := range []int{0, 100, b.page, 2*b.page + 1, len(b.data) / 2, len(b.data) - b.page, len(b.data) - 1} {
+		ds = append(ds, workerDamage{name: fmt.Sprintf("truncated to %d of %d bytes", n, len(b.data)), refused: true, do: func(_ workerBase, d []byte) []byte { return d[:n] }})
 	}
 	for _, seq := range []uint64{2, uint64(len(b.inbox["g-a"])) / 2, uint64(len(b.inbox["g-a"]))} {
 		ds = append(ds, workerDamage{name: fmt.Sprintf("flipped byte in g-a event %d", seq), wantGroup: "g-a", wantSeq: seq, do: func(b workerBase, d []byte) []byte {
@@ -186,6 +190,9 @@ func TestDamagedWorkerStoreCopies(t *testing.T) {
 				}
 			} else if worker != "opened intact" {
 				t.Errorf("Check found nothing, the worker store answered %q", worker)
+			}
+			if d.refused && !rep.OK && !strings.HasPrefix(worker, "refused ") {
+				t.Errorf("a copy Check calls damaged was opened by the worker: %q", worker)
 			}
 			t.Logf("%s\n\tworker: %s\n\tinspect: %s\n\t%s", d.name, worker, inspect, summary)
 		})

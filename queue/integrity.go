@@ -74,11 +74,14 @@ func (s *Store) Failed() error {
 	return nil
 }
 
-// preOpen refuses a file bbolt must not map: shorter than its used pages,
-// or with no valid meta page. A missing or empty file passes (new store).
+// preOpen refuses a file bbolt must not map, by the rule `mwp-worker
+// check` applies (storecheck.Metas.Problems): shorter than its used pages,
+// or with no valid meta page, a 0-byte file included (bbolt would start it
+// afresh, and the events, outbox and checkpoints it held would be gone
+// unsaid). Only a missing file is a new store.
 func preOpen(path string) error {
 	ms, err := storecheck.ReadMeta(path)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && ms.FileSize == 0) {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {

@@ -45,6 +45,9 @@ func lockedError(dir string, err error) error {
 	if pid, ok := holderPID(dir); ok {
 		return fmt.Errorf("%w: %s is locked by process %d (a worker running on this data directory): %w", ErrLocked, path, pid, err)
 	}
+	if _, who, ok := storecheck.Holder(path); ok { // one without a socket: inspect, check
+		return fmt.Errorf("%w: %s is locked by %s: %w", ErrLocked, path, who, err)
+	}
 	return fmt.Errorf("%w: %s is locked (a worker or inspect using this data directory?): %w", ErrLocked, path, err)
 }
 

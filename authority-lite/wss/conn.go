@@ -69,9 +69,10 @@ func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *li
 	}
 	c.sess = newSession(s.b, ids, s.opts.MaxFrameBytes, s.log)
 	c.sess.limits = sessionLimits{
-		hello: func(now time.Time) (time.Duration, bool) { return s.hellos.allow(ip, now) },
-		pings: rate.NewLimiter(rate.Every(s.opts.PingEvery), s.opts.PingBurst),
-		every: s.opts.PingEvery,
+		helloReady:  func(now time.Time) (time.Duration, bool) { return s.hellos.ready(ip, now) },
+		helloFailed: func(now time.Time) { s.hellos.charge(ip, now) },
+		pings:       rate.NewLimiter(rate.Every(s.opts.PingEvery), s.opts.PingBurst),
+		every:       s.opts.PingEvery,
 	}
 	return c
 }
@@ -150,7 +151,7 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 		if out.opened {
 			c.live.opened() // before the reply: the client may act on it at once
 			if c.slot != nil {
-				c.slot.hello()
+				c.slot.authenticated()
 			}
 			c.wg.Go(func() { c.watchSession(ctx, writerDone) })
 			if mg, ok := c.b.(MemberGroups); ok {

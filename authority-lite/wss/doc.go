@@ -39,13 +39,15 @@
 // # Limits
 //
 // Serve counts every accepted TCP connection, below TLS, until it closes
-// (limits.go): at most MaxConns, at most MaxConnsPerIP per remote address.
-// A connection over a cap gets HTTP 503 with Retry-After and an error body
-// before any upgrade (a small pool; beyond it, it is closed at once). Each
-// has HandshakeTimeout from accept to a completed HELLO. HELLO attempts
-// are rate-limited per remote address and client PINGs per connection
-// (x/time/rate token buckets fed the Backend clock), answered with
-// RATE_LIMITED. A Server used only through Handler() behind another
+// (limits.go): at most MaxConns, and at most MaxConnsPerIP per remote
+// address of those not yet authenticated (a successful HELLO takes a
+// connection off its address's count). A connection over a cap gets HTTP
+// 503 with Retry-After and an error body before any upgrade (a small pool;
+// beyond it, it is closed at once). Each has HandshakeTimeout from accept
+// to a completed HELLO. Failed HELLO attempts are rate-limited per remote
+// address (one that succeeds is not charged) and client PINGs per
+// connection (x/time/rate token buckets fed the Backend clock), answered
+// with RATE_LIMITED. A Server used only through Handler() behind another
 // http.Server gets the rate limits but not the connection caps.
 //
 // # Sessions

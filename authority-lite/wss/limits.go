@@ -17,8 +17,12 @@ import (
 
 // Connection limits, applied by Serve to every accepted TCP connection
 // (docs/wire.md "Limits", docs/operations.md): at most MaxConns at once and
-// MaxConnsPerIP per remote address, each with HandshakeTimeout to finish
-// TLS, the upgrade and HELLO. A connection over a cap is not dropped
+// MaxConnsPerIP per remote address not yet authenticated, each with
+// HandshakeTimeout to finish TLS, the upgrade and HELLO. A connection whose
+// HELLO succeeded leaves its address's count (it stays in MaxConns): the
+// per-address cap is on what an unauthenticated host can hold, as sshd's
+// MaxStartups is, so many agents behind one NAT address are bounded by
+// MaxConns and not by it. A connection over a cap is not dropped
 // silently: it is still accepted, into a small pool of its own, and its
 // request is answered with HTTP 503, Retry-After and a JSON error body
 // before any upgrade. Only when that pool is full too is a connection
@@ -38,9 +42,9 @@ type limitListener struct {
 
 	mu       sync.Mutex
 	total    int
-	perIP    map[string]int
-	refusing int // connections accepted only to be answered 503
-	sessions int // admitted connections whose HELLO completed, still open
+	perIP    map[string]int // admitted connections not yet authenticated
+	refusing int            // connections accepted only to be answered 503
+	sessions int            // admitted connections whose HELLO completed, still open
 }
 
 func (s *Server) limit(ln net.Listener) *limitListener {
@@ -101,6 +105,7 @@ type limitedConn struct {
 	mu       sync.Mutex
 	timer    *time.Timer
 	helloed  bool   // HELLO completed: no handshake deadline any more
+	authed   bool   // a session's HELLO succeeded: out of its address's count
 	released bool   // Close ran
 	polite   func() // after the upgrade: close with 1008 instead of dropping
 }
@@ -146,11 +151,34 @@ func (c *limitedConn) hello() {
 	}
 }
 
+// authenticated records a session whose HELLO succeeded: the handshake
+// deadline stops, and the connection no longer counts toward its address's
+// MaxConnsPerIP (it still counts toward MaxConns).
+func (c *limitedConn) authenticated() {
+	c.hello()
+	c.mu.Lock()
+	first := !c.authed && !c.released && c.refused == ""
+	c.authed = true
+	c.mu.Unlock()
+	if first {
+		c.l.mu.Lock()
+		c.l.leaveIPLocked(c.ip)
+		c.l.mu.Unlock()
+	}
+}
+
+// leaveIPLocked takes one connection off ip's count; l.mu is held.
+func (l *limitListener) leaveIPLocked(ip string) {
+	if l.perIP[ip]--; l.perIP[ip] <= 0 {
+		delete(l.perIP, ip)
+	}
+}
+
 func (c *limitedConn) Close() error {
 	c.mu.Lock()
 	first := !c.released
 	c.released = true
-	helloed := c.helloed
+	helloed, authed := c.helloed, c.authed
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -165,8 +193,8 @@ func (c *limitedConn) Close() error {
 			l.refusing--
 		} else {
 			l.total--
-			if l.perIP[c.ip]--; l.perIP[c.ip] <= 0 {
-				delete(l.perIP, c.ip)
+			if !authed {
+				l.leaveIPLocked(c.ip)
 			}
 		}
 		l.mu.Unlock()
@@ -201,15 +229,21 @@ func remoteIP(a net.Addr) string {
 
 // refuse answers a connection over a cap before any upgrade: 503, a
 // Retry-After in whole seconds and the error object (error.schema.json) as
-// the body. By then every connection still handshaking has either said
-// HELLO or been closed, so a slot may be free.
+// the body. Over MaxConns it is the handshake timeout: by then every
+// connection still handshaking has either said HELLO or been closed, so a
+// slot may be free (sessions free theirs only when they end). Over
+// MaxConnsPerIP it is perIPRetryAfter: that cap counts only handshakes,
+// which end in milliseconds unless stalled, and a fleet behind the address
+// reconnecting all at once (an authority restart) should not wait ten
+// seconds for them; its clients spread their retries (runtime/client).
 func (s *Server) refuse(w http.ResponseWriter, limit string) {
 	wait := s.opts.HandshakeTimeout
-	secs := int(math.Ceil(wait.Seconds()))
 	code, msg := protocol.CodeBackpressure, "the authority holds as many connections as it allows; retry later"
 	if limit == limitConnsPerIP {
-		code, msg = protocol.CodeRateLimited, "this address holds as many connections as the authority allows per address; retry later"
+		wait = min(wait, perIPRetryAfter)
+		code, msg = protocol.CodeRateLimited, "this address holds as many unauthenticated connections as the authority allows per address; retry later"
 	}
+	secs := int(math.Ceil(wait.Seconds()))
 	e := protocol.Errorf(code, "%s", msg) // both codes are retryable
 	e.Details = map[string]any{"limit": limit, "retryAfterMs": int64(secs) * 1000}
 	body, _ := json.Marshal(e)
@@ -220,6 +254,9 @@ func (s *Server) refuse(w http.ResponseWriter, limit string) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write(body)
 }
+
+// perIPRetryAfter is the Retry-After of a refusal over MaxConnsPerIP.
+const perIPRetryAfter = time.Second
 
 // keyedLimiter is a token bucket per key (x/time/rate, fed the Backend's
 // clock). Keys whose bucket is full again hold no information and are
@@ -243,6 +280,37 @@ func newKeyedLimiter(every time.Duration, burst int) *keyedLimiter {
 func (k *keyedLimiter) allow(key string, now time.Time) (time.Duration, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return take(k.bucketLocked(key, now), now, k.every)
+}
+
+// ready reports whether key has a token at now, taking none; otherwise how
+// long until it has one. With charge it bounds only what fails: an attempt
+// is let in while its key has a token, and only one that failed takes it.
+func (k *keyedLimiter) ready(key string, now time.Time) (time.Duration, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b := k.buckets[key]
+	if b == nil {
+		return 0, true
+	}
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
+		return 0, true
+	}
+	return time.Duration((1 - tokens) * float64(k.every)), false
+}
+
+// charge takes one token for key at now, into debt when there is none:
+// attempts that were let in together and failed together all count, so
+// the key waits for each of them.
+func (k *keyedLimiter) charge(key string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.bucketLocked(key, now).ReserveN(now, 1)
+}
+
+// bucketLocked is key's bucket, made full when it has none; k.mu is held.
+func (k *keyedLimiter) bucketLocked(key string, now time.Time) *rate.Limiter {
 	b := k.buckets[key]
 	if b == nil {
 		if len(k.buckets) >= k.sweepAt {
@@ -256,7 +324,7 @@ func (k *keyedLimiter) allow(key string, now time.Time) (time.Duration, bool) {
 		b = rate.NewLimiter(rate.Every(k.every), k.burst)
 		k.buckets[key] = b
 	}
-	return take(b, now, k.every)
+	return b
 }
 
 // take reserves one token at now, or cancels the reservation and reports

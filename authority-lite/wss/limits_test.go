@@ -107,16 +107,33 @@ func TestServeConnectionCap(t *testing.T) {
 	}
 }
 
-// The per-address cap refuses a second connection from one IP with 503
-// RATE_LIMITED while another address still gets in.
+// The per-address cap counts the connections not yet authenticated: a
+// second handshaking connection from one IP gets 503 RATE_LIMITED while
+// another address still gets in; once the first one's HELLO succeeds it
+// leaves its address's count, so agents behind one address are bounded by
+// MaxConns, not by the per-address cap.
 func TestServeConnectionCapPerIP(t *testing.T) {
 	fb := newFakeBackend(t)
 	key := fb.addAgent(t, "w1", 3)
-	url, _ := startServer(t, fb, Options{MaxConns: 10, MaxConnsPerIP: 1, HandshakeTimeout: safety}, nil)
-	openClient(t, url, fb, key, testNonce, nil)
-	code, _, e := refusal(t, url, "127.0.0.1")
-	if code != http.StatusServiceUnavailable || e.Code != protocol.CodeRateLimited || e.Details["limit"] != "maxConnsPerIP" {
-		t.Fatalf("second connection from 127.0.0.1: %d %+v", code, e)
+	url, srv := startServer(t, fb, Options{MaxConns: 10, MaxConnsPerIP: 1, HandshakeTimeout: safety}, nil)
+	first := dial(t, url, nil) // handshaking: holds the address's one slot
+	// Retry-After is a second, not the handshake timeout: handshakes end
+	// fast, and a fleet behind the address comes back sooner.
+	code, retry, e := refusal(t, url, "127.0.0.1")
+	if code != http.StatusServiceUnavailable || retry != "1" || e.Code != protocol.CodeRateLimited || e.Details["limit"] != "maxConnsPerIP" ||
+		fmt.Sprint(e.Details["retryAfterMs"]) != "1000" {
+		t.Fatalf("second connection from 127.0.0.1: %d Retry-After %q %+v", code, retry, e)
+	}
+	first.hello(fb, key, testNonce)
+	for i := range 3 { // each authenticates before the next dials
+		dial(t, url, nil).hello(fb, key, fmt.Sprintf("nonce-%016d", i))
+	}
+	if total, _, sessions := srv.connCounts(); total != 4 || sessions != 4 {
+		t.Fatalf("admitted %d, in session %d; want 4 and 4", total, sessions)
+	}
+	dial(t, url, nil) // handshaking again: the address is full
+	if code, _, e := refusal(t, url, "127.0.0.1"); code != http.StatusServiceUnavailable || e.Details["limit"] != "maxConnsPerIP" {
+		t.Fatalf("with one connection handshaking: %d %+v", code, e)
 	}
 	other, err := dialFrom(t, url, "127.0.0.2")
 	if err != nil {
@@ -239,6 +256,53 @@ func TestServeHelloAndPingRates(t *testing.T) {
 	second.send(ping)
 	if p, ok := second.read().(*protocol.Ping); !ok || !p.Reply {
 		t.Fatalf("PING after the refill: %#v", p)
+	}
+}
+
+// Only HELLOs that fail are charged to their address: any number succeed
+// with a burst of one, a failure takes the token, and the next attempt,
+// good or not, is refused until it refills; failures let in together are
+// all charged.
+func TestServeHelloChargesFailuresOnly(t *testing.T) {
+	fb := newFakeBackend(t)
+	key := fb.addAgent(t, "w1", 3)
+	url, _ := startServer(t, fb, Options{HelloBurst: 1, HelloEvery: time.Minute}, nil)
+	for i := range 5 {
+		openClient(t, url, fb, key, fmt.Sprintf("nonce-%016d", i), nil)
+	}
+	bad := dial(t, url, nil)
+	bad.sendRaw(websocket.MessageText, helloFrame(t, key, "w1", 3, "nonce-0000000000000000", fb.Now())) // a replay
+	bad.readError(protocol.CodeAuthInvalidSignature)
+	next := dial(t, url, nil)
+	next.sendRaw(websocket.MessageText, helloFrame(t, key, "w1", 3, "nonce-9999999999999999", fb.Now()))
+	if e := next.readError(protocol.CodeRateLimited); fmt.Sprint(e.Error.Details["retryAfterMs"]) != "60000" {
+		t.Fatalf("after a failed HELLO: %+v", e.Error)
+	}
+	fb.clock.Advance(time.Minute)
+	next.hello(fb, key, "nonce-9999999999999999")
+}
+
+// A keyed limiter used with ready and charge lets attempts in while the key
+// has a token and charges only those reported: two let in together and
+// both charged leave a debt of one, a wait of two intervals.
+func TestKeyedLimiterChargesDebt(t *testing.T) {
+	k := newKeyedLimiter(time.Second, 1)
+	now := testStart
+	for range 2 {
+		if _, ok := k.ready("a", now); !ok {
+			t.Fatal("a full bucket not ready")
+		}
+	}
+	k.charge("a", now)
+	k.charge("a", now)
+	if wait, ok := k.ready("a", now); ok || wait != 2*time.Second {
+		t.Fatalf("after two charges: %v %v; want a 2s wait", wait, ok)
+	}
+	if _, ok := k.ready("a", now.Add(2*time.Second)); !ok {
+		t.Fatal("not ready once the debt is paid")
+	}
+	if _, ok := k.ready("b", now); !ok || len(k.buckets) != 1 {
+		t.Fatalf("ready made a bucket for an unseen key: %d", len(k.buckets))
 	}
 }
 

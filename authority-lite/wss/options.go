@@ -44,13 +44,23 @@ type Options struct {
 	// and logs need. Over it, a connection is answered with HTTP 503,
 	// Retry-After and a BACKPRESSURE error body before any upgrade.
 	MaxConns int
-	// MaxConnsPerIP bounds them per remote IP address (default 64): one
-	// host cannot take the whole of MaxConns. Over it: 503, RATE_LIMITED.
+	// MaxConnsPerIP bounds, per remote IP address, the connections not yet
+	// authenticated: handshaking, or carrying requests to Routes (default
+	// 64). A connection whose HELLO succeeded leaves its address's count
+	// and stays in MaxConns, so a host that cannot authenticate holds at
+	// most 64 sockets, while a fleet behind one NAT address is bounded by
+	// MaxConns (500 agents behind 127.0.0.1 reconnect after an authority
+	// restart with the defaults). Over it: 503, RATE_LIMITED.
 	MaxConnsPerIP int
-	// HelloBurst and HelloEvery bound HELLO attempts per remote IP address
-	// across its connections (default 10 at once, then one per second);
-	// each costs a signature check and a durable nonce write. Over it:
-	// ERROR RATE_LIMITED with details.retryAfterMs; the connection stays.
+	// HelloBurst and HelloEvery bound the HELLO attempts per remote IP
+	// address that fail, across its connections (default 10 at once, then
+	// one per second): a HELLO is let in while its address has a token and
+	// takes one only when it does not open the session (a bad proof, an
+	// unknown agent, a replayed nonce, a bad frame). A HELLO that succeeds
+	// costs its address nothing: only an enrolled agent's key can make
+	// one, and a captured HELLO is refused by its nonce (and charged).
+	// Over it: ERROR RATE_LIMITED with details.retryAfterMs; the
+	// connection stays.
 	HelloBurst int
 	HelloEvery time.Duration
 	// RouteBurst and RouteEvery bound requests to Routes per remote IP

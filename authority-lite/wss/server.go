@@ -30,7 +30,7 @@ type Server struct {
 	routesCtx    context.Context
 	routesCancel context.CancelFunc
 
-	hellos *keyedLimiter  // HELLO attempts per remote IP
+	hellos *keyedLimiter  // failed HELLO attempts per remote IP
 	routes *keyedLimiter  // Routes requests per remote IP
 	ln     *limitListener // set by Serve, under mu
 

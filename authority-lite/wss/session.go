@@ -44,10 +44,15 @@ type session struct {
 // sessionLimits are the frame rate limits of one connection; a zero value
 // (table tests) limits nothing.
 type sessionLimits struct {
-	// hello takes a HELLO attempt from the remote address's bucket.
-	hello func(now time.Time) (time.Duration, bool)
-	pings *rate.Limiter // client PINGs on this connection
-	every time.Duration // the PING refill interval
+	// helloReady reports whether the remote address may try a HELLO now
+	// (its bucket has a token) and helloFailed charges it for one that
+	// did not open the session: a HELLO that succeeds costs its address
+	// nothing, so a fleet behind one address reconnects at once, while
+	// failures (a guessed key, a replay, a bad frame) stay bounded.
+	helloReady  func(now time.Time) (time.Duration, bool)
+	helloFailed func(now time.Time)
+	pings       *rate.Limiter // client PINGs on this connection
+	every       time.Duration // the PING refill interval
 }
 
 // inbound is one received WebSocket message.
@@ -188,12 +193,18 @@ func (s *session) hello(ctx context.Context, out *output, raw []byte, parsed any
 		s.fail(out, violation("the session is already open; HELLO is sent once per connection"), frameID, "")
 		return
 	}
-	// Counted before any check: a refused HELLO costs the server as much.
-	if s.limits.hello != nil {
-		if wait, ok := s.limits.hello(s.b.Now()); !ok {
-			s.fail(out, rateLimited(wait, "too many HELLO attempts from this address"), frameID, "")
+	// Checked before anything else; charged unless the HELLO opens the
+	// session (a replayed one is refused by its nonce, and charged).
+	if s.limits.helloReady != nil {
+		if wait, ok := s.limits.helloReady(s.b.Now()); !ok {
+			s.fail(out, rateLimited(wait, "too many failed HELLO attempts from this address"), frameID, "")
 			return
 		}
+		defer func() {
+			if !s.open {
+				s.limits.helloFailed(s.b.Now())
+			}
+		}()
 	}
 	f, err := decodeFrame(raw, parsed)
 	if err != nil {

@@ -50,7 +50,8 @@ func authorityCommand() *cli.Command {
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register `FILE` at start (from run --enrollment; repeatable)"},
 				&cli.IntFlag{Name: "max-conns", Usage: "connections held at once, handshaking or not; more get HTTP 503 (docs/operations.md)", Value: 1024, Sources: cli.EnvVars("MWP_MAX_CONNS")},
-				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections held at once per remote IP address; more get HTTP 503", Value: 64, Sources: cli.EnvVars("MWP_MAX_CONNS_PER_IP")},
+				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections per remote IP address not yet authenticated (handshaking, or carrying an HTTPS route request); more get HTTP 503. One whose HELLO succeeded counts only toward --max-conns", Value: 64, Sources: cli.EnvVars("MWP_MAX_CONNS_PER_IP")},
+				&cli.StringFlag{Name: "hello-rate", Usage: "failed HELLO attempts per remote IP address: `BURST/EVERY`, BURST at once, then one more per EVERY; a HELLO that succeeds is not counted; over it, ERROR RATE_LIMITED (docs/operations.md)", Value: "10/1s", Sources: cli.EnvVars("MWP_HELLO_RATE")},
 				&cli.DurationFlag{Name: "handshake-timeout", Usage: "time from TCP accept to a completed HELLO", Value: 10 * time.Second, Sources: cli.EnvVars("MWP_HANDSHAKE_TIMEOUT")},
 				&cli.StringSliceFlag{Name: "policy-limit", Usage: "a spec 20 limit per Group, `NAME=N`: maxOpenWorkItems, maxActiveWorkItems, maxQueuedWorkItems, maxOpenClarifications, maxDuplicateWorkItems or maxDelegationDepth (repeatable or comma-separated; docs/operations.md has the defaults)", Sources: cli.EnvVars("MWP_POLICY_LIMITS")},
 				&cli.StringFlag{Name: "route-rate", Usage: "requests to the HTTPS routes per remote IP address: `BURST/EVERY`, BURST at once, then one more per EVERY; more are answered 429 RATE_LIMITED (docs/operations.md)", Value: "60/100ms", Sources: cli.EnvVars("MWP_ROUTE_RATE")},
@@ -78,6 +79,9 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 		return fail("--route-rate: %v", err)
 	}
 	limits.RouteBurst, limits.RouteEvery = burst, every
+	if limits.HelloBurst, limits.HelloEvery, err = parseRate(cmd.String("hello-rate")); err != nil {
+		return fail("--hello-rate: %v", err)
+	}
 	policy, err := policyFrom(cmd)
 	if err != nil {
 		return fail("%v", err)

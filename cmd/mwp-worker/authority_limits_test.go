@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -83,8 +85,8 @@ func TestAuthorityServeRefusesBadLimits(t *testing.T) {
 	}
 }
 
-// --route-rate is a token bucket, BURST/EVERY; a bad one is one line and
-// exit 1, before anything listens.
+// --route-rate and --hello-rate are token buckets, BURST/EVERY; a bad one
+// is one line and exit 1, before anything listens.
 func TestAuthorityServeRates(t *testing.T) {
 	for _, tc := range []struct {
 		in    string
@@ -102,7 +104,7 @@ func TestAuthorityServeRates(t *testing.T) {
 			t.Errorf("parseRate(%q) = %d, %v, %v", tc.in, burst, every, err)
 		}
 	}
-	for _, flag := range []string{"--route-rate=0/1s", "--route-rate=10"} {
+	for _, flag := range []string{"--route-rate=0/1s", "--route-rate=10", "--hello-rate=0/1s", "--hello-rate=10/x"} {
 		code, out, stderr := runCLI(t, "authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback", flag)
 		name, _, _ := strings.Cut(flag, "=")
 		if code != 1 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, name+": ") {
@@ -169,5 +171,21 @@ func TestAuthorityServePolicyFlags(t *testing.T) {
 		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "policy") {
 			t.Fatalf("%s: exit %d, stderr %q", flag, code, stderr)
 		}
+	}
+}
+
+// `authority serve` on a data directory another authority holds names the
+// holding process in its one line, as the worker does for its store.
+func TestAuthorityServeNamesTheHolder(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skip("no /proc/locks here: the holder cannot be named")
+	}
+	data := t.TempDir()
+	held := startAuthority(t, []string{"mwp-worker", "authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--insecure-loopback"})
+	defer held.stop(t)
+	code, out, stderr := runCLI(t, "authority", "serve", "--data", data, "--listen", "127.0.0.1:0", "--insecure-loopback")
+	want := fmt.Sprintf("authority.db is locked by process %d (", os.Getpid())
+	if code != 1 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, want) {
+		t.Fatalf("serve on a held directory: exit %d, stdout %q, stderr %q; want one line with %q", code, out, stderr, want)
 	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,5 +65,26 @@ func TestInspectEvents(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "inspect", "events", "--data", t.TempDir()); code != 1 || !strings.Contains(stderr, "authority.db") {
 		t.Fatalf("missing log: exit %d %q", code, stderr)
+	}
+
+	// One event changed in place (a damaged copy): still printed, and
+	// then one line naming it and exit 1, in both forms.
+	logPath := filepath.Join(adir, authoritylite.LogFile)
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(raw, []byte(`"messageId":"m2"`)); n == 0 {
+		t.Fatal("the second message is not in the file as written")
+	}
+	if err := os.WriteFile(logPath, bytes.ReplaceAll(raw, []byte(`"messageId":"m2"`), []byte(`"messageId":"m9"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--json"}, {}} {
+		code, out, stderr := runCLI(t, append([]string{"inspect", "events", "--data", dir}, args...)...)
+		if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 3 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 ||
+			!strings.Contains(stderr, "1 of 4 events fail verification (grp-a 4)") || !strings.Contains(stderr, "AUTH_INVALID_SIGNATURE") {
+			t.Fatalf("inspect events %v of a damaged log: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
 	}
 }

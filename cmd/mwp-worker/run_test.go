@@ -96,3 +96,34 @@ func TestRunEmbeddedStartsAndStops(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A 0-byte worker.db is a damaged store, as `check` says, not a new one:
+// run refuses it with one line and exit 1 and leaves the file as it was
+// (bbolt would have started it afresh, forgetting every event, outbox
+// command and checkpoint it held).
+func TestRunRefusesEmptyStore(t *testing.T) {
+	dir := t.TempDir()
+	keyDir := filepath.Join(dir, "keys")
+	if code, _, e := runCLI(t, "keygen", "--out", keyDir, "--name", "w1", "--key-id", "agent:w1#k1"); code != 0 {
+		t.Fatal(e)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(data, "worker.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI(t, "check", "--data", data); code != 1 {
+		t.Fatalf("check of a 0-byte store: exit %d, want 1 (damage found)", code)
+	}
+	code, _, stderr := runCLIWithTimeout(t, time.Minute, "run", "--data", data, "--key", filepath.Join(keyDir, "w1.key"), "--log-level", "warn")
+	if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "run: ") ||
+		!strings.Contains(stderr, "STORE_DAMAGED") || !strings.Contains(stderr, db) {
+		t.Fatalf("run on a 0-byte store: exit %d, stderr %q", code, stderr)
+	}
+	if fi, err := os.Stat(db); err != nil || fi.Size() != 0 {
+		t.Fatalf("the refused store was changed: %v %v", fi, err)
+	}
+}

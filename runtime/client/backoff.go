@@ -57,6 +57,25 @@ func (b Backoff) delay(attempt int, prev time.Duration, u float64) time.Duration
 	}
 }
 
+// afterRefusal is the wait before redialing an authority that refused the
+// last attempt and said when to come back (retry: a 503's Retry-After, a
+// RATE_LIMITED HELLO's retryAfterMs). Redialing sooner only takes another
+// of its refusal slots, and every client it refused at once was told the
+// same time, so the wait is drawn uniformly from [retry, 2·retry) by u:
+// they come back spread, not in lockstep. It is never shorter than backoff
+// (the jittered delay of this attempt) and at most maxRetryAfter.
+func afterRefusal(retry, backoff time.Duration, u float64) time.Duration {
+	if !(u >= 0) || u >= 1 {
+		u = 0
+	}
+	retry = min(max(retry, 0), maxRetryAfter)
+	return min(max(backoff, retry+time.Duration(u*float64(retry))), maxRetryAfter)
+}
+
+// maxRetryAfter bounds how long an authority's Retry-After holds off a
+// redial, as for BACKPRESSURE.
+const maxRetryAfter = 10 * time.Minute
+
 // expCeil is min(capd, base·2^attempt) without overflow.
 func expCeil(base, capd time.Duration, attempt int) time.Duration {
 	if attempt < 0 {

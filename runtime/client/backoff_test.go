@@ -69,3 +69,33 @@ func TestBackoffBounds(t *testing.T) {
 		}
 	}
 }
+
+// After a refusal that said when to come back, the wait is drawn from
+// [retry, 2·retry): clients refused together come back spread. Never
+// below the attempt's own backoff, never over maxRetryAfter.
+func TestAfterRefusalTable(t *testing.T) {
+	const s = time.Second
+	tests := []struct {
+		name           string
+		retry, backoff time.Duration
+		u              float64
+		want           time.Duration
+	}{
+		{"lower edge is the retry", 10 * s, 0, 0, 10 * s},
+		{"half a draw adds half", 10 * s, 0, 0.5, 15 * s},
+		{"upper edge below twice", 10 * s, 0, math.Nextafter(1, 0), 20*s - 1},
+		{"a longer backoff wins", 1 * s, 5 * s, 0.5, 5 * s},
+		{"u out of range is 0", 10 * s, 0, 7, 10 * s},
+		{"u NaN is 0", 10 * s, 0, math.NaN(), 10 * s},
+		{"negative retry is none", -s, 3 * s, 0.5, 3 * s},
+		{"capped", maxRetryAfter, 0, 0.5, maxRetryAfter},
+		{"huge retry capped", math.MaxInt64, 0, 0.9, maxRetryAfter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := afterRefusal(tt.retry, tt.backoff, tt.u); got != tt.want {
+				t.Fatalf("afterRefusal(%v, %v, %v) = %v, want %v", tt.retry, tt.backoff, tt.u, got, tt.want)
+			}
+		})
+	}
+}

@@ -16,8 +16,10 @@ import (
 )
 
 // An authority at its connection cap answers 503 with Retry-After: the
-// client waits that long (on its clock) before dialing again, instead of
-// its much shorter backoff, then connects.
+// client waits that long (on its clock) and a jittered part of it more
+// (half of it more with a draw of 0.5: every client refused at once was
+// told the same time) before dialing again, instead of its much shorter
+// backoff, then connects.
 func TestDialHonoursRetryAfter(t *testing.T) {
 	noLeaks(t)
 	fc := clock.NewFake(time.Now()) // HELLO proofs are checked against the real clock
@@ -51,6 +53,7 @@ func TestDialHonoursRetryAfter(t *testing.T) {
 		URL: "ws://" + strings.TrimPrefix(ts.URL, "http://") + "/mwp", AllowInsecureLoopback: true,
 		AgentID: agentID, Key: agentKey, SessionEpoch: 1, Store: store, AuthorityKeys: authorityKeys(), Clock: fc,
 		Backoff: Backoff{Base: time.Millisecond, Cap: 10 * time.Millisecond}, OnState: st.on, Logger: quietLogger(t),
+		Rand: func() float64 { return 0.5 },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +88,8 @@ func TestDialHonoursRetryAfter(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(times) != 2 || times[1].Sub(times[0]) < 7*time.Second {
-		t.Fatalf("dials at %v: the second came %v after the 503, want at least 7s", times, times[len(times)-1].Sub(times[0]))
+	if len(times) != 2 || times[1].Sub(times[0]) < 7*time.Second+3500*time.Millisecond {
+		t.Fatalf("dials at %v: the second came %v after the 503, want at least 10.5s", times, times[len(times)-1].Sub(times[0]))
 	}
 }
 

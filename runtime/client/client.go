@@ -306,9 +306,8 @@ func (c *Client) Run(ctx context.Context) error {
 		wait := prev
 		var busy *busyError
 		if errors.As(err, &busy) {
-			// A full authority said when to come back; redialing sooner
-			// only takes another of its refusal slots.
-			wait = max(wait, min(busy.retryAfter, maxRetryAfter))
+			// A full authority said when to come back: then, spread.
+			wait = afterRefusal(busy.retryAfter, prev, c.cfg.Rand())
 		}
 		if !c.pause(ctx, q, wait) {
 			q.failAll(ErrNotRunning)
@@ -317,10 +316,6 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 	}
 }
-
-// maxRetryAfter bounds how long an authority's Retry-After holds off a
-// redial, as for BACKPRESSURE.
-const maxRetryAfter = 10 * time.Minute
 
 // stableAfter is how long a connection must last to reset the backoff.
 const stableAfter = 10 * time.Second
