@@ -186,15 +186,15 @@ func (c *Client) takeReplays() map[string]uint64 {
 }
 
 // wantedGroups is every Group to subscribe: configured, added and known to
-// the store, minus the rejected ones; sorted.
+// the store, minus the rejected and the diverged ones; sorted.
 func (c *Client) wantedGroups() []string {
+	stored := c.cfg.Store.GroupIDs()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	set := make(map[string]bool, len(c.groups))
 	for g := range c.groups {
 		set[g] = true
 	}
-	for _, g := range c.cfg.Store.GroupIDs() {
+	for _, g := range stored {
 		set[g] = true
 	}
 	out := make([]string, 0, len(set))
@@ -203,6 +203,8 @@ func (c *Client) wantedGroups() []string {
 			out = append(out, g)
 		}
 	}
+	c.mu.Unlock()
+	out = slices.DeleteFunc(out, c.diverged)
 	slices.Sort(out)
 	return out
 }
