@@ -112,6 +112,11 @@ func aheadOfLog(e *protocol.Error) (group string, last uint64, ok bool) {
 // onAhead records that the authority's log of a Group ends at last, before
 // the store's cursor, and stops following the Group.
 func (s *session) onAhead(group string, last uint64) error {
+	if s.c.cfg.Store.Cursor(group) == 0 {
+		// Nothing applied, nothing to contradict: not our position.
+		s.c.log.Warn("the authority refused a position past its log of a Group this worker holds nothing of", "group", group, "lastSequence", last)
+		return nil
+	}
 	d, isNew, err := s.c.cfg.Store.MarkAhead(group, last)
 	if err != nil {
 		return err

@@ -208,3 +208,36 @@ func TestOverlapCompactedAway(t *testing.T) {
 		})
 	}
 }
+
+// Only a well-formed ahead_of_log refusal names a Group to stop: another
+// code, another reason, no Group or a last sequence that is not a
+// non-negative integer is an ordinary error.
+func TestAheadOfLogReading(t *testing.T) {
+	mk := func(code protocol.Code, kv ...any) *protocol.Error {
+		return protocol.WithDetails(protocol.Errorf(code, "x"), kv...)
+	}
+	cases := []struct {
+		name  string
+		e     *protocol.Error
+		group string
+		last  uint64
+		ok    bool
+	}{
+		{"well formed", mk(protocol.CodeProtocolViolation, "reason", "ahead_of_log", "groupId", "g", "lastSequence", 12.0), "g", 12, true},
+		{"a json.Number", mk(protocol.CodeProtocolViolation, "reason", "ahead_of_log", "groupId", "g", "lastSequence", json.Number("0")), "g", 0, true},
+		{"another code", mk(protocol.CodeCursorTooOld, "reason", "ahead_of_log", "groupId", "g", "lastSequence", 12.0), "", 0, false},
+		{"another reason", mk(protocol.CodeProtocolViolation, "reason", "bad_frame", "groupId", "g", "lastSequence", 12.0), "", 0, false},
+		{"no Group", mk(protocol.CodeProtocolViolation, "reason", "ahead_of_log", "lastSequence", 12.0), "", 0, false},
+		{"no last sequence", mk(protocol.CodeProtocolViolation, "reason", "ahead_of_log", "groupId", "g"), "", 0, false},
+		{"a negative last sequence", mk(protocol.CodeProtocolViolation, "reason", "ahead_of_log", "groupId", "g", "lastSequence", -1.0), "", 0, false},
+		{"a fractional last sequence", mk(protocol.CodeProtocolViolation, "reason", "ahead_of_log", "groupId", "g", "lastSequence", 1.5), "", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g, last, ok := aheadOfLog(c.e)
+			if g != c.group || last != c.last || ok != c.ok {
+				t.Fatalf("aheadOfLog = %q %d %v, want %q %d %v", g, last, ok, c.group, c.last, c.ok)
+			}
+		})
+	}
+}
