@@ -173,6 +173,9 @@ func onlineFrom(gb *groupBuckets) (uint64, *protocol.SnapshotRef) {
 // cursorTooOld is the answer to a read from before the online log.
 func cursorTooOld(groupID string, after, first uint64, ref *protocol.SnapshotRef) *protocol.Error {
 	e := protocol.Errorf(protocol.CodeCursorTooOld, "group %s keeps events from %d online; position %d is older: restore the snapshot", groupID, first, after)
+	// firstSequence (ours): a client that asked for events it already holds
+	// (the overlap below its cursor) subscribes again from there.
+	e = protocol.WithDetails(e, "firstSequence", first)
 	if ref != nil {
 		e = protocol.WithDetails(e, "snapshot", ref)
 	}

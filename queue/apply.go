@@ -317,6 +317,7 @@ func (s *Store) settle(id string, p *groupPlan, res *Result) {
 	g := p.g
 	if p.diverged != nil && !p.isNew {
 		g.diverged = p.diverged
+		g.buf.dropThrough(^uint64(0)) // none of it will apply
 		res.Diverged = append(res.Diverged, *p.diverged)
 	}
 	if p.ov != nil {

@@ -10,28 +10,52 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// Divergence records that a Group's authority sent an event contradicting
-// one this store already applied: another document (eventId or signed
-// bytes) at an applied sequence, as when an authority restored from an
-// older copy issues new events under sequences it had used. The log the
-// worker holds and the authority's now disagree; the store stops applying
-// the Group (every later event of it is refused, not stored), keeps what it
-// holds, and says so in every Apply result, in Store.Divergence and in
-// inspect, until the operator resyncs the Group.
+// Divergence records that a Group's authority contradicts the history this
+// store applied, as an authority restored from an older copy does: either
+// it sent another document (eventId or signed bytes) at an applied
+// sequence, because it issued new events under sequences it had used; or
+// its log ends before this store's cursor (MarkAhead: it said so when the
+// worker subscribed or ACKed). The log the worker holds and the
+// authority's now disagree; the store stops applying the Group (every
+// later event of it is refused, not stored), keeps what it holds, and says
+// so in every Apply result, in Store.Divergence and in inspect, until the
+// operator resyncs the Group.
 type Divergence struct {
-	GroupID         string        `json:"groupId"`
-	Sequence        uint64        `json:"sequence"`
-	StoredEventID   string        `json:"storedEventId"`
-	ReceivedEventID string        `json:"receivedEventId"`
-	DetectedAt      protocol.Time `json:"detectedAt"`
+	GroupID string `json:"groupId"`
+	// Sequence is the first sequence known to differ: the contradicted
+	// one, or the one after the authority's last.
+	Sequence      uint64 `json:"sequence"`
+	StoredEventID string `json:"storedEventId"`
+	// ReceivedEventID is the authority's event at Sequence; empty when its
+	// log ends before it (AuthorityLastSequence).
+	ReceivedEventID string `json:"receivedEventId,omitempty"`
+	// AuthorityLastSequence is set when the authority's log ends before
+	// this store's cursor: the last sequence it holds.
+	AuthorityLastSequence *uint64       `json:"authorityLastSequence,omitempty"`
+	DetectedAt            protocol.Time `json:"detectedAt"`
+}
+
+// Describe says in one phrase what the authority did, for logs and inspect.
+func (d Divergence) Describe() string {
+	if d.AuthorityLastSequence != nil {
+		return fmt.Sprintf("stored event %s, the authority's log ends at %d", orNone(d.StoredEventID), *d.AuthorityLastSequence)
+	}
+	return fmt.Sprintf("stored event %s, the authority sent %s", orNone(d.StoredEventID), d.ReceivedEventID)
+}
+
+func orNone(id string) string {
+	if id == "" {
+		return "(none: before the inbox)"
+	}
+	return id
 }
 
 var keyDiverged = []byte("diverged")
 
 func (d *Divergence) err() *protocol.Error {
 	return protocol.WithDetails(protocol.Errorf(protocol.CodeProtocolViolation,
-		"group %s diverged at sequence %d: stored event %s, the authority now sends %s; nothing more of this Group is applied until it is resynced",
-		d.GroupID, d.Sequence, d.StoredEventID, d.ReceivedEventID), "divergence", d)
+		"group %s diverged at sequence %d: %s; nothing more of this Group is applied until it is resynced",
+		d.GroupID, d.Sequence, d.Describe()), "divergence", d)
 }
 
 // compareApplied sorts a batch's events at sequences this store already

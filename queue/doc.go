@@ -76,9 +76,25 @@
 // that sequence. An event at a sequence already applied is compared with
 // the stored one: the same signed bytes are a duplicate, anything else a
 // Divergence (the authority contradicts the worker's log): the Group
-// applies nothing more, durably (meta/diverged), until a snapshot of the
-// authority is restored over it (RestoreSnapshot then accepts one behind
-// the cursor). An event the projection cannot interpret (a payload of the
+// applies nothing more, durably (meta/diverged), until it is reset
+// (ResetGroup, `mwp-worker resync`) or a snapshot of the authority is
+// restored over it (RestoreSnapshot then accepts one behind the cursor).
+// The other divergence, an authority whose log ends before the cursor, is
+// found on the wire and recorded with MarkAhead.
+//
+// # The overlap below the cursor
+//
+// The client subscribes each Group after ReplayAfter, not after the
+// cursor: the authority sends the newest applied events again and Apply
+// compares each with the stored bytes, so an authority restored from an
+// older copy that reissued those sequences is caught before anything past
+// the cursor applies. For that the inbox must keep, whatever else is
+// pruned, at least the last OverlapEvents (4) events up to the cursor:
+// ReplayAfter walks down from the cursor over the events it holds, so an
+// inbox holding fewer only narrows the comparison (to none right after a
+// snapshot restore, whose events are at or below base), it never breaks
+// the subscription. An event at or below base is counted a duplicate: there
+// is nothing to compare it with. An event the projection cannot interpret (a payload of the
 // wrong shape, an unknown WorkItem) is
 // still stored and passes the cursor: the authority's log is the truth and
 // the view must not stall on it; it is reported in Result.Problems.

@@ -214,8 +214,8 @@ func (w *Worker) Ready() error {
 		}
 	}
 	for _, g := range st.Groups {
-		if _, diverged := store.Divergence(g.GroupID); diverged {
-			return fmt.Errorf("group %s diverged", g.GroupID)
+		if d, diverged := store.Divergence(g.GroupID); diverged {
+			return fmt.Errorf("group %s diverged at sequence %d (%s): resync it", g.GroupID, d.Sequence, d.Describe())
 		}
 	}
 	w.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
@@ -281,6 +282,9 @@ type GroupStatus struct {
 	// PriorityClass is the Group's Mission priority, which scales its
 	// scheduler weight.
 	PriorityClass protocol.PriorityClass `json:"priorityClass,omitempty"`
+	// Diverged is set when the authority's log contradicts the Group's
+	// history in the store: nothing more of it applies until resync.
+	Diverged *queue.Divergence `json:"diverged,omitempty"`
 }
 
 // AdmissionLog records one admission decision with its selection basis.

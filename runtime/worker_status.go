@@ -148,6 +148,9 @@ func (e *engine) publishStatus() {
 		if m, ok := e.store.Mission(c.GroupID); ok {
 			gs.PriorityClass = m.PriorityClass
 		}
+		if d, ok := e.store.Divergence(c.GroupID); ok {
+			gs.Diverged = &d
+		}
 		st.Groups = append(st.Groups, gs)
 	}
 	if n, _, err := e.buf.Len(); err == nil {

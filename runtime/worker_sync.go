@@ -17,6 +17,9 @@ import (
 // memberships first (commands need them), then every changed WorkItem.
 func (e *engine) onApplied(res queue.Result) {
 	e.w.m.applied(res)
+	for _, d := range res.Diverged {
+		e.onDiverged(d)
+	}
 	for _, c := range res.Cursors {
 		if n := e.rejections[c.GroupID]; n > 0 {
 			e.log.Info("group subscribed", "group", c.GroupID, "afterRefusals", n)
@@ -84,6 +87,12 @@ func (e *engine) syncGroup(g string) {
 // sync reconciles the worker's record of one item with the authority's
 // view in the store.
 func (e *engine) sync(k itemKey) {
+	if e.diverged(k.group) { // worker_diverge.go
+		if it := e.items[k]; it != nil && it.phase != phRunning && it.phase != phFinishing {
+			e.drop(it)
+		}
+		return
+	}
 	now := e.cfg.Clock.Now()
 	en, ok := e.store.Item(k.group, k.id)
 	it := e.items[k]

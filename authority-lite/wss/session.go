@@ -292,6 +292,10 @@ func (s *session) subscribe(out *output, raw []byte, parsed any, frameID string)
 			s.fail(out, e, frameID, "")
 			continue
 		}
+		if e := s.aheadOfLog(g.GroupID, g.AfterSequence); e != nil {
+			s.fail(out, e, frameID, "")
+			continue
+		}
 		out.subscribe = append(out.subscribe, subscription{frameID: frameID, groupID: g.GroupID, after: g.AfterSequence, filter: g.Filter})
 	}
 }
@@ -394,6 +398,12 @@ func (s *session) ack(out *output, raw []byte, parsed any, frameID string) {
 		return
 	}
 	for _, c := range a.Cursors {
+		// Checked only for a Group the peer may read: the refusal names
+		// the log's last sequence.
+		if e := s.aheadOfLog(c.GroupID, c.Sequence); e != nil && s.b.Authorize(s.peer, c.GroupID) == nil {
+			s.fail(out, e, frameID, "")
+			continue
+		}
 		s.b.Acked(s.peer, c.GroupID, c.Sequence)
 	}
 }

@@ -78,8 +78,8 @@ func printReport(w io.Writer, rep queue.Report) error {
 		}
 		fmt.Fprintln(w)
 		if d := g.Divergence; d != nil {
-			fmt.Fprintf(w, "DIVERGED at sequence %d (detected %s): stored event %s, the authority sent %s; nothing more of this Group is applied; stop the worker and run `mwp-worker resync --data DIR --group %s`\n",
-				d.Sequence, d.DetectedAt, d.StoredEventID, d.ReceivedEventID, g.GroupID)
+			fmt.Fprintf(w, "DIVERGED at sequence %d (detected %s): %s; nothing more of this Group is applied; stop the worker and run `mwp-worker resync --data DIR --group %s`\n",
+				d.Sequence, d.DetectedAt, d.Describe(), g.GroupID)
 		}
 		if m := g.Mission; m.MissionID != "" {
 			fmt.Fprintf(w, "mission %s: %s, priority %s", m.MissionID, m.State, orDash(string(m.PriorityClass)))

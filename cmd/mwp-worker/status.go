@@ -87,6 +87,9 @@ func printStatus(w io.Writer, live queue.Live, st statusView) {
 		if b, ok := held[g.GroupID]; ok && b.Events > 0 {
 			line += fmt.Sprintf(", %d events held beyond a gap after %d", b.Events, b.Cursor)
 		}
+		if d := g.Diverged; d != nil {
+			line += fmt.Sprintf(", DIVERGED at sequence %d (%s): stop the worker and run `mwp-worker resync --group %s`", d.Sequence, d.Describe(), g.GroupID)
+		}
 		fmt.Fprintln(w, line)
 	}
 }

@@ -215,23 +215,26 @@ func (c *Client) takeReplays() map[string]uint64 {
 }
 
 // wantedGroups is every Group to subscribe: configured, added and known to
-// the store, minus the rejected and the forgotten ones; sorted.
+// the store, minus the rejected, the forgotten and the diverged ones;
+// sorted. The store is asked outside c.mu.
 func (c *Client) wantedGroups() []string {
+	stored := c.cfg.Store.GroupIDs()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	set := make(map[string]bool, len(c.groups))
 	for g := range c.groups {
 		set[g] = true
 	}
-	for _, g := range c.cfg.Store.GroupIDs() {
+	for _, g := range stored {
 		set[g] = true
 	}
 	out := make([]string, 0, len(set))
 	for g := range set {
-		if !c.rejected[g] && !c.forgotten(g) {
+		if !c.rejected[g] {
 			out = append(out, g)
 		}
 	}
+	c.mu.Unlock()
+	out = slices.DeleteFunc(out, func(g string) bool { return c.forgotten(g) || c.diverged(g) })
 	slices.Sort(out)
 	return out
 }

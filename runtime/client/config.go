@@ -20,6 +20,15 @@ type Store interface {
 	// puts and removals in one transaction (queue.Store.Commit).
 	Commit(b queue.Batch) (queue.Result, error)
 	Cursor(groupID string) uint64
+	// ReplayAfter is the position to subscribe from: the cursor less the
+	// newest applied events the store can compare (queue.OverlapEvents).
+	ReplayAfter(groupID string) uint64
+	// Divergence reports a Group whose history contradicts the
+	// authority's; such a Group is not subscribed.
+	Divergence(groupID string) (queue.Divergence, bool)
+	// MarkAhead records that the authority's log of a Group ends at last,
+	// before the store's cursor (queue.Store.MarkAhead).
+	MarkAhead(groupID string, last uint64) (queue.Divergence, bool, error)
 	GroupIDs() []string
 	RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify func(map[string]any) error) (queue.Result, error)
 	Outbox() iter.Seq2[queue.OutboxEntry, error]

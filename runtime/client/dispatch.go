@@ -72,10 +72,13 @@ func (s *session) applied(batch []queue.Incoming, res queue.Result) error {
 		}
 	}
 	for _, d := range res.Diverged {
-		s.c.log.Error("group diverged: the authority contradicts an event this worker applied; nothing more of the group is applied until it is resynced",
-			"group", d.GroupID, "sequence", d.Sequence, "stored", d.StoredEventID, "received", d.ReceivedEventID)
+		s.logDiverged(d)
 	}
 	for _, p := range res.Rejected {
+		if s.c.diverged(p.GroupID) { // said once, above
+			s.c.log.Debug("store rejected an event of a diverged group", "group", p.GroupID, "event", p.EventID, "sequence", p.Sequence)
+			continue
+		}
 		s.c.log.Warn("store rejected an event", "group", p.GroupID, "event", p.EventID, "sequence", p.Sequence, "err", p.Err)
 	}
 	if s.c.cfg.OnApplied != nil {
@@ -126,6 +129,9 @@ func (s *session) onError(f *protocol.ErrorFrame) error {
 	if irt == "" {
 		irt = e.InReplyTo
 	}
+	if g, last, ok := aheadOfLog(e); ok { // a SUBSCRIBE's or an ACK's
+		return s.onAhead(g, last)
+	}
 	if p := s.q.byFrameID(irt); p != nil {
 		if (e.Code == protocol.CodeRateLimited || e.Code == protocol.CodeBackpressure) && !p.advisory {
 			d, ok := retryAfter(e)
@@ -145,6 +151,9 @@ func (s *session) onError(f *protocol.ErrorFrame) error {
 		return nil
 	}
 	if g, ok := s.subs[irt]; ok {
+		if ok, err := s.overlapTooOld(g, irt, e); ok {
+			return err
+		}
 		return s.onGroupError(g, e)
 	}
 	switch e.Code {

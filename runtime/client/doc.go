@@ -7,8 +7,12 @@
 //
 // On every connection: HELLO with a proof signed by the agent's key (a fresh
 // 256-bit nonce, so a recorded HELLO cannot be replayed); one SUBSCRIBE per
-// Group from the store's durable cursor, so that a GROUP_NOT_FOUND or
-// CURSOR_TOO_OLD names its Group by inReplyTo; then every Command still in
+// Group from a few events below the store's durable cursor, so that a
+// GROUP_NOT_FOUND or CURSOR_TOO_OLD names its Group by inReplyTo, followed by
+// an ACK of the cursor: the events sent again are compared with the stored
+// ones, and an authority whose log is not the one the worker followed
+// (restored from an older copy) is found before anything new applies
+// (diverge.go; a diverged Group is not subscribed again); then every Command still in
 // the durable outbox, in put order and with its original bytes, before any
 // new one. No attention filter is sent: a filter thins live delivery (spec
 // 17.2), and a durable cursor may only pass contiguous sequences (spec 16),

@@ -52,6 +52,13 @@ type fakeServer struct {
 	helloErr  *protocol.Error
 	dropAfter int // close the first connection after this many EVENT frames (0: never)
 	ackCheck  func(c protocol.Cursor)
+	// heads: a SUBSCRIBE or ACK past a Group's log gets PROTOCOL_VIOLATION
+	// ahead_of_log, as authority-lite answers (diverge_test.go).
+	heads  bool
+	aheads int // refusals sent
+	// tellFirst: CURSOR_TOO_OLD names the first sequence online
+	// (details.firstSequence, as authority-lite does).
+	tellFirst bool
 	seed      uint64
 	now       func() time.Time // the authority's clock
 }
@@ -171,6 +178,9 @@ type serverConn struct {
 	queues map[string][][]byte
 	subbed map[string]bool
 	wake   chan struct{}
+	// lastSub is the Group of the frame just read when it was a
+	// SUBSCRIBE of one Group (reader goroutine only).
+	lastSub string
 }
 
 func (sc *serverConn) isSubscribed(g string) bool {

@@ -91,10 +91,15 @@ func (sc *serverConn) onFrame(data []byte) {
 		fs.t.Errorf("client sent a bad frame %s: %v", data, err)
 		return
 	}
+	prev := sc.lastSub
+	sc.lastSub = ""
 	switch f := f.(type) {
 	case *protocol.Subscribe:
 		for _, gp := range f.Groups {
 			sc.subscribe(f.FrameID, gp)
+		}
+		if len(f.Groups) == 1 {
+			sc.lastSub = f.Groups[0].GroupID
 		}
 	case *protocol.CommandFrame:
 		parsed, _ := protocol.Parse(data, protocol.DecodeOptions{})
@@ -128,11 +133,18 @@ func (sc *serverConn) onFrame(data []byte) {
 			sc.control(protocol.Ping{Type: protocol.FramePing, FrameID: "s-" + f.FrameID, Nonce: f.Nonce, Reply: true})
 		}
 	case *protocol.AckFrame:
+		claim := prev != "" && len(f.Cursors) == 1 && f.Cursors[0].GroupID == prev
+		if sc.refuseAhead(f.FrameID, f.Cursors) {
+			return
+		}
 		fs.mu.Lock()
 		check := fs.ackCheck
 		for _, c := range f.Cursors {
 			if ref, ok := fs.tooOld[c.GroupID]; ok && c.Sequence <= ref.Sequence {
 				continue // restored from the snapshot, not sent
+			}
+			if claim {
+				continue // the durable cursor said again after a SUBSCRIBE below it (diverge.go)
 			}
 			if top := fs.contiguousSentLocked(c.GroupID); c.Sequence > top {
 				fs.t.Errorf("ACK %s:%d is past the contiguous sequences ever sent (%d)", c.GroupID, c.Sequence, top)
@@ -153,6 +165,13 @@ func (sc *serverConn) onFrame(data []byte) {
 
 func (sc *serverConn) subscribe(frameID string, gp protocol.GroupPosition) {
 	fs := sc.fs
+	if sc.refuseAhead(frameID, []protocol.Cursor{{GroupID: gp.GroupID, Sequence: gp.AfterSequence}}) {
+		fs.mu.Lock()
+		fs.subs = append(fs.subs, gp)
+		fs.notifyLocked()
+		fs.mu.Unlock()
+		return
+	}
 	fs.mu.Lock()
 	fs.subs = append(fs.subs, gp)
 	unknown := fs.unknown[gp.GroupID]
@@ -177,6 +196,9 @@ func (sc *serverConn) subscribe(frameID string, gp protocol.GroupPosition) {
 	case hasRef && gp.AfterSequence < ref.Sequence:
 		e := protocol.Errorf(protocol.CodeCursorTooOld, "cursor %d is below the online log", gp.AfterSequence)
 		e.Details = map[string]any{"snapshot": ref}
+		if fs.tellFirst {
+			e.Details["firstSequence"] = ref.Sequence + 1
+		}
 		sc.control(protocol.ErrorFrame{Type: protocol.FrameError, FrameID: "s-" + frameID, InReplyTo: frameID, Error: e})
 		return
 	}

@@ -60,6 +60,7 @@ type session struct {
 	subscribed map[string]bool
 	restoring  map[string]bool
 	snaps      chan snapResult
+	overlaps   map[string]overlapSub // groupId -> its last SUBSCRIBE below the cursor (diverge.go)
 
 	timer   clock.Timer
 	timerAt time.Time
@@ -93,6 +94,7 @@ func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (
 		rcancel: rcancel, fcancel: fcancel,
 		gaps: newGapTracker(c.cfg.GapTimeout), subs: map[string]string{},
 		subscribed: map[string]bool{}, restoring: map[string]bool{}, snaps: make(chan snapResult),
+		overlaps: map[string]overlapSub{},
 	}
 	s.wg.Add(1)
 	go s.read(rctx)
@@ -265,21 +267,23 @@ func sessionError(e *protocol.Error) error {
 	return e
 }
 
-func (s *session) subscribe(group string) error {
-	return s.subscribeFrom(group, s.c.cfg.Store.Cursor(group))
-}
-
 // subscribeFrom (re)subscribes a Group after a position.
 func (s *session) subscribeFrom(group string, after uint64) error {
+	_, err := s.sendSubscribe(group, after)
+	return err
+}
+
+// sendSubscribe sends a Group's SUBSCRIBE and returns its frameId.
+func (s *session) sendSubscribe(group string, after uint64) (string, error) {
 	fid := s.c.ids.frame()
 	b, err := subscribeFrame(fid, group, after)
 	if err != nil {
-		return err
+		return "", err
 	}
 	s.subs[fid] = group
 	s.subscribed[group] = true
 	s.gaps.forget(group)
-	return s.write(b)
+	return fid, s.write(b)
 }
 
 // flush sends every Command that may go now, in order.
@@ -359,6 +363,9 @@ func (s *session) onKick() error {
 		}
 	}
 	for g, after := range s.c.takeReplays() {
+		if _, diverged := s.c.cfg.Store.Divergence(g); diverged {
+			continue
+		}
 		if err := s.subscribeFrom(g, min(after, s.c.cfg.Store.Cursor(g))); err != nil {
 			return err
 		}
