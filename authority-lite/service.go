@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -71,6 +72,11 @@ type Config struct {
 	// 20); zero CreateBurst means 20 at once, then one every 3 s.
 	CreateBurst int
 	CreateEvery time.Duration
+	// VerifyEvery is how often the background verifies the events
+	// appended since its last pass and records how far it got, so the next
+	// start verifies only what is newer (verified.go); zero means
+	// DefaultVerifyEvery.
+	VerifyEvery time.Duration
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -151,6 +157,9 @@ type groupState struct {
 	artifacts map[string]uint64
 	// saved is what the store's decision-state records hold.
 	saved savedState
+	// verified is the last sequence read back and verified (verified.go);
+	// only Open and the background check write it.
+	verified atomic.Uint64
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -278,7 +287,7 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.startBackgroundCheck(cfg.OpenCheckEvents)
+	s.startBackgroundCheck()
 	events := uint64(0)
 	for _, id := range s.GroupIDs() {
 		events += s.LastSequence(id)
@@ -455,6 +464,12 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
 }
 
 func (s *Service) group(id string) *groupState {
+	return s.peekGroup(id)
+}
+
+// peekGroup is a Group as held in memory, without loading the state of
+// an archived one.
+func (s *Service) peekGroup(id string) *groupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.groups[id]
