@@ -45,6 +45,10 @@ type Config struct {
 	// RetainEvents, when not zero, keeps about that many events of each
 	// Group online: a Group twice past it is snapshotted and compacted.
 	RetainEvents uint64
+	// ArchiveAfter, when not zero, archives a Group whose Mission and
+	// WorkItems are all terminal once its last event is that old
+	// (archive.go).
+	ArchiveAfter time.Duration
 	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
 	// then only agents registered with RegisterAgent may join.
 	ClosedRegistration bool
@@ -128,6 +132,7 @@ type Service struct {
 	// after the owing commit would.
 	holdFollowUps bool
 	memberNotice  memberNotice
+	archiver      archiver
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -160,6 +165,10 @@ type groupState struct {
 	// verified is the last sequence read back and verified (verified.go);
 	// only Open and the background check write it.
 	verified atomic.Uint64
+	// stub is set while an archived Group's decision state is released
+	// (archive.go); archiveRef is its archive snapshot.
+	stub       atomic.Bool
+	archiveRef *protocol.SnapshotRef
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -288,6 +297,13 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.startBackgroundCheck()
+	if err := s.startArchiver(); err != nil {
+		s.stopBackgroundCheck()
+		s.writer.close()
+		s.head.close()
+		db.Close()
+		return nil, err
+	}
 	events := uint64(0)
 	for _, id := range s.GroupIDs() {
 		events += s.LastSequence(id)
@@ -300,6 +316,7 @@ func Open(cfg Config) (*Service, error) {
 // Submit calls must have returned.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopArchiver()
 		s.stopBackgroundCheck()
 		if err := s.checkpointAll(); err != nil {
 			s.log.Error("checkpoint at close failed; the next open folds the log again", "err", err)
@@ -379,6 +396,11 @@ func (s *Service) load() ([]string, error) {
 		var marked bool
 		err := s.groupView(id, func(tx *bolt.Tx) error {
 			var err error
+			if gb, _ := openGroupBuckets(tx, id, false); gb != nil && stubbable(gb) {
+				gs, err = s.readStub(gb, id)
+				marked = true
+				return err
+			}
 			gs, marked, err = s.readGroup(tx, id)
 			return err
 		})
@@ -458,13 +480,15 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
 	}
 	gs.last = lastSeq(gb.events)
 	gs.tail.last.Store(gs.last)
-	gs.first, _ = onlineFrom(gb)
+	gs.first, gs.archiveRef = onlineFrom(gb)
 	gs.archived = gb.meta.Get(keyArchived) != nil
 	return gs, marked, nil
 }
 
 func (s *Service) group(id string) *groupState {
-	return s.peekGroup(id)
+	gs := s.peekGroup(id)
+	s.ensureLoaded(gs)
+	return gs
 }
 
 // peekGroup is a Group as held in memory, without loading the state of
@@ -581,7 +605,7 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	if cmd.GroupID == "" {
 		return nil, nil, protocol.InvalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
 	}
-	gs := s.group(cmd.GroupID)
+	gs := s.peekGroup(cmd.GroupID) // an archived one refuses commands as it is
 	if gs == nil {
 		return nil, nil, groupNotFound(cmd.GroupID)
 	}
@@ -604,6 +628,10 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 		}
 		if p != nil {
 			s.followEffects(c, p)
+		}
+		if p != nil && p.archived {
+			s.afterArchive(gs)
+			return nil
 		}
 		s.maybeCompact(gs)
 		return nil

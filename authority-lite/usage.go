@@ -95,6 +95,7 @@ func (s *Service) chargeAncestors(gs *groupState, delta protocol.Usage, p *pendi
 		if ags == nil || ags == gs {
 			continue
 		}
+		s.ensureLoaded(ags)
 		if !lockSoon(&ags.mu) {
 			s.releaseAncestors(p)
 			return protocol.Errorf(protocol.CodeInternalError, "ancestor Group %s is busy; retry", ags.id)

@@ -198,20 +198,18 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 	sinceMark := uint64(0)
 	run := storecheck.Run{GroupID: id, Keys: keys, Next: from}
 	for from <= end && ctx.Err() == nil && s.groupDamage(id) == nil {
-		gs.mu.Lock()
-		if gs.first > from { // compacted meanwhile
-			from, run.Next = gs.first, gs.first
-		}
-		gs.mu.Unlock()
-		if from > end {
-			break
-		}
 		to := min(from+backgroundChunk-1, end)
 		var lastRaw []byte
 		err := s.groupView(id, func(tx *bolt.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {
 				return fmt.Errorf("buckets: %v", err)
+			}
+			// Compaction removes a prefix: what this transaction holds
+			// from its first online event on is whole.
+			if f, _ := onlineFrom(gb); f > from {
+				from, run.Next = f, f
+				to = max(to, f-1)
 			}
 			c := gb.events.Cursor()
 			for k, v := c.Seek(seqKey(from)); k != nil && seqFromKey(k) <= to; k, v = c.Next() {
