@@ -35,7 +35,7 @@ func (k *svc) reopenArchiving() {
 // archived.
 func TestArchiveFinishedGroup(t *testing.T) {
 	cases := []struct {
-		name       string
+		name          string
 		cancelMission bool
 		wantArchiv    bool
 	}{
