@@ -115,7 +115,7 @@ func (s *Service) ArchiveDue(ctx context.Context) []string {
 		if ctx.Err() != nil {
 			break
 		}
-		gs := s.peekGroup(id)
+		gs := s.rawGroup(id)
 		if gs.stub.Load() || s.groupDamage(id) != nil {
 			continue
 		}
@@ -180,16 +180,19 @@ func (s *Service) afterArchive(gs *groupState) {
 			s.log.Error("dropping an archived Group's history failed", "group", gs.id, "err", err)
 			return
 		}
-	} else if gs.last > gs.saved.seq {
-		rec := &recorder{}
-		if err := gs.checkpoint(rec, gs.last); err != nil {
-			s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
-			return
-		}
-		if err := s.applyRecords(gs.id, rec, nil); err != nil {
-			s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
-			return
-		}
+	}
+	// The records at the last event, and the Group in the index of
+	// released Groups, which the next Open leaves unread.
+	rec := &recorder{}
+	if err := gs.checkpoint(rec, gs.last); err != nil {
+		s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
+		return
+	}
+	if err := s.applyRecords(gs.id, rec, func(gb *groupBuckets) error {
+		return gb.tx.Bucket(bucketReleased).Put([]byte(gs.id), []byte{})
+	}); err != nil {
+		s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
+		return
 	}
 	gs.release(s.cfg.Limits)
 }
@@ -260,6 +263,63 @@ func (s *Service) ensureLoaded(gs *groupState) {
 	gs.leases, gs.openLeases, gs.counts, gs.artifacts = full.leases, full.openLeases, full.counts, full.artifacts
 	gs.descendants, gs.saved, gs.missionID = full.descendants, full.saved, full.missionID
 	gs.stub.Store(false)
+}
+
+// bucketReleased is the root index of the Groups archived and released:
+// groupId -> empty. Open makes each a placeholder without reading it; the
+// background, or the first access, reads its stub (fillStub).
+var bucketReleased = []byte("released")
+
+// placeholder is a released Group not read yet.
+func placeholder(id string) *groupState {
+	gs := &groupState{id: id, changed: make(chan struct{}), archived: true}
+	gs.stub.Store(true)
+	gs.lazy.Store(true)
+	return gs
+}
+
+// fillStub reads a placeholder's stub.
+func (s *Service) fillStub(gs *groupState) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if !gs.lazy.Load() {
+		return
+	}
+	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, gs.id, false)
+		if err != nil || gb == nil {
+			return fmt.Errorf("buckets: %v", err)
+		}
+		full, err := s.readStub(gb, gs.id)
+		if err != nil {
+			return err
+		}
+		gs.g, gs.members, gs.usage, gs.grants, gs.leases, gs.openLeases = full.g, full.members, full.usage, full.grants, full.leases, full.openLeases
+		gs.counts, gs.artifacts, gs.descendants, gs.missionID, gs.saved = full.counts, full.artifacts, full.descendants, full.missionID, full.saved
+		gs.last, gs.first, gs.archiveRef = full.last, full.first, full.archiveRef
+		gs.tail.last.Store(gs.last)
+		return nil
+	})
+	if err != nil {
+		if s.groupDamage(gs.id) == nil {
+			s.markDamaged(gs.id, err)
+		}
+		// Damaged: it answers STORE_DAMAGED; an empty state stands in.
+		full := newGroupState(gs.id, s.cfg.Limits)
+		gs.g, gs.members, gs.usage, gs.grants, gs.leases, gs.openLeases = full.g, full.members, full.usage, full.grants, full.leases, full.openLeases
+		gs.counts, gs.artifacts, gs.saved = full.counts, full.artifacts, full.saved
+	}
+	gs.lazy.Store(false)
+}
+
+// fillStubs reads every placeholder's stub.
+func (s *Service) fillStubs(ctx context.Context) {
+	for _, id := range s.GroupIDs() {
+		if ctx.Err() != nil {
+			return
+		}
+		s.peekGroup(id)
+	}
 }
 
 // readStub reads what memory keeps of an archived Group.

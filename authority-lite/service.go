@@ -165,10 +165,15 @@ type groupState struct {
 	// verified is the last sequence read back and verified (verified.go);
 	// only Open and the background check write it.
 	verified atomic.Uint64
+	// markRead is set once verified holds the stored mark's.
+	markRead atomic.Bool
 	// stub is set while an archived Group's decision state is released
 	// (archive.go); archiveRef is its archive snapshot.
 	stub       atomic.Bool
 	archiveRef *protocol.SnapshotRef
+	// lazy is set on a placeholder whose stub is not read yet; only
+	// archiveRef-free fields id, changed, stub and archived hold.
+	lazy atomic.Bool
 
 	nmu     sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -304,11 +309,15 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	events := uint64(0)
+	events, released := uint64(0), 0
 	for _, id := range s.GroupIDs() {
+		if gs := s.rawGroup(id); gs.lazy.Load() {
+			released++
+			continue
+		}
 		events += s.LastSequence(id)
 	}
-	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "events", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
+	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "archivedGroups", released, "eventsOfOthers", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
 }
 
@@ -378,8 +387,18 @@ func (s *Service) load() ([]string, error) {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
+		if rb := tx.Bucket(bucketReleased); rb != nil {
+			if err := rb.ForEach(func(k, _ []byte) error {
+				s.groups[string(k)] = placeholder(string(k))
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bucketGroups).ForEachBucket(func(k []byte) error {
-			ids = append(ids, string(k))
+			if s.groups[string(k)] == nil {
+				ids = append(ids, string(k))
+			}
 			return nil
 		})
 	})
@@ -492,8 +511,17 @@ func (s *Service) group(id string) *groupState {
 }
 
 // peekGroup is a Group as held in memory, without loading the state of
-// an archived one.
+// an archived one (a placeholder's stub is read).
 func (s *Service) peekGroup(id string) *groupState {
+	gs := s.rawGroup(id)
+	if gs != nil && gs.lazy.Load() {
+		s.fillStub(gs)
+	}
+	return gs
+}
+
+// rawGroup is peekGroup that leaves a placeholder as it is.
+func (s *Service) rawGroup(id string) *groupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.groups[id]

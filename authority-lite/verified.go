@@ -79,10 +79,10 @@ func markFrom(gb *groupBuckets) (from uint64, mismatch bool) {
 func (s *Service) verifyTail(n int) {
 	keys := protocol.NewKeySet(s.key.Public())
 	for _, id := range s.GroupIDs() {
-		if s.groupDamage(id) != nil {
-			continue
+		gs := s.rawGroup(id)
+		if gs.lazy.Load() || s.groupDamage(id) != nil {
+			continue // an archived Group takes no events: the background verifies it
 		}
-		gs := s.peekGroup(id)
 		err := s.groupView(id, func(tx *bolt.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {
@@ -94,6 +94,7 @@ func (s *Service) verifyTail(n int) {
 				s.log.Warn("the Group's verification mark does not match its log; verifying it from its first online event", "group", id, "from", from)
 			}
 			gs.verified.Store(from - 1)
+			gs.markRead.Store(true)
 			last := lastSeq(gb.events)
 			if last < from {
 				return nil
@@ -136,6 +137,7 @@ func (s *Service) startBackgroundCheck() {
 		firstDone := sync.OnceFunc(func() { close(first) })
 		defer firstDone()
 		damagedBefore := len(s.DamagedGroups())
+		s.fillStubs(ctx)
 		s.verifyPass(ctx)
 		firstDone()
 		if ctx.Err() == nil && s.integrity.checked.Load() > 0 {
@@ -185,6 +187,9 @@ func (s *Service) verifyPass(ctx context.Context) int64 {
 // transaction, and records the new mark.
 func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol.KeyResolver) int64 {
 	id := gs.id
+	if !gs.markRead.Load() && !s.readMark(gs) {
+		return 0
+	}
 	end := gs.tail.last.Load() // durable: the writer has committed it
 	gs.mu.Lock()
 	first := gs.first
@@ -247,6 +252,32 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 		s.writeMark(id, mark)
 	}
 	return n
+}
+
+// readMark sets verified from the stored mark of a Group Open did not
+// verify (an archived one); false when the Group cannot be read.
+func (s *Service) readMark(gs *groupState) bool {
+	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+		gb, err := openGroupBuckets(tx, gs.id, false)
+		if err != nil || gb == nil {
+			return fmt.Errorf("buckets: %v", err)
+		}
+		from, mismatch := markFrom(gb)
+		if mismatch {
+			s.integrity.mismatched.Add(1)
+			s.log.Warn("the Group's verification mark does not match its log; verifying it from its first online event", "group", gs.id, "from", from)
+		}
+		gs.verified.Store(from - 1)
+		return nil
+	})
+	if err != nil {
+		if s.groupDamage(gs.id) == nil {
+			s.markDamaged(gs.id, err)
+		}
+		return false
+	}
+	gs.markRead.Store(true)
+	return true
 }
 
 // writeMark records a Group's verification mark; a failure is logged
