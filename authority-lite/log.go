@@ -28,6 +28,7 @@ import (
 //	groups/<groupId>/proposals proposalId -> Proposal JSON (checkpoint)
 //	groups/<groupId>/leases   leaseId -> lease record JSON (created on first write)
 //	groups/<groupId>/meta     "mission" (checkpoint), "stateSeq", "members", "usage", ... -> JSON
+//	                          "verified": how far the events were verified (verified.go)
 //	org/agents                agentId -> agent record JSON
 //	org/humans                humanId -> human record JSON
 //	org/events                index (8 bytes BE) -> signed org event

@@ -35,27 +35,32 @@ func TestRestartTimeRatio(t *testing.T) {
 	if n == 0 {
 		t.Skip("set MWP_RESTART_EVENTS=N to measure (docs/performance.md)")
 	}
-	const active, perGroup, runs = 10, 1000, 5
+	const active, perGroup, runs = 10, 1000, 11
 	key := mustKey(t, protocol.ActorService, "authority-1")
 	short := buildHistory(t, key, active, perGroup, 0)
 	long := buildHistory(t, key, active, perGroup, (n-active*perGroup)/perGroup)
-	measure := func(dir string) (serve, verified []time.Duration, st VerifyStats) {
-		for range runs {
-			start := time.Now()
-			s, err := Open(Config{Dir: dir, Key: key, Clock: clock.NewFake(t0), Limits: testLimits()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			serve = append(serve, time.Since(start))
-			<-s.integrity.first
-			verified = append(verified, time.Since(start))
-			st = s.VerifyStats()
-			s.Close()
+	restart := func(dir string) (serve, verified time.Duration, st VerifyStats) {
+		start := time.Now()
+		s, err := Open(Config{Dir: dir, Key: key, Clock: clock.NewFake(t0), Limits: testLimits()})
+		if err != nil {
+			t.Fatal(err)
 		}
+		serve = time.Since(start)
+		<-s.integrity.first
+		verified = time.Since(start)
+		st = s.VerifyStats()
+		s.Close()
 		return serve, verified, st
 	}
-	ss, sv, sst := measure(short)
-	ls, lv, lst := measure(long)
+	// Alternated, so a shared machine's load weighs on both alike.
+	var ss, sv, ls, lv []time.Duration
+	var sst, lst VerifyStats
+	for range runs {
+		a, b, st := restart(short)
+		ss, sv, sst = append(ss, a), append(sv, b), st
+		a, b, st = restart(long)
+		ls, lv, lst = append(ls, a), append(lv, b), st
+	}
 	med := func(d []time.Duration) time.Duration { d = slices.Clone(d); slices.Sort(d); return d[len(d)/2] }
 	size := func(dir string) int64 { fi, _ := os.Stat(filepath.Join(dir, LogFile)); return fi.Size() }
 	t.Logf("short: %d events, %d Groups, %d MiB: serving after %v, verified after %v (median of %d), verified %+v",
@@ -228,4 +233,37 @@ func resign(t *testing.T, evs []kv, tmpl, id string, key protocol.PrivateKey) []
 		out[i] = kv{p.k, raw}
 	}
 	return out
+}
+
+// TestStoreSizeRetention measures the log's bytes per WorkItem (authorize,
+// offer, accept, start, cancel) with retention off and on: the file, and
+// the pages in use (bbolt reuses the rest). Only with MWP_SIZE_ITEMS=N.
+func TestStoreSizeRetention(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("MWP_SIZE_ITEMS"))
+	if n == 0 {
+		t.Skip("set MWP_SIZE_ITEMS=N to measure (docs/performance.md)")
+	}
+	for _, retain := range []uint64{0, 1000} {
+		k := newSvc(t)
+		k.s.Close()
+		s, err := Open(Config{Dir: k.dir, Clock: k.clk, Key: k.akey, Limits: testLimits(), RetainEvents: retain, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.rebind(s)
+		for i := range n {
+			id := fmt.Sprintf("wi-%d", i)
+			k.toActive(id)
+			k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: id, Reason: "done"})
+		}
+		var used int64
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			st := s.db.Stats()
+			used = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(s.db.Info().PageSize)
+			return nil
+		})
+		fi, _ := os.Stat(filepath.Join(k.dir, LogFile))
+		t.Logf("retain %d: %d items, %d events: file %.1f KiB/item, pages in use %.1f KiB/item", retain, n, s.LastSequence("grp-a"),
+			float64(fi.Size())/1024/float64(n), float64(used)/1024/float64(n))
+	}
 }

@@ -309,14 +309,11 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	events, released := uint64(0), 0
-	for _, id := range s.GroupIDs() {
-		if gs := s.rawGroup(id); gs.lazy.Load() {
-			released++
-			continue
-		}
+	events, loaded := uint64(0), s.loadedGroupIDs()
+	for _, id := range loaded {
 		events += s.LastSequence(id)
 	}
+	released := len(s.groups) - len(loaded)
 	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "archivedGroups", released, "eventsOfOthers", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
 }
@@ -525,6 +522,20 @@ func (s *Service) rawGroup(id string) *groupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.groups[id]
+}
+
+// loadedGroupIDs lists, sorted, the Groups that are not placeholders.
+func (s *Service) loadedGroupIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.groups))
+	for id, gs := range s.groups {
+		if !gs.lazy.Load() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // GroupIDs lists every Group, sorted.

@@ -78,10 +78,12 @@ func markFrom(gb *groupBuckets) (from uint64, mismatch bool) {
 // between the mark and those is left to the background.
 func (s *Service) verifyTail(n int) {
 	keys := protocol.NewKeySet(s.key.Public())
-	for _, id := range s.GroupIDs() {
+	// A released archived Group takes no events: the background reads its
+	// mark and verifies it.
+	for _, id := range s.loadedGroupIDs() {
 		gs := s.rawGroup(id)
-		if gs.lazy.Load() || s.groupDamage(id) != nil {
-			continue // an archived Group takes no events: the background verifies it
+		if s.groupDamage(id) != nil {
+			continue
 		}
 		err := s.groupView(id, func(tx *bolt.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
