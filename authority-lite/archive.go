@@ -310,6 +310,7 @@ func (s *Service) fillStub(gs *groupState) {
 		gs.counts, gs.artifacts, gs.saved = full.counts, full.artifacts, full.saved
 	}
 	gs.lazy.Store(false)
+	s.unread.Add(-1)
 }
 
 // fillStubs reads every placeholder's stub.

@@ -133,6 +133,8 @@ type Service struct {
 	holdFollowUps bool
 	memberNotice  memberNotice
 	archiver      archiver
+	// unread counts the placeholders whose stub is not read yet.
+	unread atomic.Int64
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -387,6 +389,7 @@ func (s *Service) load() ([]string, error) {
 		if rb := tx.Bucket(bucketReleased); rb != nil {
 			if err := rb.ForEach(func(k, _ []byte) error {
 				s.groups[string(k)] = placeholder(string(k))
+				s.unread.Add(1)
 				return nil
 			}); err != nil {
 				return err

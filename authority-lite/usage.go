@@ -1,6 +1,8 @@
 package authoritylite
 
 import (
+	"context"
+
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -120,6 +122,9 @@ func (s *Service) releaseAncestors(p *pending) {
 }
 
 func (s *Service) groupOfMission(missionID string) *groupState {
+	if s.unread.Load() > 0 {
+		s.fillStubs(context.Background()) // a placeholder's Mission is not known before
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, gs := range s.groups {
