@@ -24,7 +24,7 @@ func (s *Service) Authorize(peer, groupID string) error {
 
 // Events returns up to max events of a Group after a sequence.
 func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEvent, error) {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID)
 	if gs == nil {
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
 	}
@@ -86,7 +86,7 @@ func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.
 
 // Changed returns a channel closed once the Group's log passes after.
 func (s *Service) Changed(groupID string, after uint64) <-chan struct{} {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID)
 	if gs == nil {
 		ch := make(chan struct{})
 		return ch
@@ -106,7 +106,7 @@ func (s *Service) Changed(groupID string, after uint64) <-chan struct{} {
 // WorkItem and Mission report) already includes it, its group commit may
 // not have reached the log yet. LastSequence catches up with it.
 func (s *Service) DecidedSequence(groupID string) uint64 {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID)
 	if gs == nil {
 		return 0
 	}
@@ -118,7 +118,7 @@ func (s *Service) DecidedSequence(groupID string) uint64 {
 // LastSequence is a Group's highest durable sequence (0 for a damaged or
 // unknown Group).
 func (s *Service) LastSequence(groupID string) uint64 {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID)
 	if gs == nil || s.groupDamage(groupID) != nil {
 		return 0
 	}

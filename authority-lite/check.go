@@ -169,3 +169,65 @@ func FindLogOrDir(p string) (string, error) {
 	}
 	return FindLog(p)
 }
+
+// CompactLog gives the free pages of a stopped authority's log back to the
+// file system (storecheck.CompactFile: bbolt.Compact into a copy, swapped
+// in atomically). The copy starts its transaction ids over, so before the
+// swap DIR/authority.head is replaced to record the copy's: a crash before
+// the swap leaves the old log, newer than that head, and after it the new
+// log, equal to it; neither is taken for a rolled-back log.
+func CompactLog(path string, timeout time.Duration) (storecheck.CompactResult, error) {
+	return storecheck.CompactFile(path, timeout, func(tmp string) error { return compactHead(filepath.Dir(path), tmp) })
+}
+
+// compactHead records the compacted copy tmp's last transaction in dir's
+// head file (or removes the head of a log without identity).
+func compactHead(dir, tmp string) error {
+	ms, err := storecheck.ReadMeta(tmp)
+	if err != nil {
+		return err
+	}
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	var id LogIdentity
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketLog); b != nil && b.Get(keyIdentity) != nil {
+			return json.Unmarshal(b.Get(keyIdentity), &id)
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		return err
+	}
+	if id.LogID == "" {
+		if err := os.Remove(headPath(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return writeFileSync(headPath(dir), fmt.Appendf(nil, "%s %020d\n", id.LogID, ms.Txid()))
+}
+
+// writeFileSync replaces path with data atomically and durably.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -23,5 +23,13 @@
 // The log records the key it was created for and refuses another key, or
 // a missing log beside the key (identity.go); a damaged log gives coded
 // errors, never a panic, and a Group whose events fail verification is not
-// served (integrity.go); Check is `mwp-worker authority check`.
+// served (integrity.go); a restart verifies only what was appended since the
+// last verification pass, whose per-Group marks are bound to the log by a
+// digest (verified.go); Check is `mwp-worker authority check`.
+//
+// Retention (Config.RetainEvents) snapshots a Group and deletes its older
+// events (snapshot.go); archiving (Config.ArchiveAfter) archives finished
+// Groups through group_archive and releases their state to a stub that
+// Open does not read before serving (archive.go). CompactLog gives a
+// stopped log's free pages back.
 package authoritylite

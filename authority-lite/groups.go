@@ -74,7 +74,7 @@ func newGroupState(id string, lim group.Limits) *groupState {
 // missionByID finds a Mission by id across Groups.
 func (s *Service) missionByID(id string) *protocol.Mission {
 	for _, gid := range s.GroupIDs() {
-		gs := s.group(gid)
+		gs := s.peekGroup(gid) // a released Group keeps its Mission
 		gs.mu.Lock()
 		m := gs.g.Mission
 		gs.mu.Unlock()

@@ -28,12 +28,17 @@ import (
 //   - Open refuses a file shorter than its used pages (bbolt would fault)
 //     and a log older than the last commit this authority recorded in
 //     DIR/authority.head (LOG_ROLLED_BACK).
-//   - Open verifies the newest OpenCheckEvents events of every Group
-//     (signature by the event key, key = sequence, no gap); a Group that
-//     fails is not served (SUBSCRIBE and commands get STORE_DAMAGED), the
-//     others are. The older events are verified in the background, a chunk
-//     per read transaction so writers are never held up; it starts over at
-//     every Open and stops at Close.
+//   - Each Group's meta "verified" records how far its events were read
+//     back and verified (signature by the event key, key = sequence, no
+//     gap), bound to the log by the digest of the event it names
+//     (verified.go). Open verifies up to OpenCheckEvents of each Group's
+//     events past that mark before serving; a Group that fails is not
+//     served (SUBSCRIBE and commands get STORE_DAMAGED), the others are.
+//     The rest past the mark is verified in the background, a chunk per
+//     read transaction so writers are never held up, and so is what is
+//     appended while the authority runs, every VerifyEvery; each pass
+//     moves the mark. A mark whose digest does not match the log is
+//     ignored: that Group is verified from its first online event.
 //   - `authority check` (Check) runs all of it and bbolt's tx.Check on a
 //     stopped authority's file.
 
@@ -105,7 +110,14 @@ type integrity struct {
 	groups  map[string]*protocol.Error
 	cancel  context.CancelFunc
 	done    chan struct{}
-	checked atomic.Int64 // events verified in the background
+	first   chan struct{} // closed when the first pass ends
+	checked atomic.Int64  // events verified in the background
+	// opened counts the events Open verified before serving; mismatched
+	// the Groups whose mark did not match the log.
+	opened     atomic.Int64
+	mismatched atomic.Int64
+	// passes counts finished background passes.
+	passes atomic.Int64
 }
 
 // groupDamage returns the error a damaged Group answers with (on the wire
@@ -252,41 +264,6 @@ func (h *head) close() {
 	}
 }
 
-// verifyTail checks each Group's newest n events before the Service serves.
-func (s *Service) verifyTail(n int) {
-	keys := protocol.NewKeySet(s.key.Public())
-	for _, id := range s.GroupIDs() {
-		if s.groupDamage(id) != nil {
-			continue
-		}
-		err := s.groupView(id, func(tx *bolt.Tx) error {
-			gb, err := openGroupBuckets(tx, id, false)
-			if err != nil || gb == nil {
-				return fmt.Errorf("buckets: %v", err)
-			}
-			c := gb.events.Cursor()
-			k, _ := c.Last()
-			for i := 1; i < n && k != nil; i++ {
-				if k, _ = c.Prev(); k == nil {
-					k, _ = c.First()
-					break
-				}
-			}
-			if k == nil {
-				return nil
-			}
-			run := storecheck.Run{GroupID: id, Keys: keys}
-			for k, v := c.Seek(k); k != nil; k, v = c.Next() {
-				run.Add(k, v)
-			}
-			return runErr(&run)
-		})
-		if err != nil && s.groupDamage(id) == nil {
-			s.markDamaged(id, err)
-		}
-	}
-}
-
 // runErr is the first problem of a run, as an error.
 func runErr(r *storecheck.Run) error {
 	if !r.Damaged() {
@@ -297,71 +274,6 @@ func runErr(r *storecheck.Run) error {
 	return fmt.Errorf("event %d: %s", p.Sequence, p.What)
 }
 
-// startBackgroundCheck verifies, Group by Group and a chunk per read
-// transaction, the events verifyTail did not reach.
-func (s *Service) startBackgroundCheck(tail int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.integrity.cancel, s.integrity.done = cancel, make(chan struct{})
-	go func() {
-		defer close(s.integrity.done)
-		keys := protocol.NewKeySet(s.key.Public())
-		damagedBefore := len(s.DamagedGroups())
-		for _, id := range s.GroupIDs() {
-			if ctx.Err() != nil {
-				return
-			}
-			gs := s.group(id)
-			gs.mu.Lock()
-			first, last := gs.first, gs.last
-			gs.mu.Unlock()
-			if last <= uint64(tail) {
-				continue
-			}
-			end := last - uint64(tail) // verifyTail covered (end, last]
-			run := storecheck.Run{GroupID: id, Keys: keys, Next: first}
-			for from := first; from <= end && ctx.Err() == nil && s.groupDamage(id) == nil; from += backgroundChunk {
-				gs.mu.Lock()
-				if gs.first > from { // compacted meanwhile
-					from, run.Next = gs.first, gs.first
-				}
-				gs.mu.Unlock()
-				if from > end {
-					break
-				}
-				to := min(from+backgroundChunk-1, end)
-				err := s.groupView(id, func(tx *bolt.Tx) error {
-					gb, err := openGroupBuckets(tx, id, false)
-					if err != nil || gb == nil {
-						return fmt.Errorf("buckets: %v", err)
-					}
-					c := gb.events.Cursor()
-					for k, v := c.Seek(seqKey(from)); k != nil && seqFromKey(k) <= to; k, v = c.Next() {
-						run.Add(k, v)
-					}
-					return nil
-				})
-				if err == nil && run.Next != to+1 {
-					run.Fail(to, "events %d..%d are missing", run.Next, to)
-				}
-				if err == nil {
-					err = runErr(&run)
-				}
-				if err != nil {
-					if s.groupDamage(id) == nil {
-						s.markDamaged(id, err)
-					}
-					break
-				}
-				s.integrity.checked.Add(int64(to - from + 1))
-			}
-		}
-		if ctx.Err() == nil && s.integrity.checked.Load() > 0 {
-			s.log.Info("background integrity check finished", "events", s.integrity.checked.Load(),
-				"newlyDamagedGroups", len(s.DamagedGroups())-damagedBefore)
-		}
-	}()
-}
-
 // stopBackgroundCheck is safe before start and twice.
 func (s *Service) stopBackgroundCheck() {
 	if s.integrity.cancel != nil {
@@ -370,14 +282,15 @@ func (s *Service) stopBackgroundCheck() {
 	}
 }
 
-// BackgroundCheckDone reports whether the background verification ended
-// (finished or stopped), for tests and status.
+// BackgroundCheckDone reports whether the background verification's first
+// pass, the one past the marks found at Open, ended (finished or
+// stopped), for tests and status.
 func (s *Service) BackgroundCheckDone() bool {
-	if s.integrity.done == nil {
+	if s.integrity.first == nil {
 		return true
 	}
 	select {
-	case <-s.integrity.done:
+	case <-s.integrity.first:
 		return true
 	default:
 		return false

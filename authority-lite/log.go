@@ -28,6 +28,7 @@ import (
 //	groups/<groupId>/proposals proposalId -> Proposal JSON (checkpoint)
 //	groups/<groupId>/leases   leaseId -> lease record JSON (created on first write)
 //	groups/<groupId>/meta     "mission" (checkpoint), "stateSeq", "members", "usage", ... -> JSON
+//	                          "verified": how far the events were verified (verified.go)
 //	org/agents                agentId -> agent record JSON
 //	org/humans                humanId -> human record JSON
 //	org/events                index (8 bytes BE) -> signed org event
@@ -36,6 +37,7 @@ import (
 //	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
 //	audit                     index -> late result JSON (never applied)
 //	followups                 groupId 0 sequence index -> follow-up owed to another Group (followups.go)
+//	released                  groupId -> empty: archived Groups Open does not read (archive.go)
 //	log/identity              the log's id, creation time and key (identity.go)
 var (
 	bucketGroups    = []byte("groups")
@@ -111,6 +113,7 @@ func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
 // leases is nil in a store that never wrote one, unless create is set.
 type groupBuckets struct {
 	events, items, proposals, meta, leases *bolt.Bucket
+	tx                                     *bolt.Tx
 }
 
 func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, error) {
@@ -125,7 +128,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 			return nil, err
 		}
 	}
-	gb := &groupBuckets{}
+	gb := &groupBuckets{tx: tx}
 	for _, p := range []struct {
 		name []byte
 		dst  **bolt.Bucket
@@ -153,7 +156,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 }
 
 func createRootBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps} {
+	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps, bucketReleased} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

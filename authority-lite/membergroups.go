@@ -42,7 +42,7 @@ func (s *Service) MemberGroups(agentID string) []string {
 	key := actorKey(protocol.Actor{Kind: protocol.ActorAgent, ID: agentID})
 	out := []string{}
 	for _, id := range s.GroupIDs() { // sorted
-		gs := s.group(id)
+		gs := s.peekGroup(id)
 		gs.mu.Lock()
 		m := gs.members[key]
 		gs.mu.Unlock()

@@ -302,9 +302,12 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 	sort.Strings(ids)
 	var revoked []*groupRevocation
 	for _, id := range ids {
-		gs := s.group(id)
+		gs := s.peekGroup(id)
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
+		if gs.archived {
+			continue // it takes no more events
+		}
 		out, err := gs.g.RevokeSession(p.AgentID, p.SessionEpoch, c.now)
 		if err != nil {
 			return nil, err

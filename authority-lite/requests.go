@@ -63,7 +63,7 @@ func (s *Service) skew() time.Duration {
 // read a Group: GROUP_NOT_FOUND for unknown and forbidden Groups alike.
 func (s *Service) AuthorizeActor(a protocol.Actor, groupID string) error {
 	notFound := protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID)
 	if gs == nil {
 		return notFound
 	}
@@ -85,7 +85,7 @@ func (s *Service) AuthorizeActor(a protocol.Actor, groupID string) error {
 // it; any other gets the answer for an unknown Mission.
 func (s *Service) MissionGroup(a protocol.Actor, missionID string) (string, error) {
 	for _, id := range s.GroupIDs() {
-		gs := s.group(id)
+		gs := s.peekGroup(id)
 		gs.mu.Lock()
 		match := gs.g.Mission != nil && gs.g.Mission.MissionID == missionID && s.mayKnow(a, gs)
 		gs.mu.Unlock()
@@ -105,7 +105,7 @@ func (s *Service) MayPutArtifact(a protocol.Actor, tok *protocol.CapabilityToken
 		return s.checkToken(a, tok)
 	}
 	for _, id := range s.GroupIDs() {
-		gs := s.group(id)
+		gs := s.peekGroup(id)
 		gs.mu.Lock()
 		ok := s.mayKnow(a, gs)
 		gs.mu.Unlock()
@@ -152,7 +152,7 @@ func (s *Service) ReadArtifact(a protocol.Actor, tok *protocol.CapabilityToken, 
 		groups = s.GroupIDs()
 	}
 	allowed := slices.ContainsFunc(groups, func(id string) bool {
-		gs := s.group(id)
+		gs := s.peekGroup(id) // a released Group keeps its artifact revisions
 		if gs == nil {
 			return false
 		}

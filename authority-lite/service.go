@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -44,6 +45,10 @@ type Config struct {
 	// RetainEvents, when not zero, keeps about that many events of each
 	// Group online: a Group twice past it is snapshotted and compacted.
 	RetainEvents uint64
+	// ArchiveAfter, when not zero, archives a Group whose Mission and
+	// WorkItems are all terminal once its last event is that old
+	// (archive.go).
+	ArchiveAfter time.Duration
 	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
 	// then only agents registered with RegisterAgent may join.
 	ClosedRegistration bool
@@ -71,6 +76,11 @@ type Config struct {
 	// 20); zero CreateBurst means 20 at once, then one every 3 s.
 	CreateBurst int
 	CreateEvery time.Duration
+	// VerifyEvery is how often the background verifies the events
+	// appended since its last pass and records how far it got, so the next
+	// start verifies only what is newer (verified.go); zero means
+	// DefaultVerifyEvery.
+	VerifyEvery time.Duration
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
 	Logger *slog.Logger
@@ -122,6 +132,9 @@ type Service struct {
 	// after the owing commit would.
 	holdFollowUps bool
 	memberNotice  memberNotice
+	archiver      archiver
+	// unread counts the placeholders whose stub is not read yet.
+	unread atomic.Int64
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -151,6 +164,18 @@ type groupState struct {
 	artifacts map[string]uint64
 	// saved is what the store's decision-state records hold.
 	saved savedState
+	// verified is the last sequence read back and verified (verified.go);
+	// only Open and the background check write it.
+	verified atomic.Uint64
+	// markRead is set once verified holds the stored mark's.
+	markRead atomic.Bool
+	// stub is set while an archived Group's decision state is released
+	// (archive.go); archiveRef is its archive snapshot.
+	stub       atomic.Bool
+	archiveRef *protocol.SnapshotRef
+	// lazy is set on a placeholder whose stub is not read yet; only
+	// archiveRef-free fields id, changed, stub and archived hold.
+	lazy atomic.Bool
 
 	nmu     sync.Mutex
 	changed chan struct{}              // closed and replaced on every append
@@ -282,12 +307,20 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.startBackgroundCheck(cfg.OpenCheckEvents)
-	events := uint64(0)
-	for _, id := range s.GroupIDs() {
+	s.startBackgroundCheck()
+	if err := s.startArchiver(); err != nil {
+		s.stopBackgroundCheck()
+		s.writer.close()
+		s.head.close()
+		db.Close()
+		return nil, err
+	}
+	events, loaded := uint64(0), s.loadedGroupIDs()
+	for _, id := range loaded {
 		events += s.LastSequence(id)
 	}
-	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "events", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
+	released := len(s.groups) - len(loaded)
+	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "archivedGroups", released, "eventsOfOthers", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
 }
 
@@ -295,6 +328,7 @@ func Open(cfg Config) (*Service, error) {
 // Submit calls must have returned.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopArchiver()
 		s.stopBackgroundCheck()
 		if err := s.checkpointAll(); err != nil {
 			s.log.Error("checkpoint at close failed; the next open folds the log again", "err", err)
@@ -356,8 +390,19 @@ func (s *Service) load() ([]string, error) {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
+		if rb := tx.Bucket(bucketReleased); rb != nil {
+			if err := rb.ForEach(func(k, _ []byte) error {
+				s.groups[string(k)] = placeholder(string(k))
+				s.unread.Add(1)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bucketGroups).ForEachBucket(func(k []byte) error {
-			ids = append(ids, string(k))
+			if s.groups[string(k)] == nil {
+				ids = append(ids, string(k))
+			}
 			return nil
 		})
 	})
@@ -374,6 +419,11 @@ func (s *Service) load() ([]string, error) {
 		var marked bool
 		err := s.groupView(id, func(tx *bolt.Tx) error {
 			var err error
+			if gb, _ := openGroupBuckets(tx, id, false); gb != nil && stubbable(gb) {
+				gs, err = s.readStub(gb, id)
+				marked = true
+				return err
+			}
 			gs, marked, err = s.readGroup(tx, id)
 			return err
 		})
@@ -453,15 +503,46 @@ func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
 	}
 	gs.last = lastSeq(gb.events)
 	gs.tail.last.Store(gs.last)
-	gs.first, _ = onlineFrom(gb)
+	gs.first, gs.archiveRef = onlineFrom(gb)
 	gs.archived = gb.meta.Get(keyArchived) != nil
 	return gs, marked, nil
 }
 
 func (s *Service) group(id string) *groupState {
+	gs := s.peekGroup(id)
+	s.ensureLoaded(gs)
+	return gs
+}
+
+// peekGroup is a Group as held in memory, without loading the state of
+// an archived one (a placeholder's stub is read).
+func (s *Service) peekGroup(id string) *groupState {
+	gs := s.rawGroup(id)
+	if gs != nil && gs.lazy.Load() {
+		s.fillStub(gs)
+	}
+	return gs
+}
+
+// rawGroup is peekGroup that leaves a placeholder as it is.
+func (s *Service) rawGroup(id string) *groupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.groups[id]
+}
+
+// loadedGroupIDs lists, sorted, the Groups that are not placeholders.
+func (s *Service) loadedGroupIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.groups))
+	for id, gs := range s.groups {
+		if !gs.lazy.Load() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // GroupIDs lists every Group, sorted.
@@ -574,7 +655,7 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	if cmd.GroupID == "" {
 		return nil, nil, protocol.InvalidCommand("%s is Group-scoped: groupId is required", cmd.Type).At("/groupId")
 	}
-	gs := s.group(cmd.GroupID)
+	gs := s.peekGroup(cmd.GroupID) // an archived one refuses commands as it is
 	if gs == nil {
 		return nil, nil, groupNotFound(cmd.GroupID)
 	}
@@ -597,6 +678,10 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 		}
 		if p != nil {
 			s.followEffects(c, p)
+		}
+		if p != nil && p.archived {
+			s.afterArchive(gs)
+			return nil
 		}
 		s.maybeCompact(gs)
 		return nil

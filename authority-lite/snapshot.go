@@ -61,20 +61,24 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 	if last > retain {
 		cut = last - retain
 	}
-	// The events about to go are folded into the records first.
+	if err := s.dropThrough(gs, cut, ref); err != nil {
+		return protocol.SnapshotRef{}, err
+	}
+	return ref, nil
+}
+
+// dropThrough deletes the Group's events up to cut and records ref as the
+// snapshot a reader behind restores; the events about to go are folded
+// into the records first. The online log never grows back: a cut below
+// the first online event keeps it. The caller holds gs.mu.
+func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotRef) error {
+	cut = max(cut, gs.first-1)
 	rec := &recorder{}
 	if err := gs.checkpoint(rec, gs.last); err != nil {
 		s.writer.fail(err)
-		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+		return protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
 	}
-	done := s.writer.submit(func(tx *bolt.Tx) error {
-		gb, err := openGroupBuckets(tx, groupID, false)
-		if err != nil || gb == nil {
-			return fmt.Errorf("group %s buckets: %v", groupID, err)
-		}
-		if err := rec.apply(gb); err != nil {
-			return err
-		}
+	err := s.applyRecords(gs.id, rec, func(gb *groupBuckets) error {
 		cur := gb.events.Cursor()
 		for k, _ := cur.First(); k != nil && seqFromKey(k) <= cut; k, _ = cur.First() {
 			if err := cur.Delete(); err != nil {
@@ -84,14 +88,14 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 		if err := gb.meta.Put(keyFirst, seqKey(cut+1)); err != nil {
 			return err
 		}
-		tx.OnCommit(func() { gs.tail.drop(cut) })
 		return putJSON(gb.meta, keySnapshot, ref)
 	})
-	if err := <-done; err != nil {
-		return protocol.SnapshotRef{}, protocol.Errorf(protocol.CodeInternalError, "compact: %v", err)
+	if err != nil {
+		return err
 	}
+	gs.tail.drop(cut)
 	gs.first = cut + 1
-	return ref, nil
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -288,6 +292,7 @@ func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 	}
 	agg := protocol.Aggregate{Kind: protocol.AggregateGroup, ID: gs.id}
 	gs.archived = true
+	gs.archiveRef = &ref
 	p.archived = true
 	p.drafts = append(p.drafts,
 		group.EventDraft{Type: protocol.EvtGroupSnapshotCreated, Aggregate: agg, Revision: gs.last + 1, Actor: c.cmd.Actor, Payload: &group.SnapshotCreated{Snapshot: ref, Reason: "archive"}},

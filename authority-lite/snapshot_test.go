@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"context"
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -86,5 +87,26 @@ func TestCompactAndCursorTooOld(t *testing.T) {
 	k.s = openSvc(t, k.dir, k.clk, k.akey)
 	if _, err := k.s.Events("grp-a", 0, 1); protocol.CodeOf(err) != protocol.CodeCursorTooOld {
 		t.Fatalf("after reopen: %v", err)
+	}
+}
+
+// TestCompactNeverLowersFirst: a compaction keeping more than an earlier
+// one left online keeps the online log as it is; it does not claim events
+// already gone (the background verification would call the Group damaged).
+func TestCompactNeverLowersFirst(t *testing.T) {
+	k := newSvc(t)
+	k.toActive("wi-1")
+	if _, err := k.s.Compact("grp-a", 0); err != nil {
+		t.Fatal(err)
+	}
+	first := k.s.peekGroup("grp-a").first
+	if _, err := k.s.Compact("grp-a", 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.s.peekGroup("grp-a").first; got != first {
+		t.Fatalf("first online event %d after the second compaction, want %d", got, first)
+	}
+	if n := k.s.verifyPass(context.Background()); n == 0 || k.s.groupDamage("grp-a") != nil {
+		t.Fatalf("verified %d events, damage %v", n, k.s.groupDamage("grp-a"))
 	}
 }

@@ -209,9 +209,9 @@ func (s *Service) checkpointAll() error {
 		if s.groupDamage(id) != nil {
 			continue // its records may sit on the damaged pages
 		}
-		gs := s.group(id)
+		gs := s.peekGroup(id)
 		gs.mu.Lock()
-		if gs.last > gs.saved.seq {
+		if gs.last > gs.saved.seq && !gs.stub.Load() {
 			rec := &recorder{}
 			if err := gs.checkpoint(rec, gs.last); err != nil {
 				gs.mu.Unlock()

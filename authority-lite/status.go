@@ -44,7 +44,7 @@ func (s *Service) Status() Status {
 		st.Err = err.Error()
 	}
 	for _, id := range s.GroupIDs() {
-		gs := s.group(id)
+		gs := s.peekGroup(id) // an archived Group's items are not in memory
 		gs.mu.Lock()
 		g := GroupStatus{GroupID: id, LastSequence: gs.last, Archived: gs.archived, Members: len(gs.members), Items: map[protocol.WorkItemState]int{}}
 		if m := gs.g.Mission; m != nil {

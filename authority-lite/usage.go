@@ -1,6 +1,8 @@
 package authoritylite
 
 import (
+	"context"
+
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -95,6 +97,7 @@ func (s *Service) chargeAncestors(gs *groupState, delta protocol.Usage, p *pendi
 		if ags == nil || ags == gs {
 			continue
 		}
+		s.ensureLoaded(ags)
 		if !lockSoon(&ags.mu) {
 			s.releaseAncestors(p)
 			return protocol.Errorf(protocol.CodeInternalError, "ancestor Group %s is busy; retry", ags.id)
@@ -119,6 +122,9 @@ func (s *Service) releaseAncestors(p *pending) {
 }
 
 func (s *Service) groupOfMission(missionID string) *groupState {
+	if s.unread.Load() > 0 {
+		s.fillStubs(context.Background()) // a placeholder's Mission is not known before
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, gs := range s.groups {

@@ -44,6 +44,7 @@ func newApp() *cli.Command {
 			resyncCommand(),
 			statusCommand(),
 			checkCommand(),
+			compactCommand(),
 			toolkeyCommand(),
 			authorityCommand(),
 			missionCommand(),
