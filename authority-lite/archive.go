@@ -169,6 +169,7 @@ func (s *Service) archiveGroup(ctx context.Context, id string) error {
 // retention on, its events before the archive snapshot go; its state is
 // checkpointed and released.
 func (s *Service) afterArchive(gs *groupState) {
+	defer s.memberNotice.notify() // MemberGroups leaves it out now
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if s.groupDamage(gs.id) != nil || gs.stub.Load() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,11 +57,31 @@ func TestArchiveFinishedGroup(t *testing.T) {
 			if got := k.s.ArchiveDue(ctx); len(got) != 0 {
 				t.Fatalf("archived %v before the delay", got)
 			}
+			if got := k.s.MemberGroups("w1"); !slices.Contains(got, "grp-a") {
+				t.Fatalf("w1's Groups before the archive: %v", got)
+			}
+			changed := k.s.MembershipChanged()
 			k.clk.Advance(2 * time.Minute)
 			k.s.ArchiveDue(ctx)
 			gs := k.s.peekGroup("grp-a")
 			if gs.stub.Load() != tc.wantArchiv {
 				t.Fatalf("released %v, want %v (item %s)", gs.stub.Load(), tc.wantArchiv, k.item("wi-1").State)
+			}
+			// An archived Group leaves its members' lists (the GROUPS
+			// notice), so a worker that forgot it drops its tombstone.
+			listed := slices.Contains(k.s.MemberGroups("w1"), "grp-a")
+			select {
+			case <-changed:
+				if !tc.wantArchiv {
+					t.Fatal("membership notice without an archive")
+				}
+			default:
+				if tc.wantArchiv {
+					t.Fatal("no membership notice for the archive")
+				}
+			}
+			if listed == tc.wantArchiv {
+				t.Fatalf("w1's Groups list grp-a: %v, archived %v", listed, tc.wantArchiv)
 			}
 			if !tc.wantArchiv {
 				return

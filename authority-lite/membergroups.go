@@ -37,16 +37,18 @@ func (n *memberNotice) notify() {
 func (s *Service) MembershipChanged() <-chan struct{} { return s.memberNotice.wait() }
 
 // MemberGroups lists, sorted, the Groups the agent is an active member of
-// (what Authorize lets it SUBSCRIBE).
+// (what Authorize lets it SUBSCRIBE), less the archived ones: they take
+// no more commands, and a worker that forgot one drops its tombstone once
+// it is no longer listed. A member may still SUBSCRIBE an archived Group.
 func (s *Service) MemberGroups(agentID string) []string {
 	key := actorKey(protocol.Actor{Kind: protocol.ActorAgent, ID: agentID})
 	out := []string{}
 	for _, id := range s.GroupIDs() { // sorted
 		gs := s.peekGroup(id)
 		gs.mu.Lock()
-		m := gs.members[key]
+		m, archived := gs.members[key], gs.archived
 		gs.mu.Unlock()
-		if m != nil && m.State == protocol.MembershipActive {
+		if m != nil && m.State == protocol.MembershipActive && !archived {
 			out = append(out, id)
 		}
 	}
