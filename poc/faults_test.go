@@ -152,7 +152,7 @@ func TestChangeRequestFault(t *testing.T) {
 	// Broken: the log ends before the resubmission.
 	broken := st
 	broken.Log = editedLog{r.svc, spec.GroupID, func(evs []wss.StoredEvent) []wss.StoredEvent { return evs[:before+3] }}
-	if res := CheckFault(FaultChangeRequest, broken, mustJournal(t, st.Journal)); !res.Injected || res.Held {
+	if res := CheckFault(FaultChangeRequest, broken, mustJournal(t, st.Journal), nil); !res.Injected || res.Held {
 		t.Fatalf("truncated log: %+v", res)
 	}
 }
@@ -224,7 +224,7 @@ func TestLeaseExpiryFault(t *testing.T) {
 		t.Fatalf("final ownership %+v", item.Ownership)
 	}
 	st := RunStores{Log: r.svc, Missions: []MissionSpec{spec}, Journal: filepath.Join(r.dir, JournalFile)}
-	res := CheckFault(FaultLeaseExpiry, st, mustJournal(t, st.Journal))
+	res := CheckFault(FaultLeaseExpiry, st, mustJournal(t, st.Journal), nil)
 	if !res.Injected || !res.Held || !strings.Contains(res.Detail, "completed under epoch 2; 1 late result(s)") {
 		t.Fatalf("lease-expiry: %+v", res)
 	}
@@ -233,7 +233,7 @@ func TestLeaseExpiryFault(t *testing.T) {
 	}
 	// Broken: a journal naming an epoch that was never fenced.
 	bad := []Injection{{Fault: FaultLeaseExpiry, Worker: "w2", Group: spec.GroupID, WorkItem: "wi-b-impl", Epoch: 2}}
-	if res := CheckFault(FaultLeaseExpiry, st, bad); res.Injected || res.Held {
+	if res := CheckFault(FaultLeaseExpiry, st, bad, nil); res.Injected || res.Held {
 		t.Fatalf("unfenced epoch: %+v", res)
 	}
 }
@@ -353,7 +353,7 @@ func TestPriorityArrivalCheck(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, spec := preemptionLog(t, c.plot)
-			res := CheckFault(FaultPriorityArrival, RunStores{Log: r.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID))
+			res := CheckFault(FaultPriorityArrival, RunStores{Log: r.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID), nil)
 			if res.Injected != c.injected || res.Held != c.held || !strings.Contains(res.Detail, c.detail) {
 				t.Fatalf("%+v, want injected %v held %v detail ~%q", res, c.injected, c.held, c.detail)
 			}
@@ -369,7 +369,7 @@ func TestPriorityArrivalCheck(t *testing.T) {
 	if err := StartMission(r2.ctx, r2.owner, spec, "nobody", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if res := CheckFault(FaultPriorityArrival, RunStores{Log: r2.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID)); res.Injected {
+	if res := CheckFault(FaultPriorityArrival, RunStores{Log: r2.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID), nil); res.Injected {
 		t.Fatalf("no preemption: %+v", res)
 	}
 }
@@ -390,27 +390,27 @@ func TestWorkerFaultChecks(t *testing.T) {
 		{Fault: FaultGroupDisconnect, Worker: "w1", Group: a.GroupID, Sequence: last},
 	}
 	for _, f := range []FaultName{FaultDuplicateDelivery, FaultWorkerRestart, FaultGroupDisconnect} {
-		if res := CheckFault(f, st, journal); !res.Injected || !res.Held {
+		if res := CheckFault(f, st, journal, nil); !res.Injected || !res.Held {
 			t.Errorf("%s: %+v", f, res)
 		}
 	}
 	// Behind the reconnection point.
 	behind := append([]Injection(nil), journal...)
 	behind[2].Sequence = last + 5
-	if res := CheckFault(FaultGroupDisconnect, st, behind); !res.Injected || res.Held || !strings.Contains(res.Detail, "behind") {
+	if res := CheckFault(FaultGroupDisconnect, st, behind, nil); !res.Injected || res.Held || !strings.Contains(res.Detail, "behind") {
 		t.Errorf("cursor behind: %+v", res)
 	}
 	// A queue whose projection disagrees with the authority: the log
 	// seen by the check ends before the last results.
 	short := st
 	short.Log = editedLog{r.svc, a.GroupID, func(evs []wss.StoredEvent) []wss.StoredEvent { return evs[:len(evs)-6] }}
-	if res := CheckFault(FaultWorkerRestart, short, journal); !res.Injected || res.Held || !strings.Contains(res.Detail, "queue says") {
+	if res := CheckFault(FaultWorkerRestart, short, journal, nil); !res.Injected || res.Held || !strings.Contains(res.Detail, "queue says") {
 		t.Errorf("queue disagrees: %+v", res)
 	}
-	if res := CheckFault(FaultWorkerRestart, st, []Injection{{Fault: FaultWorkerRestart, Worker: "w9"}}); res.Held {
+	if res := CheckFault(FaultWorkerRestart, st, []Injection{{Fault: FaultWorkerRestart, Worker: "w9"}}, nil); res.Held {
 		t.Errorf("unknown worker: %+v", res)
 	}
-	if res := CheckFault(FaultDuplicateDelivery, st, nil); res.Injected || res.Held || !strings.Contains(res.Detail, "no journal record") {
+	if res := CheckFault(FaultDuplicateDelivery, st, nil, nil); res.Injected || res.Held || !strings.Contains(res.Detail, "no journal record") {
 		t.Errorf("no journal: %+v", res)
 	}
 }

@@ -54,6 +54,9 @@ type FaultResult struct {
 	Injected bool   `json:"injected"`
 	Held     bool   `json:"held"`
 	Detail   string `json:"detail"`
+	// Evidence are the counts the verdict rests on, read from the stores,
+	// the workers' counters and logs (poc/REPORT.md lists them per fault).
+	Evidence map[string]int64 `json:"evidence"`
 }
 
 // InvariantResult is one invariant checked over the whole run.
@@ -170,6 +173,11 @@ func (r *Report) normalized() *Report {
 		c.Missions[i].Stages = nonNil(c.Missions[i].Stages)
 	}
 	c.Faults = nonNil(c.Faults)
+	for i := range c.Faults {
+		if c.Faults[i].Evidence == nil {
+			c.Faults[i].Evidence = map[string]int64{}
+		}
+	}
 	c.Invariants = nonNil(c.Invariants)
 	c.Slots = nonNil(c.Slots)
 	for i := range c.Slots {
