@@ -3,6 +3,7 @@ package poc
 import (
 	"encoding/json"
 	"io"
+	"strings"
 
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -131,7 +132,7 @@ func (r *Report) Problems() []string {
 	for _, f := range r.Faults {
 		switch {
 		case !f.Injected:
-			out = append(out, "fault "+f.Name+" not injected: "+f.Detail)
+			out = append(out, "fault "+f.Name+" not injected: "+strings.TrimPrefix(f.Detail, "not injected: "))
 		case !f.Held:
 			out = append(out, "fault "+f.Name+" did not hold: "+f.Detail)
 		}
