@@ -76,7 +76,10 @@ func CheckFault(n FaultName, st RunStores, journal []Injection, obs []Observatio
 	r.Held = injected && len(problems) == 0
 	switch {
 	case !injected:
-		r.Detail = "not injected: " + strings.Join(append(problems, evidence), "; ")
+		if evidence != "" {
+			problems = append(problems, evidence)
+		}
+		r.Detail = "not injected: " + strings.Join(problems, "; ")
 	case len(problems) > 0:
 		r.Detail = strings.Join(problems[:min(len(problems), maxDetailProblem)], "; ")
 	default:
