@@ -225,7 +225,7 @@ func (f *faultPlan) step() error {
 		// The worker's log of the preemptions it asked for, while it is
 		// short: the check reads the request of the critical item there.
 		f.prioObserved = true
-		if err := r.observe(worker1, string(FaultPriorityArrival)+momentAt); err != nil {
+		if err := r.observe(worker1, string(FaultPriorityArrival)+momentAfter); err != nil {
 			return err
 		}
 	}
@@ -278,7 +278,7 @@ func (f *faultPlan) duplicateDelivery(a MissionSpec, now time.Time) error {
 		}
 		return nil
 	}
-	o, err := observe(worker1, string(FaultDuplicateDelivery)+momentAt, wr.w, now)
+	o, err := observe(worker1, string(FaultDuplicateDelivery)+momentAfter, wr.w, now)
 	if err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func (f *faultPlan) groupDisconnect(b MissionSpec, now time.Time) error {
 		if (st.Offline != "online" || st.Buffered > 0 || st.Connection != "connected") && now.Sub(f.disconnectUpAt) < reconcileWait {
 			return nil
 		}
-		if err := r.observe(worker1, string(FaultGroupDisconnect)+momentAt); err != nil {
+		if err := r.observe(worker1, string(FaultGroupDisconnect)+momentAfter); err != nil {
 			return err
 		}
 		since := protocol.NewTime(f.disconnectCutAt)

@@ -91,7 +91,7 @@ func CheckFault(n FaultName, st RunStores, journal []Injection, obs []Observatio
 // beforeAfter returns a worker's observations at a fault's two moments.
 func beforeAfter(obs []Observation, worker string, n FaultName) (Observation, Observation, error) {
 	b, ok1 := findObservation(obs, worker, string(n)+momentBefore)
-	a, ok2 := findObservation(obs, worker, string(n)+momentAt)
+	a, ok2 := findObservation(obs, worker, string(n)+momentAfter)
 	if !ok1 || !ok2 {
 		return b, a, fmt.Errorf("no observation of %s before and after %s", worker, n)
 	}

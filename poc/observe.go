@@ -31,7 +31,7 @@ const ObservationsFile = "observations.jsonl"
 // The observation moments.
 const (
 	MomentStopped          = "stopped" // the worker process stopped (restart or end of run)
-	momentBefore, momentAt = ":before", ":after"
+	momentBefore, momentAfter = ":before", ":after"
 )
 
 // Observation is one snapshot of a worker process.
