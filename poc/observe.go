@@ -30,7 +30,7 @@ const ObservationsFile = "observations.jsonl"
 
 // The observation moments.
 const (
-	MomentStopped          = "stopped" // the worker process stopped (restart or end of run)
+	MomentStopped             = "stopped" // the worker process stopped (restart or end of run)
 	momentBefore, momentAfter = ":before", ":after"
 )
 
