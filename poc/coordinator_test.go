@@ -381,7 +381,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	}
 	st := RunStores{Log: r.svc, Missions: []MissionSpec{spec}, Journal: filepath.Join(r.dir, JournalFile)}
 	journal := mustJournal(t, st.Journal)
-	res := CheckFault(FaultCoordinatorFailover, st, journal)
+	res := CheckFault(FaultCoordinatorFailover, st, journal, nil)
 	if !res.Injected || !res.Held || !strings.Contains(res.Detail, "epoch 1→2") {
 		t.Fatalf("coordinator-failover: %+v", res)
 	}
@@ -396,7 +396,7 @@ func TestCoordinatorFailover(t *testing.T) {
 		return out
 	}}
 	journal[0].Code = protocol.CodeInvalidCommand
-	res = CheckFault(FaultCoordinatorFailover, RunStores{Log: log, Missions: st.Missions}, journal)
+	res = CheckFault(FaultCoordinatorFailover, RunStores{Log: log, Missions: st.Missions}, journal, nil)
 	if !res.Injected || res.Held || !strings.Contains(res.Detail, "by the fenced coordinator coord-a1") {
 		t.Fatalf("broken failover: %+v", res)
 	}

@@ -46,8 +46,10 @@
 // (Holds, handlers_hold.go) keep runs where a fault needs them (both slots
 // busy for priority-arrival, a run before its first checkpoint for
 // lease-expiry) until it is injected. Afterwards CheckFaults and
-// CheckInvariants judge the run from the durable stores only (the
-// authority's log, the worker stores, the effect log, the journal), and the
+// CheckInvariants judge the run from what happened (the authority's log and
+// audit store, the worker stores, the effect log, and the workers' own
+// counters and logs in observations.jsonl, observe.go); the journal only
+// says where and when to look. Then the
 // report (report*.go, REPORT.md) and an SVG timeline are written. The run
 // passes only when every chosen fault was injected and held and every
 // invariant held (Report.Problems).

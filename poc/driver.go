@@ -42,9 +42,9 @@ type Options struct {
 	OnApprovalPage func(url string)
 
 	// For tests only: thwart names a fault whose moment the driver makes
-	// but whose injection it makes impossible (priority-arrival: the
-	// critical item is offered to a worker that is not running), to prove
-	// that the run then fails with that fault named; momentWait shortens
+	// but whose effect it switches off while still journalling the
+	// injection, to prove that the run then fails with that fault named
+	// and what did not happen (see thwartText); momentWait shortens
 	// how long the driver waits for the protocol to react to a made
 	// moment (defaultMomentWait).
 	thwart     FaultName
@@ -138,6 +138,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	if o.thwart == FaultWorkerRestart {
+		defer runtime.TestHooks.NoResume.Store(false) // set at the restart
+	}
 	r := &run{opts: o, dir: dir, ctx: ctx, log: o.Logger, out: &lockedWriter{w: o.Out}, keys: map[string]protocol.PrivateKey{}, holds: NewHolds(),
 		workers: map[string]*workerRun{}, coords: map[string]*Coordinator{}, links: map[string]*link{}}
 	start := time.Now()
@@ -328,10 +331,25 @@ func (r *run) stopWorker(id string) error {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}
-		return nil
+		// What the process counted and logged, kept for the fault checks.
+		return r.observe(id, MomentStopped)
 	case <-time.After(45 * time.Second):
 		return fmt.Errorf("worker %s did not stop", id)
 	}
+}
+
+// observe appends a snapshot of worker id's counters and status logs to
+// the observations file (see Observation).
+func (r *run) observe(id, moment string) error {
+	wr := r.worker(id)
+	if wr == nil {
+		return fmt.Errorf("no worker %s", id)
+	}
+	o, err := observe(id, moment, wr.w, time.Now())
+	if err != nil {
+		return err
+	}
+	return appendObservation(r.path(ObservationsFile), o)
 }
 
 func (r *run) waitRegistered(id string) error {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime"
 )
 
 // faultPlan injects the chosen faults, for real, and journals each
@@ -30,10 +31,17 @@ type faultPlan struct {
 	want map[FaultName]bool
 	done map[FaultName]bool
 	// pending actions that finish later (a cut link coming back up).
-	disconnectBackAt time.Time
-	stallBackAt      time.Time
-	stall            Injection
-	seen             map[string]uint64 // group -> events already scanned
+	disconnectBackAt time.Time // the bound of the cut; set while it is in progress
+	disconnectCutAt  time.Time
+	disconnectUpAt   time.Time // when the link was restored
+	// duplicate-delivery in progress: asked at, the worker's duplicate
+	// count then, and how many duplicates the redelivery should give.
+	dupAsked    time.Time
+	dupBefore   float64
+	dupWant     float64
+	stallBackAt time.Time
+	stall       Injection
+	seen        map[string]uint64 // group -> events already scanned
 
 	// The quiet point: the testing stages held on worker-1 while
 	// group-disconnect, worker-restart and priority-arrival are injected;
@@ -43,8 +51,10 @@ type faultPlan struct {
 	quietItems   [][2]string // group, item
 	prioOffered  time.Time
 	prioGaveUp   bool
+	prioObserved bool
 	leaseHold    *Hold
 	leaseItem    string
+	staleLease   string // the lease worker-1 held when it was cut off
 	momentWait   time.Duration
 	giveUpAt     time.Time
 	thwart       FaultName
@@ -151,7 +161,7 @@ func (f *faultPlan) step() error {
 		r.mu.Lock()
 		old := r.coords[b.MissionID]
 		r.mu.Unlock()
-		c, err := FailoverCoordinator(r.ctx, r.journal, r.owner, old, r.coordinatorConfig(b, next, []string{worker1}))
+		c, err := failoverCoordinator(r.ctx, r.journal, r.owner, old, r.coordinatorConfig(b, next, []string{worker1}), f.thwart != FaultCoordinatorFailover)
 		f.done[FaultCoordinatorFailover] = true
 		if err != nil {
 			return fmt.Errorf("coordinator-failover: %w", err)
@@ -160,39 +170,36 @@ func (f *faultPlan) step() error {
 		fmt.Fprintf(r.out, "fault %s injected: %s replaced by %s\n", FaultCoordinatorFailover, old.cfg.AgentID, next)
 	}
 	// duplicate-delivery: once worker-1 holds part of grp-a, have the
-	// authority send it all again.
-	if f.pending(FaultDuplicateDelivery) && r.svc.LastSequence(a.GroupID) >= 10 {
-		r.worker(worker1).w.Redeliver(a.GroupID, 0)
-		if err := f.record(Injection{Fault: FaultDuplicateDelivery, Worker: worker1, Group: a.GroupID, Sequence: 0,
-			Detail: fmt.Sprintf("%s asked for %s's events after 0 again, at %d", worker1, a.GroupID, r.svc.LastSequence(a.GroupID))}); err != nil {
+	// authority send it all again; journal it once worker-1 counted the
+	// duplicates it dropped (its own metric), or after dupWait.
+	if f.pending(FaultDuplicateDelivery) {
+		if err := f.duplicateDelivery(a, now); err != nil {
 			return err
 		}
 	}
-	// group-disconnect: at the quiet point, cut worker-1's connection for
-	// a second; journal when it is back.
+	// group-disconnect: at the quiet point, cut worker-1's connection until
+	// it has buffered a command offline (a lease renewal comes due within
+	// pocLease/2) or disconnectMax passed; journal it once worker-1 is back
+	// online with its buffer reconciled.
 	if f.pending(FaultGroupDisconnect) {
-		switch {
-		case f.disconnectBackAt.IsZero() && f.quiet():
-			r.links[worker1].Cut(time.Second)
-			f.disconnectBackAt = now.Add(time.Second)
-			fmt.Fprintf(r.out, "fault %s: %s's connection cut for 1s while %s\n", FaultGroupDisconnect, worker1, f.heldText())
-		case !f.disconnectBackAt.IsZero() && now.After(f.disconnectBackAt) && r.links[worker1].Up():
-			if err := f.record(Injection{Fault: FaultGroupDisconnect, Worker: worker1, Group: b.GroupID, Sequence: r.svc.LastSequence(b.GroupID),
-				Detail: "connection cut for 1s and restored"}); err != nil {
-				return err
-			}
+		if err := f.groupDisconnect(b, now); err != nil {
+			return err
 		}
 	}
 	// worker-restart: at the quiet point (after the disconnect), stop
 	// worker-1 and start it again on the same store.
 	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.quiet() {
+		since := protocol.NewTime(now)
 		if err := r.stopWorker(worker1); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
+		}
+		if f.thwart == FaultWorkerRestart {
+			runtime.TestHooks.NoResume.Store(true) // cleared when the run ends
 		}
 		if err := r.startWorker(worker1, []string{a.GroupID, b.GroupID}); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
 		}
-		if err := f.record(Injection{Fault: FaultWorkerRestart, Worker: worker1, Detail: worker1 + " stopped at its safe points and started on the same store"}); err != nil {
+		if err := f.record(Injection{Fault: FaultWorkerRestart, Since: &since, Worker: worker1, Detail: worker1 + " stopped at its safe points and started on the same store"}); err != nil {
 			return err
 		}
 	}
@@ -214,6 +221,14 @@ func (f *faultPlan) step() error {
 	// new connection would end the stall early, and once Mission B's work
 	// is done), cut worker-1 off past the lease; worker-2 (started now)
 	// takes the re-offer.
+	if f.want[FaultPriorityArrival] && f.done[FaultPriorityArrival] && !f.prioObserved && f.priorityDone() {
+		// The worker's log of the preemptions it asked for, while it is
+		// short: the check reads the request of the critical item there.
+		f.prioObserved = true
+		if err := r.observe(worker1, string(FaultPriorityArrival)+momentAfter); err != nil {
+			return err
+		}
+	}
 	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) && f.missionWorkDone(b) {
 		if err := f.leaseExpiry(a, now); err != nil {
 			return err
@@ -223,6 +238,102 @@ func (f *faultPlan) step() error {
 }
 
 func (f *faultPlan) disconnectDone() bool { return !f.pending(FaultGroupDisconnect) }
+
+// How long the driver waits for the worker's own account of a fault.
+const (
+	dupWait       = 3 * time.Second // the redelivered events to be counted
+	disconnectMax = 2500 * time.Millisecond
+	reconcileWait = 5 * time.Second // back online with the buffer reconciled
+)
+
+// duplicateDelivery asks the authority to send grp-a's events again to
+// worker-1 and journals it once worker-1's duplicate counter rose by the
+// events it held (or dupWait passed): the check compares the two
+// observations.
+func (f *faultPlan) duplicateDelivery(a MissionSpec, now time.Time) error {
+	r := f.r
+	wr := r.worker(worker1)
+	if wr == nil {
+		return nil
+	}
+	if f.dupAsked.IsZero() {
+		if r.svc.LastSequence(a.GroupID) < 10 {
+			return nil
+		}
+		o, err := observe(worker1, string(FaultDuplicateDelivery)+momentBefore, wr.w, now)
+		if err != nil {
+			return err
+		}
+		if err := appendObservation(r.path(ObservationsFile), o); err != nil {
+			return err
+		}
+		f.dupBefore, f.dupAsked = o.Counter(seriesDuplicates), now
+		for _, g := range wr.w.Status().Groups {
+			if g.GroupID == a.GroupID {
+				f.dupWant = float64(g.Cursor)
+			}
+		}
+		if f.thwart != FaultDuplicateDelivery {
+			wr.w.Redeliver(a.GroupID, 0)
+		}
+		return nil
+	}
+	o, err := observe(worker1, string(FaultDuplicateDelivery)+momentAfter, wr.w, now)
+	if err != nil {
+		return err
+	}
+	if o.Counter(seriesDuplicates)-f.dupBefore < max(f.dupWant, 1) && now.Sub(f.dupAsked) < dupWait {
+		return nil
+	}
+	if err := appendObservation(r.path(ObservationsFile), o); err != nil {
+		return err
+	}
+	since := protocol.NewTime(f.dupAsked)
+	return f.record(Injection{Fault: FaultDuplicateDelivery, Since: &since, Worker: worker1, Group: a.GroupID, Sequence: 0,
+		Detail: fmt.Sprintf("%s asked for %s's events after 0 again, at %d", worker1, a.GroupID, r.svc.LastSequence(a.GroupID))})
+}
+
+// groupDisconnect cuts worker-1's link at the quiet point, restores it once
+// worker-1 buffered a command offline (or disconnectMax passed), and
+// journals the fault once worker-1 is online again with nothing left in
+// its buffer (or reconcileWait passed). Observations before and after let
+// the check count the reconnections and the commands reconciled.
+func (f *faultPlan) groupDisconnect(b MissionSpec, now time.Time) error {
+	r := f.r
+	wr := r.worker(worker1)
+	switch {
+	case f.disconnectBackAt.IsZero():
+		if !f.quiet() || wr == nil {
+			return nil
+		}
+		if err := r.observe(worker1, string(FaultGroupDisconnect)+momentBefore); err != nil {
+			return err
+		}
+		if f.thwart != FaultGroupDisconnect {
+			r.links[worker1].Cut(disconnectMax)
+		}
+		f.disconnectCutAt, f.disconnectBackAt = now, now.Add(disconnectMax)
+		fmt.Fprintf(r.out, "fault %s: %s's connection cut while %s\n", FaultGroupDisconnect, worker1, f.heldText())
+	case f.disconnectUpAt.IsZero():
+		if wr == nil || (wr.w.Status().Buffered == 0 || now.Sub(f.disconnectCutAt) < 300*time.Millisecond) && now.Before(f.disconnectBackAt) {
+			return nil
+		}
+		r.links[worker1].Restore()
+		f.disconnectUpAt = now
+	default:
+		st := wr.w.Status()
+		if (st.Offline != "online" || st.Buffered > 0 || st.Connection != "connected") && now.Sub(f.disconnectUpAt) < reconcileWait {
+			return nil
+		}
+		if err := r.observe(worker1, string(FaultGroupDisconnect)+momentAfter); err != nil {
+			return err
+		}
+		since := protocol.NewTime(f.disconnectCutAt)
+		return f.record(Injection{Fault: FaultGroupDisconnect, Since: &since, Worker: worker1, Group: b.GroupID, Sequence: r.svc.LastSequence(b.GroupID),
+			Detail: fmt.Sprintf("connection cut for %s and restored", f.disconnectUpAt.Sub(f.disconnectCutAt).Round(time.Millisecond))})
+	}
+	return nil
+}
 
 // missionWorkDone reports whether spec's Mission has no work left to run
 // (it awaits approval or was decided). The lease-expiry stall cuts
@@ -248,6 +359,9 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 		if w.Ownership != nil && w.Ownership.OwnershipEpoch > f.stall.Epoch || now.After(f.stallBackAt) {
 			r.links[worker1].Restore()
 			f.leaseHold.Release()
+			if f.thwart != FaultLeaseExpiry {
+				f.stall.Code = f.lateSubmit(a)
+			}
 			return f.record(f.stall)
 		}
 		return nil
@@ -272,10 +386,29 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 	}
 	f.stallBackAt = now.Add(stall)
 	since := protocol.NewTime(now)
+	f.staleLease = w.Lease.LeaseID
 	f.stall = Injection{Fault: FaultLeaseExpiry, Since: &since, Worker: worker1, Group: a.GroupID, WorkItem: id, Epoch: w.Lease.OwnershipEpoch,
 		Detail: fmt.Sprintf("%s cut off (at most %s, until the item was taken over) while holding %s's lease %s", worker1, stall, id, w.Lease.LeaseID)}
 	fmt.Fprintf(r.out, "fault %s: %s stalled on %s (lease %s, %s) for at most %s\n", FaultLeaseExpiry, worker1, id, w.Lease.LeaseID, pocLease, stall)
 	return nil
+}
+
+// lateSubmit has the old owner, worker-1, submit a result for the stalled
+// item under its fenced epoch and lease, signed with its own key, as a
+// worker that came back late would. The authority must refuse it and keep
+// it as a late result (the check reads the audit store); the answer's
+// code is returned for the journal.
+func (f *faultPlan) lateSubmit(a MissionSpec) protocol.Code {
+	r := f.r
+	me := r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: worker1}, r.keys[worker1])
+	digest := protocol.Digest([]byte("late result of " + f.stall.WorkItem))
+	_, err := me.Do(r.ctx, protocol.CmdWorkSubmit, a.GroupID, &protocol.SubmitWorkPayload{WorkItemID: f.stall.WorkItem, OwnershipEpoch: f.stall.Epoch,
+		LeaseID: f.staleLease, Artifacts: protocol.List[string]{digest}, Evidence: protocol.List[protocol.Evidence]{{
+			Subject: f.stall.WorkItem, Criteria: protocol.List[string]{"ac-int-applied"}, Method: "late result of a fenced owner", Result: protocol.EvidencePass,
+			Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: worker1}, Timestamp: protocol.NewTime(time.Now()), Artifacts: protocol.List[string]{digest}}}})
+	code := protocol.CodeOf(err)
+	fmt.Fprintf(r.out, "fault %s: %s's late work.submit under epoch %d answered %q\n", FaultLeaseExpiry, worker1, f.stall.Epoch, code)
+	return code
 }
 
 // giveUp ends the faults whose moment has passed (every Mission's work is
@@ -321,8 +454,13 @@ func (f *faultPlan) holdApproval(spec MissionSpec) bool {
 		return false
 	}
 	if f.pending(FaultChangeRequest) {
-		err := RequestChanges(r.ctx, r.journal, r.owner, spec, []string{"document the new function in the README"},
-			"please also document it", time.Now())
+		changes := []string{"document the new function in the README"}
+		var err error
+		if f.thwart == FaultChangeRequest {
+			err = r.journal.Record(Injection{Fault: FaultChangeRequest, At: protocol.NewTime(time.Now()), Group: spec.GroupID, Detail: changes[0]})
+		} else {
+			err = RequestChanges(r.ctx, r.journal, r.owner, spec, changes, "please also document it", time.Now())
+		}
 		f.done[FaultChangeRequest] = true
 		if err != nil {
 			r.fail(fmt.Errorf("change-request: %w", err))

@@ -39,7 +39,8 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 	for _, id := range r.workerIDs() {
 		workers[id] = r.path("workers", id)
 	}
-	st := RunStores{Log: svc, Missions: r.specs, Workers: workers, Effects: r.path(EffectsFile), Journal: r.path(JournalFile)}
+	st := RunStores{Log: svc, Missions: r.specs, Workers: workers, Effects: r.path(EffectsFile), Journal: r.path(JournalFile),
+		Observations: r.path(ObservationsFile)}
 	rep := &Report{Missions: []MissionReport{}, Faults: []FaultResult{}, Invariants: []InvariantResult{}, Slots: []SlotUsage{}, Groups: []GroupShare{}, Approvals: []ApprovalMoment{}}
 	rep.Invariants = append(CheckInvariants(st), checkCredentialScope(svc, r.missionGroups()))
 	if len(r.opts.Faults) > 0 {

@@ -120,3 +120,42 @@ func TestRunFailsOnAFaultNotInjected(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFaultSwitchedOff: for each fault, the run is made with what the
+// fault exercises switched off (Options.thwart: the driver journals the
+// injection but does not cause it, or the worker does not resume from
+// checkpoints) and `--faults NAME` must fail, naming the fault and what
+// did not happen. The checks read what happened, never the journal's word.
+func TestRunFaultSwitchedOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seven PoC runs take over a minute")
+	}
+	cases := []struct {
+		fault FaultName
+		want  string // in the problem line
+	}{
+		{FaultDuplicateDelivery, "no redelivered event reached the worker"},
+		{FaultWorkerRestart, "0 runs resumed from a checkpoint"},
+		{FaultCoordinatorFailover, "no late command of the old coordinator"},
+		{FaultGroupDisconnect, "never lost its connection"},
+		{FaultLeaseExpiry, "no late command of the old owner"},
+		// priority-arrival: TestRunFailsOnAFaultNotInjected.
+		{FaultChangeRequest, "no mission.changes_requested"},
+	}
+	for _, c := range cases {
+		t.Run(string(c.fault), func(t *testing.T) {
+			var out bytes.Buffer
+			rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Faults: []FaultName{c.fault}, Out: &out,
+				thwart: c.fault, momentWait: time.Second, Timeout: 60 * time.Second})
+			if rep == nil {
+				t.Fatalf("no report: %v\n%s", err, out.String())
+			}
+			p := rep.Problems()
+			want := "fault " + string(c.fault) + " "
+			if rep.OK() || len(p) == 0 || !strings.HasPrefix(p[0], want) || !strings.Contains(p[0], c.want) {
+				t.Fatalf("switched off, the run gave problems %q (want %q … %q)\n%s", p, want, c.want, out.String())
+			}
+			t.Logf("%s", p[0])
+		})
+	}
+}

@@ -35,7 +35,7 @@ const (
 var (
 	bktEffects  = []byte("effects")  // seq → Effect JSON: the append-only effect log
 	bktKeys     = []byte("keys")     // idempotency key → seq
-	bktPatches  = []byte("patches")  // patch digest → seq
+	bktPatches  = []byte("patches")  // patch digest → seq of its last effect (not consulted by Apply)
 	bktRequests = []byte("requests") // seq → Request JSON: every call, repeats included
 	bktRepo     = []byte("repo")     // path → content
 )
@@ -114,9 +114,12 @@ var ErrConflict = errors.New("effects: the patch does not apply to the integrati
 
 // Apply applies patch (whose content hash is patchDigest) under key. A key
 // seen before returns its first effect with repeat set and changes
-// nothing; so does a patch already applied under another key (an
-// integration retried by a later owner after reassignment). A patch that
-// does not apply is ErrConflict and leaves no effect.
+// nothing. Only the key protects the repository: the same patch under a
+// new key is applied again (or, when it no longer applies, refused as a
+// conflict), as a real service that honours idempotency keys and nothing
+// else would do; the patches index only lets the checks find a patch
+// applied under two keys. A patch that does not apply is ErrConflict and
+// leaves no effect.
 func (l *EffectLog) Apply(key, patchDigest, patch string) (eff Effect, repeat bool, err error) {
 	if key == "" || patchDigest == "" {
 		return Effect{}, false, fmt.Errorf("effects: a key and a patch digest are required")
@@ -127,11 +130,7 @@ func (l *EffectLog) Apply(key, patchDigest, patch string) (eff Effect, repeat bo
 	now := protocol.NewTime(l.clock.Now())
 	err = l.db.Update(func(tx *bolt.Tx) error {
 		effs := tx.Bucket(bktEffects)
-		seq := tx.Bucket(bktKeys).Get([]byte(key))
-		if seq == nil {
-			seq = tx.Bucket(bktPatches).Get([]byte(patchDigest))
-		}
-		if seq != nil {
+		if seq := tx.Bucket(bktKeys).Get([]byte(key)); seq != nil {
 			repeat = true
 			if err := json.Unmarshal(effs.Get(seq), &eff); err != nil {
 				return err

@@ -18,10 +18,11 @@ import (
 
 // The spec 22 fault suite. A fault is injected for real by the driver
 // through a Harness, which records each injection in the run's fault
-// journal; after the run, CheckFaults judges every fault from the durable
-// stores alone (the authority's log and audit records, the worker stores,
-// the effect log and the journal): was it injected, and did the protocol's
-// guarantees hold through it.
+// journal; after the run, CheckFaults judges every fault from what happened
+// (the authority's log and audit records, the worker stores, the effect
+// log, the workers' own counters and logs in the observations file), the
+// journal saying only where and when to look: was it injected, and did the
+// protocol's guarantees hold through it.
 
 // FaultName names one fault of the suite.
 type FaultName string

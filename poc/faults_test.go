@@ -13,6 +13,7 @@ import (
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -152,7 +153,7 @@ func TestChangeRequestFault(t *testing.T) {
 	// Broken: the log ends before the resubmission.
 	broken := st
 	broken.Log = editedLog{r.svc, spec.GroupID, func(evs []wss.StoredEvent) []wss.StoredEvent { return evs[:before+3] }}
-	if res := CheckFault(FaultChangeRequest, broken, mustJournal(t, st.Journal)); !res.Injected || res.Held {
+	if res := CheckFault(FaultChangeRequest, broken, mustJournal(t, st.Journal), nil); !res.Injected || res.Held {
 		t.Fatalf("truncated log: %+v", res)
 	}
 }
@@ -224,8 +225,8 @@ func TestLeaseExpiryFault(t *testing.T) {
 		t.Fatalf("final ownership %+v", item.Ownership)
 	}
 	st := RunStores{Log: r.svc, Missions: []MissionSpec{spec}, Journal: filepath.Join(r.dir, JournalFile)}
-	res := CheckFault(FaultLeaseExpiry, st, mustJournal(t, st.Journal))
-	if !res.Injected || !res.Held || !strings.Contains(res.Detail, "completed under epoch 2; 1 late result(s)") {
+	res := CheckFault(FaultLeaseExpiry, st, mustJournal(t, st.Journal), nil)
+	if !res.Injected || !res.Held || !strings.Contains(res.Detail, "completed under epoch 2; its late work.submit refused WORK_STALE_OWNERSHIP") || res.Evidence["lateCommandsRefused"] != 1 {
 		t.Fatalf("lease-expiry: %+v", res)
 	}
 	if inv := CheckNoStaleCompletion(r.svc, []string{spec.GroupID}); !inv.Held || !strings.Contains(inv.Detail, "1 late results") {
@@ -233,7 +234,7 @@ func TestLeaseExpiryFault(t *testing.T) {
 	}
 	// Broken: a journal naming an epoch that was never fenced.
 	bad := []Injection{{Fault: FaultLeaseExpiry, Worker: "w2", Group: spec.GroupID, WorkItem: "wi-b-impl", Epoch: 2}}
-	if res := CheckFault(FaultLeaseExpiry, st, bad); res.Injected || res.Held {
+	if res := CheckFault(FaultLeaseExpiry, st, bad, nil); res.Injected || res.Held {
 		t.Fatalf("unfenced epoch: %+v", res)
 	}
 }
@@ -344,7 +345,7 @@ func TestPriorityArrivalCheck(t *testing.T) {
 		injected, held bool
 		detail         string
 	}{
-		{"held", preemptionPlot{resume: true}, true, true, "grp-b/wi-b-impl preempted for wi-critical at checkpoint ck-1, resumed from it, verified"},
+		{"held", preemptionPlot{resume: true}, true, true, "grp-b/wi-b-impl asked to yield for wi-critical, reached a safe point 0s later (checkpoint ck-1), resumed from it, verified"},
 		{"victim not resumed", preemptionPlot{}, true, false, "never resumed"},
 		{"critical item never started", preemptionPlot{resume: true, neverStarts: true}, true, false, "critical item wi-critical never started"},
 		// A preemption before the critical item arrived (a shutdown
@@ -353,7 +354,16 @@ func TestPriorityArrivalCheck(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, spec := preemptionLog(t, c.plot)
-			res := CheckFault(FaultPriorityArrival, RunStores{Log: r.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID))
+			// The worker's log asked the victim to yield when it checkpointed.
+			var obs []Observation
+			evs, _, _ := readLog(r.svc, spec.GroupID)
+			for _, e := range evs {
+				if e.Type == protocol.EvtWorkCheckpointed && e.Aggregate != nil {
+					obs = append(obs, Observation{Worker: "w1", Moment: MomentStopped,
+						Preemptions: []Preemption{{GroupID: spec.GroupID, WorkItemID: e.Aggregate.ID, For: "wi-critical", Reason: "scheduler", At: e.OccurredAt.Time}}})
+				}
+			}
+			res := CheckFault(FaultPriorityArrival, RunStores{Log: r.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID), obs)
 			if res.Injected != c.injected || res.Held != c.held || !strings.Contains(res.Detail, c.detail) {
 				t.Fatalf("%+v, want injected %v held %v detail ~%q", res, c.injected, c.held, c.detail)
 			}
@@ -369,7 +379,7 @@ func TestPriorityArrivalCheck(t *testing.T) {
 	if err := StartMission(r2.ctx, r2.owner, spec, "nobody", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if res := CheckFault(FaultPriorityArrival, RunStores{Log: r2.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID)); res.Injected {
+	if res := CheckFault(FaultPriorityArrival, RunStores{Log: r2.svc, Missions: []MissionSpec{spec}}, journal(spec.GroupID), nil); res.Injected {
 		t.Fatalf("no preemption: %+v", res)
 	}
 }
@@ -389,28 +399,46 @@ func TestWorkerFaultChecks(t *testing.T) {
 		{Fault: FaultWorkerRestart, Worker: "w1"},
 		{Fault: FaultGroupDisconnect, Worker: "w1", Group: a.GroupID, Sequence: last},
 	}
-	for _, f := range []FaultName{FaultDuplicateDelivery, FaultWorkerRestart, FaultGroupDisconnect} {
-		if res := CheckFault(f, st, journal); !res.Injected || !res.Held {
+	obs := []Observation{
+		{Worker: "w1", Moment: "duplicate-delivery:before", Counters: map[string]float64{seriesDuplicates: 3}},
+		{Worker: "w1", Moment: "duplicate-delivery:after", Counters: map[string]float64{seriesDuplicates: 8}},
+		{Worker: "w1", Moment: "group-disconnect:before", Counters: map[string]float64{seriesConnections: 1}},
+		{Worker: "w1", Moment: "group-disconnect:after", Counters: map[string]float64{seriesConnections: 2},
+			Reconciled: []runtime.ReconcileLog{{Type: "lease.renew", Outcome: "applied"}}},
+	}
+	for _, f := range []FaultName{FaultDuplicateDelivery, FaultGroupDisconnect} {
+		if res := CheckFault(f, st, journal, obs); !res.Injected || !res.Held {
 			t.Errorf("%s: %+v", f, res)
 		}
+	}
+	// Nothing counted: no duplicate dropped, no reconnection.
+	flat := []Observation{obs[0], {Worker: "w1", Moment: "duplicate-delivery:after", Counters: obs[0].Counters}, obs[2], {Worker: "w1", Moment: "group-disconnect:after", Counters: obs[2].Counters}}
+	for _, f := range []FaultName{FaultDuplicateDelivery, FaultGroupDisconnect} {
+		if res := CheckFault(f, st, journal, flat); res.Injected || res.Held {
+			t.Errorf("%s without evidence: %+v", f, res)
+		}
+	}
+	// No run of this log resumed from a checkpoint.
+	if res := CheckFault(FaultWorkerRestart, st, journal, nil); res.Held || !strings.Contains(res.Detail, "0 runs resumed") {
+		t.Errorf("restart without resumption: %+v", res)
 	}
 	// Behind the reconnection point.
 	behind := append([]Injection(nil), journal...)
 	behind[2].Sequence = last + 5
-	if res := CheckFault(FaultGroupDisconnect, st, behind); !res.Injected || res.Held || !strings.Contains(res.Detail, "behind") {
+	if res := CheckFault(FaultGroupDisconnect, st, behind, obs); !res.Injected || res.Held || !strings.Contains(res.Detail, "behind") {
 		t.Errorf("cursor behind: %+v", res)
 	}
 	// A queue whose projection disagrees with the authority: the log
 	// seen by the check ends before the last results.
 	short := st
 	short.Log = editedLog{r.svc, a.GroupID, func(evs []wss.StoredEvent) []wss.StoredEvent { return evs[:len(evs)-6] }}
-	if res := CheckFault(FaultWorkerRestart, short, journal); !res.Injected || res.Held || !strings.Contains(res.Detail, "queue says") {
+	if res := CheckFault(FaultWorkerRestart, short, journal, nil); !res.Injected || res.Held || !strings.Contains(res.Detail, "queue says") {
 		t.Errorf("queue disagrees: %+v", res)
 	}
-	if res := CheckFault(FaultWorkerRestart, st, []Injection{{Fault: FaultWorkerRestart, Worker: "w9"}}); res.Held {
+	if res := CheckFault(FaultWorkerRestart, st, []Injection{{Fault: FaultWorkerRestart, Worker: "w9"}}, nil); res.Held {
 		t.Errorf("unknown worker: %+v", res)
 	}
-	if res := CheckFault(FaultDuplicateDelivery, st, nil); res.Injected || res.Held || !strings.Contains(res.Detail, "no journal record") {
+	if res := CheckFault(FaultDuplicateDelivery, st, nil, nil); res.Injected || res.Held || !strings.Contains(res.Detail, "no journal record") {
 		t.Errorf("no journal: %+v", res)
 	}
 }

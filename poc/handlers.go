@@ -170,6 +170,12 @@ func (cfg *HandlerConfig) runSteps(ctx context.Context, w *slots.Work, steps []s
 		if j.st.Done > 0 && i >= j.st.Done {
 			cfg.Holds.wait(ctx, cfg.AgentID, w, HoldAtSafePoint)
 			if preempted(w) {
+				// Asked to yield here: the checkpoint the run yields with is
+				// taken at this safe point, after the request, so the log
+				// shows when the run really stopped.
+				if err := j.checkpoint(ctx, steps[j.st.Done-1].name); err != nil {
+					return slots.Result{}, err
+				}
 				return slots.Result{}, slots.ErrPreempted
 			}
 		}
@@ -180,11 +186,7 @@ func (cfg *HandlerConfig) runSteps(ctx context.Context, w *slots.Work, steps []s
 			continue // a setup step redone on resume: nothing new to save
 		}
 		j.st.Done = i + 1
-		state, err := json.Marshal(j.st)
-		if err != nil {
-			return slots.Result{}, err
-		}
-		if _, err := w.Checkpoint(ctx, state, checkpoint.Meta{Phase: s.name}); err != nil {
+		if err := j.checkpoint(ctx, s.name); err != nil {
 			return slots.Result{}, err
 		}
 		if preempted(w) {
@@ -208,6 +210,16 @@ func (cfg *HandlerConfig) runSteps(ctx context.Context, w *slots.Work, steps []s
 	}
 	p := j.report(steps, len(steps), "submit")
 	return slots.Result{Artifacts: append([]string(nil), j.st.Outputs...), Evidence: j.evidence(), Progress: &p}, nil
+}
+
+// checkpoint saves the job's state durably at a safe point.
+func (j *job) checkpoint(ctx context.Context, phase string) error {
+	state, err := json.Marshal(j.st)
+	if err != nil {
+		return err
+	}
+	_, err = j.w.Checkpoint(ctx, state, checkpoint.Meta{Phase: phase})
+	return err
 }
 
 func preempted(w *slots.Work) bool {

@@ -42,6 +42,9 @@ type RunStores struct {
 	Effects string // the integration repository's effect log file
 	// Journal is the fault journal (JournalFile); fault checks only.
 	Journal string
+	// Observations are the workers' own counters and logs
+	// (ObservationsFile); fault checks only.
+	Observations string
 }
 
 func (st RunStores) workerDirs() []string {
@@ -226,8 +229,8 @@ func CheckNoStaleCompletion(log EventLog, groups []string) InvariantResult {
 }
 
 // CheckEffectsOnce: the integration repository recorded at most one effect
-// per idempotency key, its key index agrees, and every repeated request
-// was answered with the first effect.
+// per idempotency key and no change under two keys, its key index agrees,
+// and every repeated request was answered with the first effect.
 func CheckEffectsOnce(path string) InvariantResult {
 	if path == "" {
 		return result(InvEffectsOnce, nil, "no external effects in this run")
@@ -238,9 +241,16 @@ func CheckEffectsOnce(path string) InvariantResult {
 	}
 	var problems []string
 	bySeq := map[uint64]Effect{}
-	seen := map[string]uint64{} // key → its first effect
+	seen := map[string]uint64{}    // key → its first effect
+	patches := map[string]string{} // patch digest → the key it was applied under
 	for _, e := range recs.Effects {
 		bySeq[e.Seq] = e
+		// The same change under a second key is an effect the keys did not
+		// stop: a retry that minted a new key.
+		if k, dup := patches[e.PatchDigest]; dup && k != e.Key {
+			problems = append(problems, fmt.Sprintf("patch %s applied under two keys, %s and %s (effect %d)", shortDigest(e.PatchDigest), k, e.Key, e.Seq))
+		}
+		patches[e.PatchDigest] = e.Key
 		if first, dup := seen[e.Key]; dup {
 			problems = append(problems, fmt.Sprintf("key %s has effects %d and %d", e.Key, first, e.Seq))
 			continue

@@ -3,6 +3,7 @@ package poc
 import (
 	"encoding/json"
 	"io"
+	"strings"
 
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -54,6 +55,9 @@ type FaultResult struct {
 	Injected bool   `json:"injected"`
 	Held     bool   `json:"held"`
 	Detail   string `json:"detail"`
+	// Evidence are the counts the verdict rests on, read from the stores,
+	// the workers' counters and logs (poc/REPORT.md lists them per fault).
+	Evidence map[string]int64 `json:"evidence"`
 }
 
 // InvariantResult is one invariant checked over the whole run.
@@ -128,7 +132,7 @@ func (r *Report) Problems() []string {
 	for _, f := range r.Faults {
 		switch {
 		case !f.Injected:
-			out = append(out, "fault "+f.Name+" not injected: "+f.Detail)
+			out = append(out, "fault "+f.Name+" not injected: "+strings.TrimPrefix(f.Detail, "not injected: "))
 		case !f.Held:
 			out = append(out, "fault "+f.Name+" did not hold: "+f.Detail)
 		}
@@ -170,6 +174,11 @@ func (r *Report) normalized() *Report {
 		c.Missions[i].Stages = nonNil(c.Missions[i].Stages)
 	}
 	c.Faults = nonNil(c.Faults)
+	for i := range c.Faults {
+		if c.Faults[i].Evidence == nil {
+			c.Faults[i].Evidence = map[string]int64{}
+		}
+	}
 	c.Invariants = nonNil(c.Invariants)
 	c.Slots = nonNil(c.Slots)
 	for i := range c.Slots {

@@ -131,7 +131,7 @@ func TestReportJSONShape(t *testing.T) {
 		{keys(first("missions")), "finalState,group,id,stages"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,name,slot,startedAt,state,workItemId,worker"},
 		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "name,state,workItemId"},
-		{keys(first("faults")), "detail,held,injected,name"},
+		{keys(first("faults")), "detail,evidence,held,injected,name"},
 		{keys(first("invariants")), "detail,held,name"},
 		{keys(first("slots")), "intervals,slot,worker"},
 		{keys(first("slots").(map[string]any)["intervals"].([]any)[0]), "from,group,item,outcome,to"},

@@ -53,7 +53,7 @@ func (e *engine) schedule(now time.Time) {
 			continue
 		}
 		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch}
-		if ok && en.Checkpoint != nil {
+		if ok && en.Checkpoint != nil && !TestHooks.NoResume.Load() {
 			if _, err := e.cps.Get(en.Checkpoint.CheckpointID); err == nil {
 				p.ResumeFromCheckpointID = en.Checkpoint.CheckpointID
 			}
