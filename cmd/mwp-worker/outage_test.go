@@ -51,12 +51,18 @@ func TestOutageKillSuite(t *testing.T) {
 	if err := os.WriteFile(script, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := newCluster(t, "--slots", "2", "--handler-exec", fmt.Sprintf("demo.steps@1.0.0=%s '%s'", py, script))
-	outages(t, k, rounds, seed)
+	marks := filepath.Join(dir, "publishing")
+	if err := os.Mkdir(marks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k := newCluster(t, "--slots", "2", "--handler-exec", fmt.Sprintf("demo.steps@1.0.0=%s '%s' '%s'", py, script, marks))
+	outages(t, k, rounds, seed, marks)
 }
 
-// outages is the outage suite on k: rounds kills, seeded by seed.
-func outages(t *testing.T, k *cluster, rounds, seed int) {
+// outages is the outage suite on k: rounds kills, seeded by seed. The
+// handler writes a file into marks when it is about to publish, 0.3 s
+// before it does.
+func outages(t *testing.T, k *cluster, rounds, seed int, marks string) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 13))
 	var workers []*proc
 	fail := func(format string, args ...any) {
@@ -107,21 +113,28 @@ func outages(t *testing.T, k *cluster, rounds, seed int) {
 			items = append(items, id)
 			k.offerTrying(id, rounds+1) // each round kills the worker at most once
 		}
-		// The moment: a run active, then a seeded delay into it (the runs
-		// reach their uploads after about a quarter of a second).
-		for deadline := time.Now().Add(30 * time.Second); !activeAny(k, items); {
-			acceptSubmitted()
-			if time.Now().After(deadline) {
-				fail("round %d: nothing ever ran", round)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		// The victims: the authority, the worker or both; the outage
 		// lasts a seeded time, within the worker's offline grace.
 		kind := rng.IntN(3)
 		kinds[kind]++
-		down := time.Duration(200+rng.IntN(1800)) * time.Millisecond
+		down := time.Duration(400+rng.IntN(1600)) * time.Millisecond
+		// The moment: the authority alone goes when a handler is about to
+		// publish, so that its upload meets the outage; otherwise a seeded
+		// delay into an active run.
+		published := len(entries(t, marks))
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			acceptSubmitted()
+			if kind == 0 && len(entries(t, marks)) > published || kind != 0 && activeAny(k, items) {
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("round %d: nothing ever ran", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if kind != 0 {
+			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		}
 		if kind != 1 {
 			_ = k.auth.cmd.Process.Kill()
 			k.waitExit(k.auth, 10*time.Second)
@@ -213,8 +226,21 @@ func outages(t *testing.T, k *cluster, rounds, seed int) {
 	for _, w := range workers {
 		waited += strings.Count(w.logs(), "waiting for the authority")
 	}
+	// Every outage of the authority alone began before an upload it then
+	// held back: the worker said it waited.
+	if kinds[0] > 0 && waited == 0 {
+		t.Errorf("MWP_OUTAGE_SEED=%d: %d outages of the authority under an upload, and no transfer waited for it", seed, kinds[0])
+	}
 	t.Logf("seed %d: %d rounds (authority %d, worker %d, both %d), %d items verified once, %d started again, %d artifacts published, %d transfers waited for the authority",
 		seed, rounds, kinds[0], kinds[1], kinds[2], len(items), restarted, publishes, waited)
+}
+
+func entries(t *testing.T, dir string) []os.DirEntry {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
 }
 
 // sendTrying sends one coordinator command, giving up after within (the

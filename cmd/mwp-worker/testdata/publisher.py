@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """An external handler for the outage suite (outage_test.go): a few steps,
 each a safe point, then two artifacts published and a result whose
-evidence cites them. An artifact refused as retryable (the authority stayed
+evidence cites them. With a directory as its argument, it writes a file
+there when it is about to publish and waits 0.3 s, so that the suite can
+take the authority away under the upload. An artifact refused as retryable (the authority stayed
 unreachable past the worker's offline grace) fails the attempt without
 "permanent", so the contract's retry policy runs it again; any other
 refusal fails it for good. Standard library and mwpslot only."""
+import os
 import sys
 import time
 
@@ -21,6 +24,10 @@ def run(slot):
         step += 1
         slot.progress("step-%d" % step, ["step-%d" % i for i in range(1, step + 1)], "step-%d" % (step + 1))
         slot.safe_point(str(step).encode(), phase="step-%d" % step)
+    if len(sys.argv) > 1:
+        with open(os.path.join(sys.argv[1], "%s-%d" % (item, slot.slot["attempt"])), "w"):
+            pass
+        time.sleep(0.3)
     digests = []
     for n in range(2):
         data = ("%s output %d\n" % (item, n)).encode() * 64
