@@ -31,7 +31,7 @@ func FuzzAnswers(f *testing.F) {
 				last = e.Sequence
 			}
 		}
-		if err := answerError(422, b); err == nil {
+		if err := answerError(422, "", b); err == nil {
 			t.Fatal("a refusal decoded to no error")
 		}
 	})

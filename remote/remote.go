@@ -339,20 +339,32 @@ func (a *Authority) sendOnce(ctx context.Context, method, path, ctype string, bo
 		return fmt.Errorf("remote: %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return answerError(resp.StatusCode, b)
+		return answerError(resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 	return read(b)
 }
 
 // answerError decodes a refusal's Error object; an answer that is not one
-// (a proxy's page) becomes a plain error naming the status.
-func answerError(status int, b []byte) error {
+// (a proxy's page) becomes an *HTTPError. A Retry-After in whole seconds
+// is kept: as the HTTPError's, or as the Error's details.retryAfterMs when
+// it names none.
+func answerError(status int, retryAfterHeader string, b []byte) error {
+	var after time.Duration
+	if secs, err := strconv.ParseUint(retryAfterHeader, 10, 32); err == nil {
+		after = time.Duration(secs) * time.Second
+	}
 	var e protocol.Error
 	if err := json.Unmarshal(b, &e); err != nil || !e.Code.Known() {
-		return fmt.Errorf("remote: HTTP %d: %.200q", status, b)
+		return &HTTPError{Status: status, RetryAfter: after, Body: string(b[:min(len(b), 200)])}
 	}
 	if p, ok := e.Details["pointer"].(string); ok {
 		e.Pointer = p
+	}
+	if _, ok := e.Details["retryAfterMs"]; !ok && after > 0 {
+		if e.Details == nil {
+			e.Details = map[string]any{}
+		}
+		e.Details["retryAfterMs"] = float64(after.Milliseconds())
 	}
 	return &e
 }

@@ -149,6 +149,10 @@
 // work.submit still names the digests. The manifest's sources are the
 // contract's inputs, its tool versions the handler's plus the capability
 // that ran, its classification at least WorkerConfig.Classification.
+// The upload runs in the handler's call (Work.Publish), under its context:
+// `run --authority` waits out an unreachable authority there, within the
+// offline grace, and the handler gets the hook's error as is (a retryable
+// *protocol.Error past the grace, slots.Transient).
 //
 // Offline (package offline): a disconnect stops new starts; renewals due
 // are signed with the offline binding (usage delta: the wall-clock time

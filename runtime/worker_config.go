@@ -46,11 +46,15 @@ type WorkerConfig struct {
 	// agent_card_register command. UseInProcess sets it to the embedded
 	// authority's; nil makes Run fail with ErrNotRegistered.
 	Enroll func(ctx context.Context, signedRegister []byte) error
-	// Artifacts stores a published artifact's bytes and returns its URI.
-	// nil keeps them under Dir/artifacts (a file:// URI) and does not send
-	// artifact.publish, since the binding cannot upload the content and
-	// the authority refuses a manifest whose content it lacks.
-	Artifacts func(data []byte) (uri string, publish bool, err error)
+	// Artifacts stores a published artifact's bytes and returns its URI;
+	// ctx is the handler's (it ends with the run). Its error reaches the
+	// handler as Work.Publish's: one that may be asked again unchanged
+	// (an authority unreachable for the offline grace) is a retryable
+	// *protocol.Error. nil keeps the bytes under Dir/artifacts (a file://
+	// URI) and does not send artifact.publish, since the binding cannot
+	// upload the content and the authority refuses a manifest whose
+	// content it lacks.
+	Artifacts func(ctx context.Context, data []byte) (uri string, publish bool, err error)
 	// Extensions are the extension profile URIs this worker's handlers
 	// interpret (spec 18): an offer that depends on another critical one
 	// is refused (admission reason capability).
@@ -61,8 +65,9 @@ type WorkerConfig struct {
 	Classification protocol.Classification
 	// FetchArtifact reads bytes from the authority's store for a handler's
 	// fetch of an input artifact the worker does not keep itself
-	// (slots.Work.FetchArtifact checks the hash). nil: only this worker's
-	// own Dir/artifacts are read.
+	// (slots.Work.FetchArtifact checks the hash); ctx is the handler's,
+	// and its error reaches the handler as Artifacts' does. nil: only this
+	// worker's own Dir/artifacts are read.
 	FetchArtifact func(ctx context.Context, digest string) ([]byte, error)
 
 	Clock  clock.Timers // nil: clock.Real
@@ -157,7 +162,8 @@ type InProcessAuthority interface {
 func (c *WorkerConfig) UseInProcess(a InProcessAuthority) {
 	url, pin := a.Endpoint()
 	c.URL, c.Trust, c.AuthorityKeys = url, client.Trust{Pin: pin}, a.Keys()
-	c.Enroll, c.Artifacts = a.Enroll, a.Artifacts
+	c.Enroll = a.Enroll
+	c.Artifacts = func(_ context.Context, data []byte) (string, bool, error) { return a.Artifacts(data) }
 	c.FetchArtifact = func(ctx context.Context, digest string) ([]byte, error) {
 		return a.ReadArtifact(ctx, c.AgentID, digest)
 	}

@@ -34,7 +34,7 @@ func (h *host) Checkpointed(context.Context, slots.Slot, checkpoint.Checkpoint) 
 // PublishArtifact stores the bytes (the authority's store when embedded,
 // else this worker's directory) and has the loop send the signed manifest
 // in the item's command order.
-func (h *host) PublishArtifact(_ context.Context, s slots.Slot, a slots.Artifact) (string, error) {
+func (h *host) PublishArtifact(ctx context.Context, s slots.Slot, a slots.Artifact) (string, error) {
 	e := h.e
 	data := a.Data
 	digest := protocol.Digest(data)
@@ -42,7 +42,7 @@ func (h *host) PublishArtifact(_ context.Context, s slots.Slot, a slots.Artifact
 	publish := false
 	if e.cfg.Artifacts != nil {
 		var err error
-		if uri, publish, err = e.cfg.Artifacts(data); err != nil {
+		if uri, publish, err = e.cfg.Artifacts(ctx, data); err != nil {
 			return "", err
 		}
 	} else {

@@ -20,6 +20,16 @@
 // its schema, classification and tool versions; PublishArtifact for bytes
 // of one media type).
 //
+// A Work method whose request may succeed if made again unchanged later
+// returns a retryable *protocol.Error: Transient reports it and the wait it
+// suggests, and an external handler reads the same in the error message's
+// retryable and retryAfterMs (EXTERNAL.md "Errors"). The worker of `run
+// --authority` gives that answer to Publish and FetchArtifact only after
+// waiting out an unreachable authority for its offline grace; a shorter
+// outage only makes the call take longer. A handler may ask again,
+// checkpoint and yield, or return the error, which fails the attempt for
+// the retry policy to run again.
+//
 // ToolCall checks, in order: the lease and credentials; the contract's
 // allowedTools and allowedOperations (AUTH_FORBIDDEN); the host's policy
 // for the operation's Risk (offline: Risk.AllowedOffline); then derives

@@ -265,12 +265,23 @@ type (
 		Data         *string       `json:"data,omitempty"`         // fetched
 		Code         protocol.Code `json:"code,omitempty"`         // error
 		Message      string        `json:"message,omitempty"`      // error
+		Retryable    *bool         `json:"retryable,omitempty"`    // error: always present
+		RetryAfterMs *int64        `json:"retryAfterMs,omitempty"` // error, when retryable
 		About        string        `json:"about,omitempty"`        // error without id
 		// Events are the cited events as the authority signed them (events).
 		Events *[]json.RawMessage `json:"events,omitempty"`
 	}
 )
 
+// errorReply is the error message answering a request: its code, and
+// whether the same request may be sent again unchanged (Transient), with
+// the wait suggested.
 func errorReply(id, about string, err error) replyMsg {
-	return replyMsg{Type: "error", ID: id, About: about, Code: protocol.CodeOf(err), Message: err.Error()}
+	wait, again := Transient(err)
+	m := replyMsg{Type: "error", ID: id, About: about, Code: protocol.CodeOf(err), Message: err.Error(), Retryable: &again}
+	if again {
+		ms := wait.Milliseconds()
+		m.RetryAfterMs = &ms
+	}
+	return m
 }

@@ -88,6 +88,30 @@ func retryable(err error) bool {
 	return true
 }
 
+// Transient reports whether err, returned by a Work method (Publish,
+// FetchArtifact, ...), is an answer that may change if the same request is
+// made again unchanged later — a *protocol.Error the host marks retryable
+// (spec 19: BACKPRESSURE, RATE_LIMITED, INTERNAL_ERROR), such as the
+// authority being unreachable for the whole of the worker's offline grace
+// (details.reason "authority-unreachable") — and the wait it suggests
+// (details.retryAfterMs; 0 when none). Anything else is a refusal or a
+// failure no repeat changes. A handler may ask again, checkpoint and
+// yield, or return the error: the attempt then fails and the contract's
+// retry policy runs another.
+func Transient(err error) (wait time.Duration, ok bool) {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || !pe.Retryable || !pe.Code.Retryable() {
+		return 0, false
+	}
+	switch ms := pe.Details["retryAfterMs"].(type) {
+	case int64:
+		wait = time.Duration(ms) * time.Millisecond
+	case float64:
+		wait = time.Duration(ms) * time.Millisecond
+	}
+	return max(wait, 0), true
+}
+
 // Slot names one execution in one slot: what the host needs to address
 // its commands (every one names the lease).
 type Slot struct {

@@ -2,24 +2,37 @@ package workercmd
 
 import (
 	"context"
+	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
 	"github.com/missionweave/mwp-worker/runtime"
 )
 
-// uploadTimeout bounds one upload or download (64 MiB at about 1 MB/s),
-// dial included.
+// uploadTimeout bounds one try of an upload or download (64 MiB at about
+// 1 MB/s), dial included.
 const uploadTimeout = 2 * time.Minute
 
 // artifactLink is run's client of a remote authority's artifact route
 // (docs/wire.md "Artifacts"), signed by the agent. It dials on first use,
 // so a worker that starts before its authority is up is not held back.
+//
+// A transfer that cannot reach the authority (remote.Transient: refused,
+// reset, cut short, timed out, a 5xx, 429 or retryable Error) is tried
+// again, with jittered back-off, for as long as the worker's offline grace
+// (remote.Patience): both are content-addressed, so a repeat is safe, and
+// a restart of the authority does not fail the handler waiting on it.
+// Past the grace the handler gets remote.Unreachable, a retryable
+// INTERNAL_ERROR; a refusal (a 4xx Error) it gets at once.
 type artifactLink struct {
-	ctx context.Context
-	cfg *runtime.WorkerConfig
+	ctx   context.Context
+	cfg   *runtime.WorkerConfig
+	rnd   func() float64 // jitter in [0, 1)
+	first time.Duration  // the first wait (0: remote's default)
 
 	mu sync.Mutex
 	a  *remote.Authority
@@ -30,7 +43,7 @@ type artifactLink struct {
 // with the URI it answers, as with the embedded authority, and a handler's
 // fetch of an input is read back (GET /mwp/artifacts/DIGEST).
 func useRemoteArtifacts(ctx context.Context, cfg *runtime.WorkerConfig) {
-	l := &artifactLink{ctx: ctx, cfg: cfg}
+	l := &artifactLink{ctx: ctx, cfg: cfg, rnd: rand.Float64}
 	cfg.Artifacts = l.put
 	cfg.FetchArtifact = l.get
 }
@@ -52,15 +65,51 @@ func (l *artifactLink) authority(ctx context.Context) (*remote.Authority, error)
 	return a, nil
 }
 
-func (l *artifactLink) put(data []byte) (string, bool, error) {
-	// A hung authority fails this one upload, not the worker.
-	ctx, cancel := context.WithTimeout(l.ctx, uploadTimeout)
-	defer cancel()
-	a, err := l.authority(ctx)
-	if err != nil {
-		return "", false, err
+// retry runs one transfer's tries (dial included) within the offline
+// grace, each bounded by uploadTimeout.
+func (l *artifactLink) retry(ctx context.Context, what, digest string, try func(ctx context.Context, a *remote.Authority) error) error {
+	log := l.cfg.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	_, uri, err := a.PutArtifact(ctx, data)
+	p := remote.Patience{Grace: offline.ClampGrace(l.cfg.OfflineGrace), First: l.first}
+	waited := 0
+	err := remote.Retry(ctx, l.cfg.Clock, p, l.rnd, func(tries int, wait time.Duration, err error) {
+		waited = tries
+		if tries == 1 {
+			log.Info("artifact "+what+" waiting for the authority", "artifact", digest, "grace", p.Grace, "err", err)
+		} else {
+			log.Debug("artifact "+what+" still waiting for the authority", "artifact", digest, "tries", tries, "wait", wait, "err", err)
+		}
+	}, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
+		defer cancel()
+		a, err := l.authority(ctx)
+		if err != nil {
+			return err
+		}
+		return try(ctx, a)
+	})
+	switch {
+	case err != nil && remote.Transient(err):
+		log.Warn("artifact "+what+" gave up: the authority stayed unreachable for the offline grace; the handler is told to retry", "artifact", digest, "err", err)
+	case waited > 0:
+		log.Info("artifact "+what+" reached the authority again", "artifact", digest, "tries", waited+1, "err", err)
+	}
+	return err
+}
+
+func (l *artifactLink) put(ctx context.Context, data []byte) (string, bool, error) {
+	// A hung authority fails this one upload, not the worker; the run
+	// ending (its lease lost, the worker stopping) ends the wait.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(l.ctx, stop)()
+	var uri string
+	err := l.retry(ctx, "upload", protocol.Digest(data), func(ctx context.Context, a *remote.Authority) (err error) {
+		_, uri, err = a.PutArtifact(ctx, data)
+		return err
+	})
 	if err != nil {
 		return "", false, err
 	}
@@ -68,11 +117,10 @@ func (l *artifactLink) put(data []byte) (string, bool, error) {
 }
 
 func (l *artifactLink) get(ctx context.Context, digest string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
-	defer cancel()
-	a, err := l.authority(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return a.Artifact(ctx, digest)
+	var data []byte
+	err := l.retry(ctx, "download", digest, func(ctx context.Context, a *remote.Authority) (err error) {
+		data, err = a.Artifact(ctx, digest)
+		return err
+	})
+	return data, err
 }

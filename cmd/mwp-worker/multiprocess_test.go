@@ -291,6 +291,7 @@ type cluster struct {
 	authOps, workerOps string // http://ADDR of --metrics-listen
 	workerDir, authDir string
 	workerArgs         []string // the worker's command line, to start it again
+	authArgs           []string // the authority's command line (--listen 127.0.0.1:0)
 	co                 *coordinator
 	coordActor         protocol.Actor
 	coordEnv           protocol.Envelope
@@ -329,8 +330,9 @@ func newClusterOf(t *testing.T, bin string, workerArgs ...string) *cluster {
 	}
 	cEnroll, card := coordinatorEnrollment(t, dir, k.ck)
 
-	k.auth = startProc(t, k.bin, "authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
-		"--human", "alice="+filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll, "--metrics-listen", "127.0.0.1:0")
+	k.authArgs = []string{"authority", "serve", "--data", d1, "--listen", "127.0.0.1:0",
+		"--human", "alice=" + filepath.Join(keys, "alice.pub"), "--enroll", wEnroll, "--enroll", cEnroll, "--metrics-listen", "127.0.0.1:0"}
+	k.auth = startProc(t, k.bin, k.authArgs...)
 	metricsLine := regexp.MustCompile(`metrics listening on (http://127\.0\.0\.1:\d+)/metrics`)
 	k.authOps = k.auth.await(t, metricsLine, 10*time.Second)[1]
 	url := k.auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]

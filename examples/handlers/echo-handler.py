@@ -157,7 +157,10 @@ def main():
         ask = {"name": ref["name"]} if ref.get("name") else {"digest": ref["artifact"]}
         reply = request(dict(ask, type="fetch", id="in-%d" % i), "fetched")
         if reply["type"] == "error":
-            send({"type": "fail", "reason": "fetch %s refused: %s %s" % (ref["artifact"], reply["code"], reply["message"]), "permanent": True})
+            # A retryable answer (the authority unreachable for the worker's
+            # whole offline grace) is worth another attempt; a refusal is not.
+            send({"type": "fail", "reason": "fetch %s refused: %s %s" % (ref["artifact"], reply["code"], reply["message"]),
+                  "permanent": not reply.get("retryable", False)})
             return
         inputs[ref.get("name") or ref["artifact"]] = {"digest": reply["digest"], "bytes": len(base64.b64decode(reply["data"]))}
 
@@ -166,7 +169,8 @@ def main():
                        "toolOutputs": outputs}, sort_keys=True).encode()
     reply = request({"type": "artifact", "id": "art-1", "mediaType": "application/json", "data": b64(echo)}, "published")
     if reply["type"] == "error":
-        send({"type": "fail", "reason": "publish refused: " + reply["message"]})
+        # Retried within the contract's policy when retryable; not otherwise.
+        send({"type": "fail", "reason": "publish refused: " + reply["message"], "permanent": not reply.get("retryable", False)})
         return
     # One passing Evidence per acceptance criterion: work.submit must map
     # evidence to every criterion (spec 13.2). The producer is this program.

@@ -31,11 +31,23 @@ PROTOCOL = "mwp-slot/1"
 
 
 class SlotError(Exception):
-    """The host refused a request: code is a protocol error code."""
+    """The host refused a request: code is a protocol error code.
 
-    def __init__(self, code, message, about=""):
+    retryable says the same request may be sent again unchanged later
+    (for example the authority was unreachable for the worker's whole
+    offline grace): retry_after_ms is the wait the host suggests. Raised
+    out of the handler, it fails the attempt without "permanent", so the
+    contract's retry policy runs another."""
+
+    def __init__(self, code, message, about="", retryable=False, retry_after_ms=0):
         super().__init__("%s: %s" % (code, message))
         self.code, self.message, self.about = code, message, about
+        self.retryable, self.retry_after_ms = bool(retryable), int(retry_after_ms or 0)
+
+    @classmethod
+    def of(cls, msg):
+        """The SlotError an error message from the host says."""
+        return cls(msg["code"], msg["message"], msg.get("about", ""), msg.get("retryable", False), msg.get("retryAfterMs", 0))
 
 
 class PermanentError(Exception):
@@ -119,7 +131,7 @@ class Slot:
         if msg["type"] == "preempt":
             self.preempt_reason = msg["reason"]
         elif msg["type"] == "error" and not msg.get("id"):
-            self.notices.append(SlotError(msg["code"], msg["message"], msg.get("about", "")))
+            self.notices.append(SlotError.of(msg))
         else:
             raise PermanentError("unexpected host message %r" % msg["type"])
 
@@ -134,7 +146,7 @@ class Slot:
             m = self._read(block=True)
             if m.get("id") == msg["id"] and m["type"] in replies + ("error",):
                 if m["type"] == "error":
-                    raise SlotError(m["code"], m["message"], m.get("about", ""))
+                    raise SlotError.of(m)
                 return m
             self._note(m)
 
@@ -249,7 +261,7 @@ class Slot:
                     break
                 self._note(r)
             if r["type"] == "error":
-                raise SlotError(r["code"], r["message"], r.get("about", ""))
+                raise SlotError.of(r)
         return _unb64(r["output"])
 
     def charge(self, money=0.0, tokens=0, tool_calls=0, compute_seconds=0.0, wall_clock_seconds=0.0, side_effects=0):

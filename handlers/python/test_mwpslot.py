@@ -173,6 +173,32 @@ class SlotTest(unittest.TestCase):
         t.join(10)
         self.assertEqual((out["digest"], out["plain"], out["events"]), ("sha256:aa", "sha256:bb", [{"sequence": 3}]))
 
+    def test_artifact_refusals_say_whether_to_retry(self):
+        cases = [
+            ("authority unreachable", {"code": "INTERNAL_ERROR", "message": "unreachable", "retryable": True, "retryAfterMs": 200},
+             ("INTERNAL_ERROR", True, 200)),
+            ("refused", {"code": "INVALID_COMMAND", "message": "bad", "retryable": False}, ("INVALID_COMMAND", False, 0)),
+            ("an older host", {"code": "INTERNAL_ERROR", "message": "boom"}, ("INTERNAL_ERROR", False, 0)),
+        ]
+        for name, reply, want in cases:
+            with self.subTest(name):
+                h = Host()
+                s = mwpslot.Slot(h.prog_in, h.prog_out)
+                out = {}
+
+                def call():
+                    try:
+                        s.artifact("text/plain", b"x")
+                    except mwpslot.SlotError as e:
+                        out["err"] = e
+                t = threading.Thread(target=call)
+                t.start()
+                req = h.recv()
+                h.send(dict(reply, type="error", id=req["id"]))
+                t.join(10)
+                e = out["err"]
+                self.assertEqual((e.code, e.retryable, e.retry_after_ms), want)
+
     def test_fetch_takes_one_of_name_and_digest(self):
         h = Host()
         s = mwpslot.Slot(h.prog_in, h.prog_out)
