@@ -60,7 +60,7 @@ func benchCommand() *cli.Command {
 			&cli.FloatFlag{Name: "rate", Usage: "soak: items started a second, on a fixed schedule", Value: 4},
 			&cli.IntFlag{Name: "items-per-group", Usage: "soak: WorkItems of each Mission (its Group is finished, and a new one opened, after them)", Value: 100},
 			&cli.DurationFlag{Name: "interval", Usage: "soak: how often resources are read and printed", Value: 10 * time.Second},
-			&cli.DurationFlag{Name: "warmup", Usage: "soak: left out of the growth per hour (default: a fifth of --duration)"},
+			&cli.DurationFlag{Name: "warmup", Usage: "soak: left out of the growth per hour", DefaultText: "a fifth of --duration"},
 			&cli.StringFlag{Name: "authority-metrics", Usage: "soak with --authority: `URL` of its /metrics (authority serve --metrics-listen), to read its heap, goroutines and files"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
