@@ -126,3 +126,45 @@ func TestWorkerOfflineRefusesRiskyOperations(t *testing.T) {
 	k.reconnect(tw)
 	phase("reconnected", true)
 }
+
+// Offline, no new WorkItem starts (spec 11.5): an item accepted before
+// the cut waits in its queue even when the slot frees, and starts only
+// once the worker is back online and reconciled.
+func TestWorkerOfflineStartsNothingNew(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(1)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.waitFor("running", runningAll("wi-1"), tw)
+	k.offer("wi-2", protocol.UrgencyNormal, "w1")
+	k.until("wi-2 accepted", func() bool { return k.state("wi-2") == protocol.WorkQueued }, tw)
+	k.caughtUp(tw)
+
+	k.px.cut()
+	k.waitFor("offline", func(s WorkerStatus) bool { return s.Offline == "offline" }, tw)
+	h.release("wi-1")
+	// The turn that takes wi-1's outcome frees its slot; wi-2 would be
+	// picked in that same turn.
+	st := k.waitFor("wi-1 finished, its submission held", func(s WorkerStatus) bool {
+		for _, o := range s.Outcomes {
+			if o.WorkItemID == "wi-1" && o.Sent == "held until reconciled" {
+				return true
+			}
+		}
+		return false
+	}, tw)
+	for _, s := range st.Selections {
+		if s.WorkItemID == "wi-2" {
+			t.Fatalf("wi-2 picked while offline: %+v", st.Selections)
+		}
+	}
+	if len(st.Running) != 0 || st.FreeSlots != 1 || st.Queued != 1 {
+		t.Fatalf("offline with a free slot: running %+v, %d free, %d queued; want wi-2 waiting", st.Running, st.FreeSlots, st.Queued)
+	}
+
+	k.reconnect(tw)
+	k.waitFor("wi-2 started once reconciled", runningAll("wi-2"), tw)
+	k.until("wi-1's held submission sent", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
+}
