@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// soakThird is how many Missions each third of TestSoakLevelsOff runs.
+const soakThird = 4
+
+// Tolerances of TestSoakLevelsOff: what finished Missions may still add.
+const (
+	// goroutineTolerance is how many more goroutines the authority and the
+	// workers may hold after the last two thirds than after the first (a timer or a
+	// connection's helper that happens to be alive), well under one per
+	// finished Mission and worker (2×soakThird×2 = 16 on a build that
+	// keeps a stream per connection and Group).
+	goroutineTolerance = 2
+	// storeTolerance is the part of the first third's store growth the
+	// last third may add: retention and bbolt's reuse of freed pages keep
+	// the stores level once the first Missions have filled them.
+	storeTolerance = 0.10
+)
+
+// A soak counted in Missions, never in time: three thirds of soakThird
+// Missions of 10 items each, each third finished and settled (every item
+// verified, every Mission approved, the workers caught up with no slot
+// busy and the goroutines steady) before it is read. Missions that have
+// finished must cost nothing that stays: the goroutines of the authority
+// and the workers (all but the driver's) after the third third are those
+// after the first, and the stores (the bbolt
+// pages in use, up to the high-water mark, plus the checkpoint, artifact,
+// work and snapshot directories) grow in the third third by at most
+// storeTolerance of what they grew in the first.
+//
+// The authority and the workers run with their defaults; where a default
+// delay (archiving a finished Group, unsubscribing from it) is longer than
+// this test runs, set it through SoakConfig.Tune.
+func TestSoakLevelsOff(t *testing.T) {
+	var marks []Sample
+	final, err := Soak(context.Background(), SoakConfig{Rate: 500, ItemsPerGroup: 10, Groups: 1, Workers: 2, Slots: 4, Interval: time.Hour,
+		StopAfterGroups: 3 * soakThird, MarkEveryGroups: soakThird, Dir: t.TempDir(),
+		OnSample: func(s Sample) {
+			if s.Kind == "start" || s.Kind == "mark" {
+				marks = append(marks, s)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(marks) != 3 || marks[1].Groups.Finished != soakThird || marks[2].Groups.Finished != 2*soakThird || final.Groups.Finished != 3*soakThird {
+		t.Fatalf("readings at %d marks; Missions finished %d, %d, %d", len(marks), marks[1].Groups.Finished, marks[2].Groups.Finished, final.Groups.Finished)
+	}
+	start, first, second := marks[0], marks[1], marks[2]
+	for _, s := range []Sample{start, first, second, *final} {
+		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use), workers' store %d (db %d in use)",
+			s.Kind, s.Groups.Finished, s.Items.Completed, s.Process.Goroutines, s.Process.GoroutinesBy, s.Process.HeapInuseBytes,
+			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes)
+	}
+
+	// The driver's own goroutines (its dispatcher and sampler run at a mark,
+	// not at the end) are left out.
+	served := func(s Sample) int { return s.Process.Goroutines - s.Process.GoroutinesBy["driver"] }
+	if grew := served(*final) - served(first); grew > goroutineTolerance {
+		t.Errorf("the authority's and workers' goroutines grew by %d over %d finished Missions (after the first %d: %v; at the end: %v), more than %d",
+			grew, 2*soakThird, soakThird, first.Process.GoroutinesBy, final.Process.GoroutinesBy, goroutineTolerance)
+	}
+	for _, st := range []struct {
+		name                        string
+		start, first, second, final Store
+	}{
+		{"authority", *start.Authority.Store, *first.Authority.Store, *second.Authority.Store, *final.Authority.Store},
+		{"workers'", start.Workers.Store, first.Workers.Store, second.Workers.Store, final.Workers.Store},
+	} {
+		firstGrew := storeSize(st.first) - storeSize(st.start)
+		lastGrew := storeSize(st.final) - storeSize(st.second)
+		if float64(lastGrew) > storeTolerance*float64(firstGrew) {
+			t.Errorf("the %s store grew %d bytes over the last %d Missions, %.2f× the %d of the first %d (at most %.2f×)",
+				st.name, lastGrew, soakThird, float64(lastGrew)/float64(firstGrew), firstGrew, soakThird, storeTolerance)
+		}
+	}
+}
+
+// storeSize is what a store holds: its bbolt pages in use and its
+// directories' files.
+func storeSize(s Store) int64 {
+	n := s.DBUsedBytes
+	for _, v := range s.Dirs {
+		n += v
+	}
+	return n
+}
