@@ -166,7 +166,8 @@ func (s *Service) archiveGroup(ctx context.Context, id string) error {
 }
 
 // afterArchive runs once a Group's group.archived is durable: with
-// retention on, its events before the archive snapshot go; its state is
+// retention on, its events before the archive snapshot go, and with them
+// the receipts of its commands (dropGroupReceipts); its state is
 // checkpointed and released.
 func (s *Service) afterArchive(gs *groupState) {
 	defer s.memberNotice.notify() // MemberGroups leaves it out now
@@ -189,12 +190,20 @@ func (s *Service) afterArchive(gs *groupState) {
 		s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
 		return
 	}
+	var dropped [][]byte
 	if err := s.applyRecords(gs.id, rec, func(gb *groupBuckets) error {
+		if s.retentionOn() {
+			var err error
+			if dropped, err = dropGroupReceipts(gb.tx, gs.id); err != nil {
+				return err
+			}
+		}
 		return gb.tx.Bucket(bucketReleased).Put([]byte(gs.id), []byte{})
 	}); err != nil {
 		s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
 		return
 	}
+	s.recent.forget(dropped)
 	gs.release(s.cfg.Limits)
 }
 
@@ -363,4 +372,12 @@ func (s *Service) readStub(gb *groupBuckets, id string) (*groupState, error) {
 func stubbable(gb *groupBuckets) bool {
 	v := gb.meta.Get(keyStateSeq)
 	return gb.meta.Get(keyArchived) != nil && len(v) == 8 && seqFromKey(v) >= lastSeq(gb.events)
+}
+
+// Released reports whether a Group is archived and released: its
+// group.archived durable and everything after it done (history and
+// receipts dropped with retention on, state checkpointed, memory a stub).
+func (s *Service) Released(groupID string) bool {
+	gs := s.rawGroup(groupID)
+	return gs != nil && gs.stub.Load()
 }

@@ -328,7 +328,10 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		if rkey == nil {
 			return nil
 		}
-		return tx.Bucket(bucketReceipts).Put(rkey, rval)
+		if err := tx.Bucket(bucketReceipts).Put(rkey, rval); err != nil {
+			return err
+		}
+		return indexReceipt(tx, groupID, rkey)
 	})
 	s.releaseAncestors(p)
 	if len(events) > 0 {

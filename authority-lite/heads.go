@@ -10,7 +10,7 @@ var _ wss.Heads = (*Service)(nil)
 // older copy). Decided, not durable: a client never holds an event before
 // it is durable, so a position between the two is never refused wrongly.
 func (s *Service) Head(groupID string) (uint64, bool) {
-	if s.group(groupID) == nil {
+	if s.peekGroup(groupID) == nil { // an archived Group's stub knows its head
 		return 0, false
 	}
 	return s.DecidedSequence(groupID), true

@@ -20,7 +20,7 @@ func (w *changeWaiter) fire() { w.once.Do(w.fn) }
 // so a connection waits for every Group it streams without a goroutine
 // each. An unknown Group never fires, as Changed never closes for it.
 func (s *Service) OnChange(groupID string, after uint64, fn func()) func() {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID) // an archived Group's stub is enough
 	if gs == nil {
 		return func() {}
 	}

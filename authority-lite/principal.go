@@ -100,7 +100,7 @@ func (p *Principal) OpenSession(ctx context.Context) error {
 
 // Mission returns a Group's Mission.
 func (s *Service) Mission(groupID string) (protocol.Mission, bool) {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID) // an archived Group's stub keeps its Mission
 	if gs == nil {
 		return protocol.Mission{}, false
 	}
@@ -145,7 +145,7 @@ func (s *Service) WorkItemIDs(groupID string) []string {
 
 // Membership returns a principal's membership in a Group.
 func (s *Service) Membership(groupID string, a protocol.Actor) (protocol.Membership, bool) {
-	gs := s.group(groupID)
+	gs := s.peekGroup(groupID) // an archived Group's stub keeps its members
 	if gs == nil {
 		return protocol.Membership{}, false
 	}

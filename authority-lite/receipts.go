@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"fmt"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,6 +47,22 @@ func (r *recentReceipts) add(key string, rec receiptRecord) {
 		r.evicted++
 	}
 	r.byKey[key] = rec
+}
+
+// forget drops keys (their receipts are gone from the store). A key's
+// slot in the ring stays until it comes round; should the key be added
+// again meanwhile, that slot evicts it early, which only costs a read of
+// the store, as evicted counts it.
+func (r *recentReceipts) forget(keys [][]byte) {
+	if len(keys) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		delete(r.byKey, string(k))
+	}
+	r.evicted++
 }
 
 // get returns the receipt kept for key and how many receipts had been
@@ -110,4 +127,56 @@ func (s *Service) receiptNow(a protocol.Actor, actionID string, prior priorRecei
 func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, bool) {
 	p := s.lookupReceipt(a, actionID)
 	return p.rec, p.found
+}
+
+// Receipts are kept per (actor, actionId) across Groups, so a retry is
+// answered and a reuse refused (ACTION_ID_COLLISION) whatever the Group.
+// Each Group also indexes the receipts of its commands (bucket
+// receiptKeys inside its own), so that they can go with its history:
+// once an archived Group's events before its archive snapshot are deleted
+// (retention on), so are its receipts. Nothing can still need them: the
+// Group takes no command any more (a byte-identical retry is refused,
+// stale or INVALID_STATE_TRANSITION, instead of answered, and what it did
+// is in the archive snapshot), and a command is fresh for the 2-minute skew only,
+// far less than any archive delay, while an offline buffer holds a
+// command of a Group that is not over (the worker holds the Group until
+// its buffer is empty, and the Mission is terminal before archiving). An
+// actor's actionId reused in another Group after that is a new command:
+// actionIds must be unique per Group and action (docs/wire.md).
+
+// bucketGroupReceipts indexes a Group's receipts: receipt key -> empty.
+var bucketGroupReceipts = []byte("receiptKeys")
+
+// indexReceipt records in the Group's index the receipt key of one of its
+// commands, in the transaction that stores the receipt.
+func indexReceipt(tx *bolt.Tx, groupID string, key []byte) error {
+	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
+	if g == nil {
+		return fmt.Errorf("group %s has no bucket", groupID)
+	}
+	idx, err := g.CreateBucketIfNotExists(bucketGroupReceipts)
+	if err != nil {
+		return err
+	}
+	return idx.Put(key, []byte{})
+}
+
+// dropGroupReceipts deletes the receipts a Group's index names, and the
+// index, and returns their keys. (A Group written before the index
+// existed keeps the receipts it had then.)
+func dropGroupReceipts(tx *bolt.Tx, groupID string) ([][]byte, error) {
+	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
+	if g == nil || g.Bucket(bucketGroupReceipts) == nil {
+		return nil, nil
+	}
+	var keys [][]byte
+	receipts := tx.Bucket(bucketReceipts)
+	err := g.Bucket(bucketGroupReceipts).ForEach(func(k, _ []byte) error {
+		keys = append(keys, append([]byte(nil), k...))
+		return receipts.Delete(k)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, g.DeleteBucket(bucketGroupReceipts)
 }

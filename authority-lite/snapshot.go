@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,10 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 // snapshot a reader behind restores; the events about to go are folded
 // into the records first. The online log never grows back: a cut below
 // the first online event keeps it. The caller holds gs.mu.
+//
+// A snapshot's file goes with the last thing that names it: once neither
+// an online event (its group.snapshot.created) nor the Group's current
+// reference does (supersededSnapshots), it is deleted after the commit.
 func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotRef) error {
 	cut = max(cut, gs.first-1)
 	rec := &recorder{}
@@ -78,9 +83,14 @@ func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotR
 		s.writer.fail(err)
 		return protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
 	}
+	var gone []string
 	err := s.applyRecords(gs.id, rec, func(gb *groupBuckets) error {
+		var announced []protocol.SnapshotRef
 		cur := gb.events.Cursor()
-		for k, _ := cur.First(); k != nil && seqFromKey(k) <= cut; k, _ = cur.First() {
+		for k, v := cur.First(); k != nil && seqFromKey(k) <= cut; k, v = cur.First() {
+			if r, ok := announcedSnapshot(v); ok {
+				announced = append(announced, r)
+			}
 			if err := cur.Delete(); err != nil {
 				return err
 			}
@@ -88,6 +98,12 @@ func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotR
 		if err := gb.meta.Put(keyFirst, seqKey(cut+1)); err != nil {
 			return err
 		}
+		var prev *protocol.SnapshotRef
+		var p protocol.SnapshotRef
+		if ok, _ := getJSON(gb.meta, keySnapshot, &p); ok {
+			prev = &p
+		}
+		gone = supersededSnapshots(prev, announced, ref, cut)
 		return putJSON(gb.meta, keySnapshot, ref)
 	})
 	if err != nil {
@@ -95,7 +111,50 @@ func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotR
 	}
 	gs.tail.drop(cut)
 	gs.first = cut + 1
+	for _, d := range gone {
+		if path, err := s.snapshotPath(d); err == nil {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				s.log.Warn("removing a superseded snapshot failed", "group", gs.id, "digest", d, "err", err)
+			}
+		}
+	}
 	return nil
+}
+
+// supersededSnapshots are the digests of the snapshots nothing names once
+// the events through cut are gone and cur is the Group's reference: those
+// announced by the deleted events, and the previous reference prev when
+// its own announcement (at its sequence + 1) is gone too; never cur.
+func supersededSnapshots(prev *protocol.SnapshotRef, announced []protocol.SnapshotRef, cur protocol.SnapshotRef, cut uint64) []string {
+	var out []string
+	add := func(r protocol.SnapshotRef) {
+		if r.Digest != "" && r.Digest != cur.Digest && !slices.Contains(out, r.Digest) {
+			out = append(out, r.Digest)
+		}
+	}
+	for _, r := range announced {
+		add(r)
+	}
+	if prev != nil && prev.Sequence+1 <= cut {
+		add(*prev)
+	}
+	return out
+}
+
+// announcedSnapshot is the snapshot a stored event announces, when it is
+// a group.snapshot.created.
+func announcedSnapshot(raw []byte) (protocol.SnapshotRef, bool) {
+	if !bytes.Contains(raw, []byte(protocol.EvtGroupSnapshotCreated)) {
+		return protocol.SnapshotRef{}, false
+	}
+	var ev struct {
+		Type    protocol.EventType    `json:"type"`
+		Payload group.SnapshotCreated `json:"payload"`
+	}
+	if json.Unmarshal(raw, &ev) != nil || ev.Type != protocol.EvtGroupSnapshotCreated {
+		return protocol.SnapshotRef{}, false
+	}
+	return ev.Payload.Snapshot, true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

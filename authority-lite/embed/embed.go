@@ -42,6 +42,13 @@ type Config struct {
 	// NoSync opens the log without fsync (authoritylite.Config.NoSync):
 	// load generators measuring the cost of durability only.
 	NoSync bool
+	// RetainEvents and ArchiveAfter bound what the authority keeps
+	// (authoritylite.Config's, docs/operations.md "Retention, archiving
+	// and disk"). Zero keeps every event and never archives: `run`, `up`
+	// and the proof of concept leave them so, their Missions being few and
+	// short-lived; the soak sets them.
+	RetainEvents uint64
+	ArchiveAfter time.Duration
 }
 
 // Authority is authority-lite with its wss server on a loopback port.
@@ -63,7 +70,8 @@ func Start(cfg Config) (*Authority, error) {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits,
-		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery, NoSync: cfg.NoSync})
+		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery, NoSync: cfg.NoSync,
+		RetainEvents: cfg.RetainEvents, ArchiveAfter: cfg.ArchiveAfter})
 	if err != nil {
 		return nil, err
 	}
