@@ -127,6 +127,8 @@ func (e *embedded) forget(g string) {
 	e.mu.Unlock()
 }
 
+func (e *embedded) released(g string) bool { return e.svc.Released(g) }
+
 func (e *embedded) head(g string) (uint64, bool) { return e.svc.LastSequence(g), true }
 
 // usage reads the authority's store and log; its heap, goroutines and

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,12 @@ type SoakConfig struct {
 	// workers to settle, and reads a "mark" sample. Each is a multiple of
 	// Groups.
 	MarkEveryGroups int
+	// SettleFinished makes every settle (each mark, the end) also wait
+	// until each finished Mission's Group is archived and released by an
+	// embedded authority and forgotten by every worker: set it with a Tune
+	// that archives and forgets at once (ArchiveAfter, ForgetGrace), so a
+	// reading holds only what finished Missions leave for good.
+	SettleFinished bool
 	// OnSample is given every reading as it is taken (the final one too).
 	OnSample func(Sample)
 }
@@ -199,6 +206,7 @@ type soak struct {
 	mu       sync.Mutex
 	opened   int
 	finished int
+	done     []string        // the finished Groups
 	late     time.Duration   // the most an item started late since the last reading
 	lat      []time.Duration // items completed since the last reading
 	samples  []Sample        // taken while it runs
@@ -456,6 +464,7 @@ func (s *soak) finish(ctx context.Context, g *soakGroup) {
 	s.r.auth.forget(g.id)
 	s.mu.Lock()
 	s.finished++
+	s.done = append(s.done, g.id)
 	s.mu.Unlock()
 }
 
@@ -505,6 +514,11 @@ func (s *soak) settle(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("workers did not settle within %s: %w", soakSettleBound, err)
 	}
+	if s.cfg.SettleFinished {
+		if err := poll(ctx, soakSettleBound, s.finishedGone); err != nil {
+			return fmt.Errorf("finished Groups not archived and forgotten within %s: %w", soakSettleBound, err)
+		}
+	}
 	same, last := 0, -1
 	deadline := time.Now().Add(5 * time.Second)
 	for same < 5 && time.Now().Before(deadline) {
@@ -515,6 +529,32 @@ func (s *soak) settle(ctx context.Context) error {
 		}
 		if err := sleepUntil(ctx, time.Now().Add(20*time.Millisecond)); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// releaser is an authority that tells when a Group is archived and
+// released (the embedded one).
+type releaser interface{ released(g string) bool }
+
+// finishedGone reports the first finished Group still archived-pending at
+// the authority (when it can tell) or still held by a worker.
+func (s *soak) finishedGone() error {
+	s.mu.Lock()
+	done := slices.Clone(s.done)
+	s.mu.Unlock()
+	rel, _ := s.r.auth.(releaser)
+	for _, g := range done {
+		if rel != nil && !rel.released(g) {
+			return fmt.Errorf("group %s not archived and released by the authority", g)
+		}
+		for i, w := range s.r.ws {
+			for _, gs := range w.Status().Groups {
+				if gs.GroupID == g {
+					return fmt.Errorf("worker %s still holds finished group %s", s.r.workers[i], g)
+				}
+			}
 		}
 	}
 	return nil

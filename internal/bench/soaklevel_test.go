@@ -4,10 +4,18 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
+	"github.com/missionweave/mwp-worker/runtime"
 )
 
 // soakThird is how many Missions each third of TestSoakLevelsOff runs.
 const soakThird = 4
+
+// soakRetain is the events the soak's authority keeps per Group: fewer
+// than one Mission appends (about 70), so retention compacts while a
+// Mission runs as well as when it is archived.
+const soakRetain = 20
 
 // Tolerances of TestSoakLevelsOff: what finished Missions may still add.
 const (
@@ -34,13 +42,19 @@ const (
 // work and snapshot directories) grow in the third third by at most
 // storeTolerance of what they grew in the first.
 //
-// The authority and the workers run with their defaults; where a default
-// delay (archiving a finished Group, unsubscribing from it) is longer than
-// this test runs, set it through SoakConfig.Tune.
+// The authority retains soakRetain events per Group and archives a
+// finished Group at once, the workers forget it at once, and every
+// reading waits until each finished Group is archived and forgotten
+// (SettleFinished): what is left then is what a finished Mission leaves
+// for good, whatever the delays an operator sets.
 func TestSoakLevelsOff(t *testing.T) {
 	var marks []Sample
 	final, err := Soak(context.Background(), SoakConfig{Rate: 500, ItemsPerGroup: 10, Groups: 1, Workers: 2, Slots: 4, Interval: time.Hour,
-		StopAfterGroups: 3 * soakThird, MarkEveryGroups: soakThird, Dir: t.TempDir(),
+		StopAfterGroups: 3 * soakThird, MarkEveryGroups: soakThird, Dir: t.TempDir(), SettleFinished: true,
+		Tune: &Tuning{
+			Authority: func(c *embed.Config) { c.RetainEvents, c.ArchiveAfter = soakRetain, time.Nanosecond },
+			Worker:    func(c *runtime.WorkerConfig) { c.ForgetGrace = time.Nanosecond },
+		},
 		OnSample: func(s Sample) {
 			if s.Kind == "start" || s.Kind == "mark" {
 				marks = append(marks, s)
@@ -54,9 +68,9 @@ func TestSoakLevelsOff(t *testing.T) {
 	}
 	start, first, second := marks[0], marks[1], marks[2]
 	for _, s := range []Sample{start, first, second, *final} {
-		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use), workers' store %d (db %d in use)",
+		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use, dirs %v), workers' store %d (db %d in use, dirs %v)",
 			s.Kind, s.Groups.Finished, s.Items.Completed, s.Process.Goroutines, s.Process.GoroutinesBy, s.Process.HeapInuseBytes,
-			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes)
+			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, s.Authority.Store.Dirs, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes, s.Workers.Store.Dirs)
 	}
 
 	// The driver's own goroutines (its dispatcher and sampler run at a mark,
