@@ -68,9 +68,9 @@ func TestSoakLevelsOff(t *testing.T) {
 	}
 	start, first, second := marks[0], marks[1], marks[2]
 	for _, s := range []Sample{start, first, second, *final} {
-		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use, dirs %v), workers' store %d (db %d in use, dirs %v)",
+		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use, %d free, dirs %v), workers' store %d (db %d in use, dirs %v)",
 			s.Kind, s.Groups.Finished, s.Items.Completed, s.Process.Goroutines, s.Process.GoroutinesBy, s.Process.HeapInuseBytes,
-			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, s.Authority.Store.Dirs, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes, s.Workers.Store.Dirs)
+			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, s.Authority.Store.DBFreeBytes, s.Authority.Store.Dirs, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes, s.Workers.Store.Dirs)
 	}
 
 	// The driver's own goroutines (its dispatcher and sampler run at a mark,
