@@ -137,12 +137,14 @@ func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, boo
 // (retention on), so are its receipts. Nothing can still need them: the
 // Group takes no command any more (a byte-identical retry is refused,
 // stale or INVALID_STATE_TRANSITION, instead of answered, and what it did
-// is in the archive snapshot), and a command is fresh for the 2-minute skew only,
-// far less than any archive delay, while an offline buffer holds a
-// command of a Group that is not over (the worker holds the Group until
-// its buffer is empty, and the Mission is terminal before archiving). An
-// actor's actionId reused in another Group after that is a new command:
-// actionIds must be unique per Group and action (docs/wire.md).
+// is in the archive snapshot). A resend comes within the 2-minute skew
+// of its issuedAt, or from an offline buffer within the worker's 2-minute
+// grace, both well inside the default archive delay (an hour) counted
+// from the Group's last event; an archive delay shorter than about four
+// minutes (tests) can turn a late retry of a command committed just
+// before the end into a refusal. An actor's actionId reused in another
+// Group after that is a new command: actionIds must be unique per Group
+// and action (docs/wire.md).
 
 // bucketGroupReceipts indexes a Group's receipts: receipt key -> empty.
 var bucketGroupReceipts = []byte("receiptKeys")
