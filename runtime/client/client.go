@@ -43,9 +43,13 @@ type Client struct {
 	groups   map[string]bool // configured and added
 	rejected map[string]bool
 	replays  map[string]uint64 // Group -> position to replay after (Redeliver)
-	running  bool
-	handed   []*pendingCmd // handed, not yet taken by the Run goroutine
-	holds    int           // Hold calls not yet released
+	// dropped holds the Groups DropGroup took out while a connection
+	// still streams them: their events are ignored until the next
+	// connection (which does not subscribe them) or a new SUBSCRIBE.
+	dropped map[string]bool
+	running bool
+	handed  []*pendingCmd // handed, not yet taken by the Run goroutine
+	holds   int           // Hold calls not yet released
 }
 
 // New checks cfg and returns a Client; Run starts it.
@@ -102,7 +106,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, url: u, tls: tc, ids: newIDs(), log: cfg.Logger.With("component", "runtime.client"),
 		kick: make(chan struct{}, 1), handKick: make(chan struct{}, 1),
-		groups: map[string]bool{}, rejected: map[string]bool{}, replays: map[string]uint64{},
+		groups: map[string]bool{}, rejected: map[string]bool{}, replays: map[string]uint64{}, dropped: map[string]bool{},
 	}
 	for _, g := range cfg.Groups {
 		c.groups[g] = true
@@ -155,7 +159,28 @@ func (c *Client) DropGroup(groupID string) {
 	c.mu.Lock()
 	delete(c.groups, groupID)
 	delete(c.replays, groupID)
+	c.dropped[groupID] = true
 	c.mu.Unlock()
+}
+
+// isDropped reports a Group DropGroup took out since the connection
+// subscribed it.
+func (c *Client) isDropped(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped[groupID]
+}
+
+// undrop forgets a drop: g is subscribed again (a new SUBSCRIBE), or a
+// new connection streams only what it subscribes (g == "": all).
+func (c *Client) undrop(g string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g == "" {
+		clear(c.dropped)
+		return
+	}
+	delete(c.dropped, g)
 }
 
 // joined takes the Groups the authority says the agent is a member of

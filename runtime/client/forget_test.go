@@ -3,6 +3,7 @@ package client
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/missionweave/mwp-worker/queue"
 )
@@ -39,4 +40,50 @@ func TestForgottenGroupsAreNotSubscribed(t *testing.T) {
 		t.Fatalf("wanted %v after dropping grp-live", got)
 	}
 	var _ Tombstones = (*queue.Store)(nil)
+}
+
+// The stream of a Group the worker forgot runs on until the connection
+// ends (the binding has no UNSUBSCRIBE). Once its tombstone is gone too
+// (the authority stopped listing it: archived), its next events must
+// not read as a new Group with a gap, replayed from 0: that subscribed an
+// archived Group again and kept it, rejected (CURSOR_TOO_OLD), for good.
+func TestDroppedGroupStreamIsIgnored(t *testing.T) {
+	noLeaks(t)
+	fs := newFakeServer(t, nil)
+	logA, logB := groupLog(t, "grp-a", 8), groupLog(t, "grp-b", 4)
+	fs.setLog("grp-a", logA[:5])
+	fs.setLog("grp-b", logB[:2])
+	store := openStore(t, t.TempDir())
+	defer store.Close()
+	r := startClient(t, fs, Config{Store: store, Groups: []string{"grp-a", "grp-b"}, GapTimeout: time.Nanosecond})
+	waitFor(t, r.sig, "caught up", func() bool { return store.Cursor("grp-a") == 5 && store.Cursor("grp-b") == 2 })
+
+	r.c.DropGroup("grp-a")
+	if err := store.Forget("grp-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.KeepTombstones([]string{"grp-b"}); err != nil { // no longer listed
+		t.Fatal(err)
+	}
+	fs.appendLive("grp-a", logA[5:8]...)
+	// Events of one connection are read in order, so grp-b's two (one
+	// loop turn apart) come after grp-a's and after a gap would be due.
+	for seq := 3; seq <= 4; seq++ {
+		fs.appendLive("grp-b", logB[seq-1])
+		waitFor(t, r.sig, "grp-b applied", func() bool { return store.Cursor("grp-b") == uint64(seq) })
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var again []uint64
+	for _, gp := range fs.subs[2:] {
+		if gp.GroupID == "grp-a" {
+			again = append(again, gp.AfterSequence)
+		}
+	}
+	if len(again) != 0 || slices.Contains(store.GroupIDs(), "grp-a") || r.st.count(StateGroupRejected) != 0 {
+		t.Fatalf("a dropped Group came back: SUBSCRIBE after %v, stored %v, states %v", again, store.GroupIDs(), r.st.all)
+	}
 }

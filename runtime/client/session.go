@@ -96,6 +96,7 @@ func (c *Client) session(ctx context.Context, q *cmdQueue, tr *http.Transport) (
 		subscribed: map[string]bool{}, restoring: map[string]bool{}, snaps: make(chan snapResult),
 		overlaps: map[string]overlapSub{},
 	}
+	c.undrop("") // this connection streams only what it subscribes
 	s.wg.Add(1)
 	go s.read(rctx)
 	defer func() { s.teardown(ctx.Err() != nil && err == nil) }()
@@ -282,6 +283,7 @@ func (s *session) sendSubscribe(group string, after uint64) (string, error) {
 	}
 	s.subs[fid] = group
 	s.subscribed[group] = true
+	s.c.undrop(group)
 	s.gaps.forget(group)
 	return fid, s.write(b)
 }
@@ -423,6 +425,14 @@ func (s *session) tick() error {
 func (s *session) onItem(it readItem) error {
 	switch {
 	case it.isEvent():
+		if g := it.f.event.Event.GroupID; s.c.isDropped(g) {
+			// The stream of a Group the worker forgot runs on until the
+			// next connection (the binding has no UNSUBSCRIBE): its
+			// events are neither applied nor a gap to replay.
+			delete(s.subscribed, g)
+			s.gaps.forget(g)
+			return nil
+		}
 		s.t.events = append(s.t.events, it.f.event)
 		return nil
 	case it.err != nil:
