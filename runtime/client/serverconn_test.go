@@ -165,15 +165,15 @@ func (sc *serverConn) onFrame(data []byte) {
 
 func (sc *serverConn) subscribe(frameID string, gp protocol.GroupPosition) {
 	fs := sc.fs
+	// Counted before any answer goes out: a test reading fs.subs once the
+	// client acted on the answer must see this SUBSCRIBE.
+	fs.mu.Lock()
+	fs.subs = append(fs.subs, gp)
+	fs.mu.Unlock()
 	if sc.refuseAhead(frameID, []protocol.Cursor{{GroupID: gp.GroupID, Sequence: gp.AfterSequence}}) {
-		fs.mu.Lock()
-		fs.subs = append(fs.subs, gp)
-		fs.notifyLocked()
-		fs.mu.Unlock()
 		return
 	}
 	fs.mu.Lock()
-	fs.subs = append(fs.subs, gp)
 	unknown := fs.unknown[gp.GroupID]
 	ref, hasRef := fs.tooOld[gp.GroupID]
 	log := slices.Clone(fs.logs[gp.GroupID])
