@@ -112,16 +112,25 @@ func TestDuplicatesReorderedGapsTwoGroups(t *testing.T) {
 	}
 }
 
+// A connection cut mid-stream: the worker subscribes again from its
+// durable cursor, less the overlap it compares (queue.OverlapEvents), so
+// the events around the cut come twice and are dropped as duplicates.
+// The cut comes once the cursor is durable at 25 (a count, not a time: a
+// cut after some number of frames left the cursor anywhere from 0 under
+// load).
 func TestReconnectMidStreamWithDuplicatesAroundTheCut(t *testing.T) {
 	noLeaks(t)
+	const cut = 25
 	fs := newFakeServer(t, nil)
 	logs := map[string][][]byte{"grp-a": groupLog(t, "grp-a", 50)}
-	fs.setLog("grp-a", logs["grp-a"])
+	fs.setLog("grp-a", logs["grp-a"][:cut])
 	fs.mangle = shuffleDup(4, 0)
-	fs.dropAfter = 40 // about 13 events in, mid-stream
 	store := openStore(t, t.TempDir())
 	defer store.Close()
 	r := startClient(t, fs, Config{Store: store, Groups: []string{"grp-a"}})
+	waitFor(t, r.sig, "the first half", func() bool { return store.Cursor("grp-a") == cut })
+	fs.kill()
+	fs.appendLive("grp-a", logs["grp-a"][cut:]...)
 	waitFor(t, r.sig, "group complete", func() bool { return store.Cursor("grp-a") == 50 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
@@ -133,8 +142,8 @@ func TestReconnectMidStreamWithDuplicatesAroundTheCut(t *testing.T) {
 	fs.mu.Lock()
 	second := fs.subs[1]
 	fs.mu.Unlock()
-	if second.AfterSequence == 0 || second.AfterSequence >= 50 {
-		t.Fatalf("re-SUBSCRIBE after %d: want the durable cursor from mid-stream", second.AfterSequence)
+	if want := uint64(cut - queue.OverlapEvents); second.AfterSequence != want {
+		t.Fatalf("re-SUBSCRIBE after %d: want the durable cursor %d less the overlap, %d", second.AfterSequence, cut, want)
 	}
 	sameStore(t, store, referenceStore(t, logs), "grp-a")
 }
