@@ -136,7 +136,8 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	go func() {
+	// ctx is an argument: the function reassigns its own ctx below.
+	go func(ctx context.Context) {
 		select {
 		case <-sigs:
 		case <-ctx.Done():
@@ -148,7 +149,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 		n := slots.KillAllHandlers()
 		fmt.Fprintf(stderr, "run: second signal: killed %d running handler process group(s); exiting now (the next start resumes from the last checkpoints)\n", n)
 		os.Exit(130)
-	}()
+	}(ctx)
 
 	var embedded *authoritylite.Service // the in-process authority, when there is one
 	if url := cmd.String("authority"); url != "" {
