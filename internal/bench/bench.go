@@ -337,6 +337,19 @@ func poll(ctx context.Context, d time.Duration, f func() error) error {
 	}
 }
 
+// storesDir is where a run keeps its stores: dir, created if need be, or
+// a temporary directory that cleanup removes.
+func storesDir(dir, prefix string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o700)
+	}
+	tmp, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
 // Run sets up, drives cfg.Items WorkItems and measures them.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Check(); err != nil {
@@ -348,17 +361,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "mwp-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, cleanup, err := storesDir(cfg.Dir, "mwp-bench-")
+	if err != nil {
 		return nil, err
 	}
+	defer cleanup()
 	r, err := setup(ctx, cfg, dir)
 	if err != nil {
 		if r != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
@@ -155,17 +154,11 @@ func Soak(ctx context.Context, cfg SoakConfig) (*Sample, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "mwp-soak-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, cleanup, err := storesDir(cfg.Dir, "mwp-soak-")
+	if err != nil {
 		return nil, err
 	}
+	defer cleanup()
 	// No Group at set-up: each Mission opens its own as it comes.
 	r, err := setup(ctx, Config{Lanes: MaxLanes, Workers: cfg.Workers, Slots: cfg.Slots, Fsync: cfg.Fsync, ItemTimeout: cfg.ItemTimeout,
 		Logger: cfg.Logger, Remote: cfg.Remote, Tune: cfg.Tune}, dir)
