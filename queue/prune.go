@@ -25,6 +25,10 @@ const (
 	PruneEvery = 256
 )
 
+// The smallest tail holds the overlap a SUBSCRIBE compares
+// (diverge_wire.go): a build with a larger overlap does not compile.
+var _ [MinTailEvents - OverlapEvents]struct{}
+
 var (
 	bktPruned     = []byte("pruned")
 	bktPrunedItem = []byte("items")
