@@ -110,7 +110,9 @@ func restoredAuthority(t *testing.T, bin string, workerDown bool) {
 
 	// Reported within one connection to the restored authority.
 	waitMetricFor(t, k.workerOps, `mwp_worker_group_diverged{group="grp-a"}`, 1, time.Minute)
-	if got := metricValue(t, k.workerOps, "mwp_worker_connections_total"); got != connections+1 {
+	// The engine counts a connection when it handles the client's Connected
+	// notice, which may come after the divergence the SUBSCRIBE found.
+	if got := waitMetricAtLeast(t, k.workerOps, "mwp_worker_connections_total", connections+1, 10*time.Second); got != connections+1 {
 		t.Fatalf("divergence reported after %v connections to the restored authority, want 1", got-connections)
 	}
 	k.worker.awaitErr(t, "group diverged: ", 5*time.Second)
@@ -250,6 +252,20 @@ func waitMetricFor(t *testing.T, base, sample string, want float64, within time.
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s is %v, want %v", sample, metricValue(t, base, sample), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitMetricAtLeast waits until sample is at least min, and returns it.
+func waitMetricAtLeast(t *testing.T, base, sample string, min float64, within time.Duration) float64 {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; {
+		if v := metricValue(t, base, sample); v >= min {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %v, want at least %v", sample, metricValue(t, base, sample), min)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
