@@ -19,6 +19,7 @@ type metrics struct {
 	events       *prometheus.CounterVec // result: applied, duplicate, buffered, dropped, rejected
 	runs         *prometheus.CounterVec // outcome
 	runsStarted  prometheus.Counter
+	retries      *prometheus.CounterVec // capability
 	preemptions  *prometheus.CounterVec // reason
 	renewals     *prometheus.CounterVec // result: renewed, refused
 	fenced       *prometheus.CounterVec // code
@@ -39,6 +40,10 @@ func newMetrics() *metrics {
 			Name: "mwp_worker_runs_started_total",
 			Help: "Runs started in a slot under an execution lease.",
 		}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mwp_worker_run_retries_total",
+			Help: "Failed handler attempts the contract's retry policy ran again within the same lease, by the handler's capability.",
+		}, []string{"capability"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mwp_worker_runs_finished_total",
 			Help: "Runs ended, by outcome (completed, failed, blocked, preempted, lease-lost).",
@@ -101,7 +106,7 @@ func (m *metrics) sent(typ protocol.CommandType, took time.Duration, err error) 
 // Collectors are the worker's metrics, for the process's registry.
 func (w *Worker) Collectors() []prometheus.Collector {
 	m := w.m
-	return []prometheus.Collector{m.events, m.runsStarted, m.runs, m.preemptions, m.renewals, m.fenced, m.commands, m.awaiting, m.commandTime, m.reconnects, statusCollector{w}}
+	return []prometheus.Collector{m.events, m.runsStarted, m.retries, m.runs, m.preemptions, m.renewals, m.fenced, m.commands, m.awaiting, m.commandTime, m.reconnects, statusCollector{w}}
 }
 
 // statusCollector reads the gauges from the worker's status and store.

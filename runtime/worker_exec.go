@@ -131,7 +131,7 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 			LeaseID: l.LeaseID, LeaseExpiresAt: l.ExpiresAt.Time, Contract: contract,
 			Context: e.contextFor(it.key.group, it.key.id), CitedEvents: e.citedEvents, Extensions: e.offerExtensions(it.key, en),
 			Credentials:   slots.Credentials{Token: leaseToken(e.secret, l.LeaseID, l.ExpiresAt.Time), ExpiresAt: l.ExpiresAt.Time},
-			PriorAttempts: en.Attempts,
+			PriorAttempts: priorAttempts(en),
 		})
 	}
 	if err != nil {
@@ -299,4 +299,23 @@ func checkpointOf(en queue.Entry) string {
 		return ""
 	}
 	return en.Checkpoint.CheckpointID
+}
+
+// priorAttempts is how many attempts earlier acceptances made: the
+// WorkItem's attempts count this acceptance too, and the slot counts this
+// run's attempts from 1, so a first run is attempt 1.
+func priorAttempts(en queue.Entry) uint64 {
+	if en.Attempts == 0 {
+		return 0
+	}
+	return en.Attempts - 1
+}
+
+// retried reports a failed attempt the retry policy runs again: from the
+// run's goroutine, so it only logs and counts.
+func (e *engine) retried(r slots.Retry) {
+	s := r.Slot
+	e.w.m.retries.WithLabelValues(s.Capability.ID).Inc()
+	e.log.Warn("attempt failed; retrying", "group", s.GroupID, "item", s.WorkItemID, "lease", s.LeaseID,
+		"attempt", r.Attempt, "retryIn", r.Delay.Seconds(), "err", r.Err)
 }

@@ -168,8 +168,9 @@ type Assignment struct {
 	// profiles this worker interprets.
 	Extensions  protocol.Extensions
 	Credentials Credentials
-	// Attempts already made in earlier runs (WorkItem.attempts); the
-	// retry policy counts from there.
+	// Attempts made under earlier acceptances (WorkItem.attempts less
+	// the current one); the retry policy counts from there, and the
+	// first attempt of a first acceptance is 1.
 	PriorAttempts uint64
 }
 

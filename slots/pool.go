@@ -50,6 +50,18 @@ type Config struct {
 	// TickInterval paces supervision (Tick); negative: the caller calls
 	// Tick itself (tests with a fake clock).
 	TickInterval time.Duration
+	// OnRetry, when set, is told of every failed attempt the retry policy
+	// runs again, from the run's goroutine and before its backoff: a
+	// retry happens inside one lease, so the log never shows it.
+	OnRetry func(Retry)
+}
+
+// Retry is one failed attempt that will be run again.
+type Retry struct {
+	Slot    Slot
+	Attempt uint64 // the attempt that failed, 1-based across the item's acceptances
+	Err     error
+	Delay   time.Duration // the backoff before the next attempt
 }
 
 // Pool runs handlers in a fixed number of isolated slots.

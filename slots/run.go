@@ -122,10 +122,14 @@ func (p *Pool) execute(r *run) {
 	}
 	var o Outcome
 	for {
-		var again bool
-		if o, again = p.attempt(r); !again {
+		var rt *Retry
+		if o, rt = p.attempt(r); rt == nil {
 			break
 		}
+		if p.cfg.OnRetry != nil {
+			p.cfg.OnRetry(*rt)
+		}
+		var again bool
 		if o, again = p.backoff(r); !again {
 			break
 		}
@@ -145,16 +149,16 @@ func (p *Pool) execute(r *run) {
 	p.cfg.Host.Finish(o)
 }
 
-// attempt runs the handler once. again means: wait out the backoff, then
-// run another attempt.
-func (p *Pool) attempt(r *run) (o Outcome, again bool) {
+// attempt runs the handler once. A non-nil Retry means: the attempt
+// failed, wait out the backoff, then run another.
+func (p *Pool) attempt(r *run) (o Outcome, rt *Retry) {
 	now := p.cfg.Clock.Now()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	r.mu.Lock()
 	if r.killed != nil && r.killed.final {
 		defer r.mu.Unlock()
-		return r.endLocked(nil, Result{}, errKilled{r.killed.reason}), false
+		return r.endLocked(nil, Result{}, errKilled{r.killed.reason}), nil
 	}
 	r.killed = nil
 	r.attempts++
@@ -175,20 +179,20 @@ func (p *Pool) attempt(r *run) (o Outcome, again bool) {
 	w.done, r.cancel = true, nil
 	o = r.endLocked(w, res, err)
 	if o.Kind != 0 {
-		return o, false
+		return o, nil
 	}
 	// A failed attempt: retry within the policy. An attempt timeout ends
 	// only its attempt.
 	r.killed = nil
 	d := DecideRetry(r.retry, w.attempt, r.usage.Money, p.cfg.Clock.Now(), r.deadline)
 	if !d.Retry {
-		return r.failLocked(fmt.Sprintf("retries exhausted (%s) after attempt %d: %v", d.Exhausted, w.attempt, err), err), false
+		return r.failLocked(fmt.Sprintf("retries exhausted (%s) after attempt %d: %v", d.Exhausted, w.attempt, err), err), nil
 	}
 	r.phase, r.nextAttempt = phaseBackoff, p.cfg.Clock.Now().Add(d.Delay)
 	if p.onBackoff != nil {
 		p.onBackoff()
 	}
-	return Outcome{}, true
+	return Outcome{}, &Retry{Slot: r.slot, Attempt: w.attempt, Err: err, Delay: d.Delay}
 }
 
 // endLocked classifies an attempt's end; a zero Kind means a retryable
