@@ -16,18 +16,21 @@ import (
 // counters are kept as things happen; the gauges are read from Status and
 // the store when scraped.
 type metrics struct {
-	events       *prometheus.CounterVec // result: applied, duplicate, buffered, dropped, rejected
-	runs         *prometheus.CounterVec // outcome
-	runsStarted  prometheus.Counter
-	retries      *prometheus.CounterVec // capability
-	preemptions  *prometheus.CounterVec // reason
-	renewals     *prometheus.CounterVec // result: renewed, refused
-	fenced       *prometheus.CounterVec // code
-	commands     *prometheus.CounterVec // type, result
-	awaiting     prometheus.Gauge       // commands sent, not yet answered
-	commandTime  *prometheus.HistogramVec
-	reconnects   prometheus.Counter
-	offlineSince time.Time
+	events      *prometheus.CounterVec // result: applied, duplicate, buffered, dropped, rejected
+	runs        *prometheus.CounterVec // outcome
+	runsStarted prometheus.Counter
+	retries     *prometheus.CounterVec // capability
+	// uninterpreted events were applied (cursor past them) but the view
+	// could not read their payload.
+	uninterpreted prometheus.Counter
+	preemptions   *prometheus.CounterVec // reason
+	renewals      *prometheus.CounterVec // result: renewed, refused
+	fenced        *prometheus.CounterVec // code
+	commands      *prometheus.CounterVec // type, result
+	awaiting      prometheus.Gauge       // commands sent, not yet answered
+	commandTime   *prometheus.HistogramVec
+	reconnects    prometheus.Counter
+	offlineSince  time.Time
 }
 
 func newMetrics() *metrics {
@@ -39,6 +42,10 @@ func newMetrics() *metrics {
 		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mwp_worker_runs_started_total",
 			Help: "Runs started in a slot under an execution lease.",
+		}),
+		uninterpreted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mwp_worker_events_uninterpreted_total",
+			Help: "Events applied (stored, the cursor past them) whose payload the worker's view could not interpret and ignored; each is logged at WARN.",
 		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mwp_worker_run_retries_total",
@@ -86,6 +93,7 @@ func (m *metrics) applied(res queue.Result) {
 	m.events.WithLabelValues("buffered").Add(float64(len(res.Buffered)))
 	m.events.WithLabelValues("dropped").Add(float64(len(res.Dropped)))
 	m.events.WithLabelValues("rejected").Add(float64(len(res.Rejected)))
+	m.uninterpreted.Add(float64(len(res.Problems)))
 }
 
 // sending is called before a command goes out, sent when its answer (or
@@ -106,7 +114,7 @@ func (m *metrics) sent(typ protocol.CommandType, took time.Duration, err error) 
 // Collectors are the worker's metrics, for the process's registry.
 func (w *Worker) Collectors() []prometheus.Collector {
 	m := w.m
-	return []prometheus.Collector{m.events, m.runsStarted, m.retries, m.runs, m.preemptions, m.renewals, m.fenced, m.commands, m.awaiting, m.commandTime, m.reconnects, statusCollector{w}}
+	return []prometheus.Collector{m.events, m.uninterpreted, m.runsStarted, m.retries, m.runs, m.preemptions, m.renewals, m.fenced, m.commands, m.awaiting, m.commandTime, m.reconnects, statusCollector{w}}
 }
 
 // statusCollector reads the gauges from the worker's status and store.

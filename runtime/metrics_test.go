@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/queue"
 )
 
 // gathered sums the series of one of the worker's metrics whose labels
@@ -68,4 +70,29 @@ func TestCommandsAwaitingAnswer(t *testing.T) {
 	if got := gathered(t, tw.w, "mwp_worker_commands_total", accepted); got != 1 {
 		t.Fatalf("%v acceptances counted after the answer, want 1", got)
 	}
+}
+
+// An applied event the view could not interpret is counted apart from the
+// applied ones, so an operator sees a worker ignoring part of its log.
+func TestUninterpretedEventsCounted(t *testing.T) {
+	m := newMetrics()
+	m.applied(queue.Result{
+		Applied:  []queue.Ref{{GroupID: "grp-a", EventID: "e1", Sequence: 1}, {GroupID: "grp-a", EventID: "e2", Sequence: 2}},
+		Problems: []queue.Problem{{Ref: queue.Ref{GroupID: "grp-a", EventID: "e2", Sequence: 2}, Err: protocol.Errorf(protocol.CodeInvalidCommand, "unknown WorkItem")}},
+	})
+	if got := counterValue(t, m.uninterpreted); got != 1 {
+		t.Fatalf("uninterpreted events counted: %v, want 1", got)
+	}
+	if got := counterValue(t, m.events.WithLabelValues("applied")); got != 2 {
+		t.Fatalf("applied events counted: %v, want 2", got)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := c.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue()
 }

@@ -81,6 +81,9 @@ func (s *session) applied(batch []queue.Incoming, res queue.Result) error {
 		}
 		s.c.log.Warn("store rejected an event", "group", p.GroupID, "event", p.EventID, "sequence", p.Sequence, "err", p.Err)
 	}
+	for _, p := range res.Problems {
+		s.c.log.Warn("applied an event the worker's view cannot interpret; the view ignores it", "group", p.GroupID, "event", p.EventID, "sequence", p.Sequence, "err", p.Err)
+	}
 	if s.c.cfg.OnApplied != nil {
 		s.c.cfg.OnApplied(res)
 	}
