@@ -12,6 +12,14 @@ func (s *Scheduler) pressed(e *entry, now int64) (overdue, deadline bool) {
 	return e.ta <= now, e.hasDeadline() && e.latest() <= now+s.slackMs
 }
 
+// urgent reports whether a waiting item may have a slot promised to it:
+// critical, overdue or racing its deadline (what pressing asks of a
+// candidate, whichever rule of its Group's order reached it).
+func (s *Scheduler) urgent(e *entry, now int64) bool {
+	overdue, deadline := s.pressed(e, now)
+	return overdue || deadline || e.item.Urgency == UrgencyCritical
+}
+
 // prioCmp compares effective priority for preemption (>0: a ranks higher).
 // Pressed items (overdue or deadline at risk) rank above the rest; between
 // two deadline-pressed items only the deadline counts (EDF); otherwise

@@ -234,7 +234,7 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 				now += rapid.Int64Range(0, 200).Draw(t, "advance")
 			}
 			checkIndex(t, s)
-			checkPromises(t, s)
+			checkPromises(t, s, now)
 		}
 	})
 }
@@ -258,11 +258,11 @@ func scanPromised(s *Scheduler) *entry {
 }
 
 // checkPromises: every preemption in flight, and every slot a finished one
-// reserved, is for a distinct waiting item (so there are never more
-// victims than waiting items that need them), and the counts the
+// reserved, is for a distinct waiting urgent item (so there are never more
+// victims than waiting urgent items that need them), and the counts the
 // scheduler keeps (in flight, reserved, each Group's gain and loss) match
 // the slots.
-func checkPromises(t *rapid.T, s *Scheduler) {
+func checkPromises(t *rapid.T, s *Scheduler, now int64) {
 	inFlight, reserved := 0, 0
 	gain, loss := map[*group]int{}, map[*group]int{}
 	seen := map[*entry]bool{}
@@ -286,6 +286,9 @@ func checkPromises(t *rapid.T, s *Scheduler) {
 		}
 		if c.seq != sl.preemptForSeq || c.state != StateQueued {
 			t.Fatalf("slot %d is promised to %q, which is %v, not waiting", i, c.item.ID, c.state)
+		}
+		if !s.urgent(c, now) {
+			t.Fatalf("slot %d is promised to %q, which is not urgent (%v)", i, c.item.ID, c.item.Urgency)
 		}
 		if seen[c] {
 			t.Fatalf("two slots promised to %q", c.item.ID)

@@ -637,8 +637,8 @@ func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
 	s.rekey(e)
 	if waiting {
 		s.queue(e)
-		if e.state != StateQueued {
-			s.withdraw(e) // blocked now: no slot is kept for it
+		if e.state != StateQueued || !s.urgent(e, ms(now)) {
+			s.withdraw(e) // blocked or no longer pressing: no slot is kept for it
 		}
 	} else {
 		e.block = s.blockers(&e.item)
