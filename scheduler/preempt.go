@@ -109,6 +109,9 @@ func (s *Scheduler) choose(t int64, skipFree bool) choice {
 		if g.eligible() == 0 {
 			continue
 		}
+		if best.c != nil && !vtLess(g, best.c.g) {
+			continue // the Group of the smallest virtual time with a victim goes
+		}
 		c, mode := s.candidate(g, t)
 		if c == nil || !pressing(c, mode) {
 			continue
@@ -123,9 +126,7 @@ func (s *Scheduler) choose(t int64, skipFree bool) choice {
 		if v == nil {
 			continue
 		}
-		if best.c == nil || vtLess(g, best.c.g) {
-			best = choice{c, v, mode}
-		}
+		best = choice{c, v, mode}
 	}
 	return best
 }
