@@ -24,8 +24,9 @@ func errSessionReplacedBy(err error) error {
 	return fmt.Errorf("runtime: worker stopped: %w: %w", client.ErrSessionReplaced, err)
 }
 
-// schedule starts what the scheduler picks for free slots, then asks for a
-// preemption when a pressing item cannot start (spec 11.3).
+// schedule starts what the scheduler picks for free slots, then asks for
+// the preemptions the scheduler names, one for each pressing item that
+// cannot start, all at once (spec 11.3).
 func (e *engine) schedule(now time.Time) {
 	if !e.mon.MayStart() || e.fatal != nil {
 		return
@@ -60,7 +61,11 @@ func (e *engine) schedule(now time.Time) {
 		}
 		e.queueCmd(it, protocol.CmdWorkStart, p)
 	}
-	if req, ok := e.sched.Preempt(now); ok {
+	for {
+		req, ok := e.sched.Preempt(now)
+		if !ok {
+			break
+		}
 		e.scheduleChanged()
 		v := e.items[keyOf(req.Item)]
 		e.log_.preempt(keyOf(req.Item), req.For, "scheduler", req.Basis, now)

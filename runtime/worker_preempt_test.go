@@ -163,3 +163,47 @@ func (k *wkit) nudgeUntil(what string, cond func() bool, tw *testWorker) {
 		return false
 	}, tw)
 }
+
+// A burst end to end: two critical items arrive while both slots are busy.
+// Each has its own victim, both asked at the same instant (schedule asks
+// for every preemption the scheduler names), both critical items start
+// once their victims have checkpointed, and the victims resume and finish.
+func TestWorkerPreemptsForABurstTogether(t *testing.T) {
+	k := newWKit(t)
+	h := newStepHandler(2)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 2))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.offer("wi-2", protocol.UrgencyNormal, "w1")
+	k.waitFor("both running", runningAll("wi-1", "wi-2"), tw)
+
+	k.offer("wi-3", protocol.UrgencyCritical, "w1")
+	k.offer("wi-4", protocol.UrgencyCritical, "w1")
+	k.until("both accepted", func() bool {
+		return k.state("wi-3") == protocol.WorkQueued && k.state("wi-4") == protocol.WorkQueued
+	}, tw)
+	k.fc.Advance(time.Second)
+	st := k.waitFor("both critical items running", runningAll("wi-3", "wi-4"), tw)
+	if len(st.Preemptions) != 2 {
+		t.Fatalf("preemptions %+v, want one for each critical item", st.Preemptions)
+	}
+	p, q := st.Preemptions[0], st.Preemptions[1]
+	if p.WorkItemID == q.WorkItemID || p.For == q.For || !p.At.Equal(q.At) {
+		t.Fatalf("preemptions %+v, want two victims for two items asked at once", st.Preemptions)
+	}
+	for _, id := range []string{"wi-3", "wi-4", "wi-1", "wi-2"} {
+		h.release(id)
+	}
+	k.until("all submitted", func() bool {
+		for _, id := range []string{"wi-1", "wi-2", "wi-3", "wi-4"} {
+			if k.state(id) != protocol.WorkSubmitted {
+				return false
+			}
+		}
+		return true
+	}, tw)
+	if err := tw.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

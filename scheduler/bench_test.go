@@ -206,3 +206,51 @@ func itemIndex(id string) int {
 	}
 	return n
 }
+
+// BenchmarkPickPreemptible: the cycle of BenchmarkPickComplete at 10k items
+// (wall time, no heap baseline), with the runs not preemptible and then
+// preemptible. A pick whose item is not pressing asks, while a run that
+// could yield holds a slot, whether a pressing item would preempt once it
+// ran (doc.go, Cost): the second figure over the first is that price.
+func BenchmarkPickPreemptible(b *testing.B) {
+	for _, preemptible := range []bool{false, true} {
+		b.Run(fmt.Sprintf("preemptible=%v", preemptible), func(b *testing.B) {
+			s, groups := benchScheduler(b)
+			item := func(i int, id string) scheduler.Item {
+				it := benchItemID(i, id, groups)
+				it.Preemptible = preemptible
+				return it
+			}
+			for i := range benchQueued + benchSlots {
+				if err := s.Enqueue(item(i, fmt.Sprintf("wi-%07d", i)), t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			running := make([]string, benchSlots)
+			for i := range running {
+				d, ok := s.Next(t0)
+				if !ok {
+					b.Fatal("no start")
+				}
+				running[i] = d.Item
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				now := at(int64(i + 1))
+				fin := running[i%benchSlots]
+				if err := s.Finish(fin, now); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Enqueue(item(itemIndex(fin), fin), now); err != nil {
+					b.Fatal(err)
+				}
+				d, ok := s.Next(now)
+				if !ok {
+					b.Fatal("no start")
+				}
+				running[i%benchSlots] = d.Item
+			}
+		})
+	}
+}

@@ -85,7 +85,38 @@
 // bound is never a victim, and a deadline candidate whose latest start is
 // after the next expected slot release waits instead. Preemption is
 // cooperative (11.3): the victim keeps its slot until Release, which then
-// hands the slot to the candidate. One preemption is in flight at a time.
+// hands the slot to the candidate.
+//
+// A burst is served together: each call of Preempt names one more victim,
+// for the next pressing item that no slot is promised to yet, so the
+// caller calls it until it returns false and the victims all work towards
+// their safe points at once (three critical items against runs whose safe
+// point comes 5 s after the request start after 5 s each, not after 5, 9
+// and 13 s: TestPreemptionBurstServedTogether). Each preemption in flight,
+// and each slot a finished one keeps for its item until the next pick, is
+// for a distinct waiting item that is still urgent, so there are never more
+// victims than waiting items that need them (TestPropertyPicksMatchScan
+// checks it after every step). Fair-share and quota checks count the
+// preemptions in flight across Groups as done: several at once never take
+// a Group past its share or another below its own
+// (TestPreemptionBurstKeepsFairShare).
+//
+// No run is preempted needlessly, and a preempted item does not retake a
+// slot while a more urgent one waits:
+//   - a slot that frees while a preemption is in flight for an item goes to
+//     that item, and the preemption is withdrawn: its victim counts as
+//     running again (the runtime cannot take a request back; if the run
+//     reaches its safe point anyway, Release queues it as usual) and may be
+//     named again for another item, so the slot it frees goes to that one
+//     (TestPreemptedItemDoesNotRetakeItsSlot);
+//   - a slot that frees goes to a pressing item ahead of the common pick
+//     when, with the common pick started, Preempt would name a victim for it:
+//     serving it there leaves the slots as that preemption would, without
+//     one (TestNoNeedlessPreemption);
+//   - no victim is named for an item a free slot could take, and an item
+//     whose promise ends (it started, was removed or blocked, or an Update
+//     made it no longer urgent) releases it.
+//
 // A victim that does not reach a safe point in time is never forced:
 // RefusePreempt puts it back to running, it is not named a victim again
 // during that run, and the candidate takes the next slot that frees.
@@ -98,8 +129,12 @@
 // one heap of ready Groups, an id index of its own (index.go), no scan of
 // items. TestPropertyPicksMatchScan checks every pick against a plain scan. With unlike slots
 // (SlotResources) a pick may skip Groups whose next item fits no free slot:
-// O(G log G) in that case, still independent of n. Preempt is O(G + S);
-// Disclose is O(items of the item's own Group).
+// O(G log G) in that case, still independent of n. Preempt is O(G·S), plus
+// O(p log n) for p slots promised in a Group; while a run that declares
+// safe points holds a slot, a pick whose item is not pressing also asks
+// whether a pressing one would preempt (the same cost), and with
+// preemptions in flight it looks at their slots first (O(S)). Disclose is
+// O(items of the item's own Group).
 //
 // # Disclosure
 //

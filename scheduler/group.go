@@ -56,7 +56,12 @@ type group struct {
 	heaps   [heapKinds]entryHeap
 	blocked int // queued but ineligible
 	running int
-	hpos    int // index in the ready heap, -1 when not ready
+	// Preemptions in flight across Groups: gain counts those for this
+	// Group's items, loss those of its running items. Fair-share and quota
+	// checks count them as done, so that several at once never take a
+	// Group past its share or another below its own.
+	gain, loss int
+	hpos       int // index in the ready heap, -1 when not ready
 	// svc, weight and the next item's estimate as of the last heap
 	// placement: refresh skips the fix when none moved.
 	keySvc, keyWeight, keyEst int64

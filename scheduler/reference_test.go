@@ -166,13 +166,24 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 				}
 				ids = append(ids, it.ID)
 			case 3, 4: // next, checked against the scan
-				check := s.handoff == nil && !s.offline && s.free > 0
+				check := s.handoffs == 0 && !s.offline && s.free > 0
 				var wantG *group
 				var wantE *entry
 				var wantMode pickMode
 				if check {
 					s.settle(now)
-					wantG, wantE, wantMode = scanPick(s, now)
+					if wantE = scanPromised(s); wantE != nil {
+						wantG, wantMode = wantE.g, modeHandoff
+					} else {
+						wantG, wantE, wantMode = scanPick(s, now)
+						if wantE != nil {
+							// A pressing item Preempt would name a victim
+							// for once the pick ran takes the slot instead.
+							if ch, _ := s.ahead(wantE, wantMode, now); ch.c != nil {
+								wantG, wantE, wantMode = ch.c.g, ch.c, ch.mode
+							}
+						}
+					}
 				}
 				d, ok := s.Next(at)
 				if !check {
@@ -213,7 +224,9 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 				}
 			case 8: // preempt, or reconfigure a Group
 				if rapid.Bool().Draw(t, "preempt") {
-					s.Preempt(at)
+					if p, ok := s.Preempt(at); ok {
+						checkNoFreeSlotFor(t, s, p)
+					}
 				} else {
 					setGroup(rapid.IntRange(0, ng-1).Draw(t, "group"))
 				}
@@ -221,8 +234,98 @@ func TestPropertyPicksMatchScan(t *testing.T) {
 				now += rapid.Int64Range(0, 200).Draw(t, "advance")
 			}
 			checkIndex(t, s)
+			checkPromises(t, s, now)
 		}
 	})
+}
+
+// scanPromised is the item Next starts ahead of the common pick when no
+// reserved slot waits: the first in slot order that a preemption in flight
+// is for, under its quota, that a free slot fits.
+func scanPromised(s *Scheduler) *entry {
+	for i := range s.slots {
+		c := s.slots[i].preemptFor
+		if s.slots[i].e == nil || c == nil || c.g.running >= c.g.quota {
+			continue
+		}
+		for j := range s.slots {
+			if s.slots[j].e == nil && s.slots[j].res.Fits(c.item.Resources) {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// checkPromises: every preemption in flight, and every slot a finished one
+// reserved, is for a distinct waiting urgent item (so there are never more
+// victims than waiting urgent items that need them), and the counts the
+// scheduler keeps (in flight, reserved, each Group's gain and loss) match
+// the slots.
+func checkPromises(t *rapid.T, s *Scheduler, now int64) {
+	inFlight, reserved := 0, 0
+	gain, loss := map[*group]int{}, map[*group]int{}
+	seen := map[*entry]bool{}
+	for i := range s.slots {
+		sl := &s.slots[i]
+		v, c := sl.e, sl.preemptFor
+		if (v != nil && v.state == StatePreempting) != (v != nil && c != nil) {
+			t.Fatalf("slot %d: victim state %v with promise %v", i, v.state, c != nil)
+		}
+		if c == nil {
+			continue
+		}
+		if v == nil {
+			reserved++
+		} else {
+			inFlight++
+			if v.g != c.g {
+				gain[c.g]++
+				loss[v.g]++
+			}
+		}
+		if c.seq != sl.preemptForSeq || c.state != StateQueued {
+			t.Fatalf("slot %d is promised to %q, which is %v, not waiting", i, c.item.ID, c.state)
+		}
+		if !s.urgent(c, now) {
+			t.Fatalf("slot %d is promised to %q, which is not urgent (%v)", i, c.item.ID, c.item.Urgency)
+		}
+		if seen[c] {
+			t.Fatalf("two slots promised to %q", c.item.ID)
+		}
+		seen[c] = true
+	}
+	yieldable := 0
+	for i := range s.slots {
+		if e := s.slots[i].e; e != nil && e.item.Preemptible {
+			yieldable++
+		}
+	}
+	if yieldable != s.yieldable {
+		t.Fatalf("%d preemptible runs by scan, the scheduler counts %d", yieldable, s.yieldable)
+	}
+	if inFlight != s.preempting || reserved != s.handoffs {
+		t.Fatalf("%d in flight and %d reserved by scan, the scheduler counts %d and %d", inFlight, reserved, s.preempting, s.handoffs)
+	}
+	for _, g := range s.order {
+		if g.gain != gain[g] || g.loss != loss[g] {
+			t.Fatalf("group %s: gain %d loss %d, by scan %d and %d", g.id, g.gain, g.loss, gain[g], loss[g])
+		}
+	}
+}
+
+// checkNoFreeSlotFor: no run is preempted for an item that a free slot
+// could take.
+func checkNoFreeSlotFor(t *rapid.T, s *Scheduler, p PreemptRequest) {
+	c := s.items.get(p.For)
+	if c.g.running >= c.g.quota {
+		return
+	}
+	for i := range s.slots {
+		if sl := &s.slots[i]; sl.e == nil && sl.res.Fits(c.item.Resources) {
+			t.Fatalf("%q preempted for %q while slot %d was free", p.Item, p.For, i)
+		}
+	}
 }
 
 // Removing most of a Group's queue, top or not, keeps each heap within

@@ -57,10 +57,13 @@ const maxWeight = 1 << 20
 type slot struct {
 	res Resources
 	e   *entry
-	// While e is preempting: the item waiting for this slot. It is kept
-	// here, not in the entry, to keep entries at 256 bytes.
+	// The item a preemption promised this slot to: while e is preempting
+	// (in flight), and once e has released it until the next pick hands it
+	// over (reserved, e nil). It is kept here, not in the entry, to keep
+	// entries at 256 bytes; seq tells whether the entry is still that item.
 	preemptFor    *entry
 	preemptForSeq uint64
+	gainTo        *group // in flight across Groups: preemptFor's Group (group.gain)
 }
 
 // Scheduler is the global scheduler. It is not safe for concurrent use: one
@@ -95,14 +98,16 @@ type Scheduler struct {
 
 	activeWeight int64 // Σ weight of Groups with eligible or running items
 	offline      bool
-	latMs        int64 // SetStartLatency
-	preempting   int
+	latMs        int64  // SetStartLatency
+	preempting   int    // preemptions in flight: victims still holding their slot
 	refusals     uint64 // preemptions refused (RefusePreempt)
-	// handoff is the item a finished preemption freed a slot for; the next
-	// pick gives it that slot, so the victim's Group cannot take it back.
-	handoff     *entry
-	handoffSeq  uint64 // entries are reused: seq tells whether it is the same item
-	handoffSlot int
+	// handoffs counts free slots reserved for the item a finished
+	// preemption freed them for (slot.preemptFor); the next pick gives each
+	// its slot, so the victim's Group cannot take it back.
+	handoffs int
+	// yieldable counts running items that declare safe points: without
+	// one no preemption can be named, and Next skips looking for one.
+	yieldable int
 }
 
 // New returns an empty Scheduler.
@@ -416,16 +421,14 @@ func smaller(a, b Resources) bool {
 // Next picks the next item for a free slot, or false when nothing can start.
 // The Group with the smallest virtual time goes; within it, pick's order.
 func (s *Scheduler) Next(now time.Time) (Decision, bool) {
-	if s.offline || s.free == 0 || (s.ready.top() == nil && s.handoff == nil) {
+	if s.offline || s.free == 0 || (s.ready.top() == nil && s.handoffs == 0) {
 		return Decision{}, false
 	}
 	t := ms(now)
 	s.settle(t)
-	if e := s.handoff; e != nil {
-		s.handoff = nil
-		sl := s.handoffSlot
-		if e.seq == s.handoffSeq && e.state == StateQueued && e.g.running < e.g.quota && s.slots[sl].e == nil && s.slots[sl].res.Fits(e.item.Resources) {
-			return s.start(e, sl, modeHandoff, t), true
+	if s.handoffs > 0 || s.preempting > 0 {
+		if d, ok := s.nextPromised(t); ok {
+			return d, true
 		}
 	}
 	top := s.ready.top()
@@ -441,7 +444,13 @@ func (s *Scheduler) Next(now time.Time) (Decision, bool) {
 	for g := s.ready.top(); g != nil; g = s.ready.top() {
 		e, mode := g.pick(t, s.slackMs, s.burst)
 		if sl := s.fitSlot(e); sl >= 0 {
-			d = s.start(e, sl, mode, t)
+			if ch, csl := s.ahead(e, mode, t); ch.c != nil {
+				// Given to e, the slot would cost a run a preemption.
+				d = s.start(ch.c, csl, ch.mode, t)
+				d.Basis.PolicyRulesApplied |= RulePreemptLowestPriority
+			} else {
+				d = s.start(e, sl, mode, t)
+			}
 			found = true
 			break
 		}
@@ -458,6 +467,7 @@ func (s *Scheduler) Next(now time.Time) (Decision, bool) {
 
 func (s *Scheduler) start(e *entry, sl int, mode pickMode, now int64) Decision {
 	g := e.g
+	s.withdraw(e)
 	s.leave(e)
 	g.commit(e, mode, now)
 	e.state = StateRunning
@@ -470,6 +480,9 @@ func (s *Scheduler) start(e *entry, sl int, mode pickMode, now int64) Decision {
 	g.svc += e.charged
 	s.settleBy = min(s.settleBy, chargedUntil(e))
 	g.running++
+	if e.item.Preemptible {
+		s.yieldable++
+	}
 	s.free--
 	s.slots[sl].e = e
 	s.freeMask &^= 1 << sl
@@ -556,13 +569,20 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 	e.charged = 0
 	e.ranMs += ran
 	if e.state == StatePreempting {
-		s.preempting--
-		if sl := &s.slots[e.slot]; sl.preemptFor != nil {
-			s.handoff, s.handoffSeq, s.handoffSlot = sl.preemptFor, sl.preemptForSeq, int(e.slot)
-			sl.preemptFor = nil
+		// The promise moves from the victim to its freed slot: reserved
+		// for the item until the next pick hands it over.
+		sl := &s.slots[e.slot]
+		c, seq := sl.preemptFor, sl.preemptForSeq
+		s.endPromise(sl)
+		if c != nil {
+			sl.preemptFor, sl.preemptForSeq = c, seq
+			s.handoffs++
 		}
 	}
 	e.refused = false
+	if e.item.Preemptible {
+		s.yieldable--
+	}
 	s.slots[e.slot].e = nil
 	s.freeMask |= 1 << e.slot
 	e.slot = -1
@@ -606,11 +626,20 @@ func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
 	waiting := e.state == StateQueued || e.state == StateBlocked
 	if waiting {
 		s.unqueue(e)
+	} else if e.item.Preemptible != it.Preemptible {
+		if it.Preemptible {
+			s.yieldable++
+		} else {
+			s.yieldable--
+		}
 	}
 	e.item = it
 	s.rekey(e)
 	if waiting {
 		s.queue(e)
+		if e.state != StateQueued || !s.urgent(e, ms(now)) {
+			s.withdraw(e) // blocked or no longer pressing: no slot is kept for it
+		}
 	} else {
 		e.block = s.blockers(&e.item)
 		s.settleBy = math.MinInt64 // its estimate, and so its charge, may grow
@@ -629,6 +658,7 @@ func (s *Scheduler) Remove(id string) error {
 		return fmt.Errorf("%w: %q is %s; finish or release it first", ErrWrongState, id, e.state)
 	}
 	s.unqueue(e)
+	s.withdraw(e)
 	g := e.g
 	s.items.remove(e)
 	s.ents.put(e)

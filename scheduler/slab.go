@@ -4,7 +4,7 @@ package scheduler
 // item index and the heap nodes name entries by that number instead of a
 // pointer: an index slot is 8 bytes instead of 16 and a node 32 instead of
 // 40 (two to a cache line). Chunks never move, so an *entry
-// stays valid while its slot is in use (slots, handoff and callers keep
+// stays valid while its slot is in use (slots, their promises and callers keep
 // pointers). Freed slots are reused last-in first-out, while still in
 // cache; the slab keeps its peak size.
 type slab struct {
