@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/missionweave/mwp-worker/coordinator"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -110,4 +111,21 @@ func verifyEvent(raw []byte, keys protocol.KeyResolver) (*protocol.Event, []byte
 	}
 	doc, _ := parsed.(map[string]any)
 	return protocol.InboundEvent(doc, keys)
+}
+
+// Snapshot downloads the Group Snapshot a CURSOR_TOO_OLD named (GET
+// /mwp/groups/G/snapshots/DIGEST) and checks it against ref and
+// Config.AuthorityKeys (group.CheckSnapshot).
+func (a *Authority) Snapshot(ctx context.Context, ref protocol.SnapshotRef) (*protocol.GroupSnapshot, error) {
+	if a.cfg.AuthorityKeys == nil {
+		return nil, errors.New("remote: reading a snapshot needs Config.AuthorityKeys to verify it")
+	}
+	var doc []byte
+	path := "/groups/" + url.PathEscape(ref.GroupID) + "/snapshots/" + ref.Digest
+	if err := a.do(ctx, http.MethodGet, path, "", nil, true, func(b []byte) error { doc = b; return nil }); err != nil {
+		return nil, err
+	}
+	keys := a.cfg.AuthorityKeys
+	snap, _, err := group.CheckSnapshot(ref, doc, func(m map[string]any) error { return protocol.Verify(m, keys) })
+	return snap, err
 }
