@@ -66,6 +66,7 @@ type Authority struct {
 	epoch   atomic.Uint64
 	card    string // the agent's registered card hash, from Dial
 	skewLog atomic.Bool
+	tails   tails // the newest events given out per Group (diverge.go)
 }
 
 // Dial checks cfg and authenticates once (GET /mwp/session), learning an
