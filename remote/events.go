@@ -149,12 +149,23 @@ func (a *Authority) Snapshot(ctx context.Context, ref protocol.SnapshotRef) (*pr
 	if a.cfg.AuthorityKeys == nil {
 		return nil, errors.New("remote: reading a snapshot needs Config.AuthorityKeys to verify it")
 	}
-	var doc []byte
-	path := "/groups/" + url.PathEscape(ref.GroupID) + "/snapshots/" + ref.Digest
-	if err := a.do(ctx, http.MethodGet, path, "", nil, true, func(b []byte) error { doc = b; return nil }); err != nil {
+	doc, err := a.SnapshotDocument(ctx, ref)
+	if err != nil {
 		return nil, err
 	}
 	keys := a.cfg.AuthorityKeys
 	snap, _, err := group.CheckSnapshot(ref, doc, func(m map[string]any) error { return protocol.Verify(m, keys) })
 	return snap, err
+}
+
+// SnapshotDocument downloads the Group Snapshot a CURSOR_TOO_OLD named as
+// the authority stored it, unchecked: a worker's store checks it when it
+// restores it (queue.Store.RestoreSnapshot).
+func (a *Authority) SnapshotDocument(ctx context.Context, ref protocol.SnapshotRef) ([]byte, error) {
+	var doc []byte
+	path := "/groups/" + url.PathEscape(ref.GroupID) + "/snapshots/" + ref.Digest
+	if err := a.do(ctx, http.MethodGet, path, "", nil, true, func(b []byte) error { doc = b; return nil }); err != nil {
+		return nil, err
+	}
+	return doc, nil
 }

@@ -61,6 +61,9 @@ func useRemoteArtifacts(ctx context.Context, cfg *runtime.WorkerConfig) promethe
 	l := &artifactLink{ctx: ctx, cfg: cfg, rnd: rand.Float64, waits: newWaits()}
 	cfg.Artifacts = l.put
 	cfg.FetchArtifact = l.get
+	if cfg.AuthorityKeys != nil { // a snapshot is restored only once verified
+		cfg.Client.FetchSnapshot = l.snapshot
+	}
 	return l.waits
 }
 
@@ -142,4 +145,16 @@ func (l *artifactLink) get(ctx context.Context, digest string) ([]byte, error) {
 		return err
 	})
 	return data, err
+}
+
+// snapshot downloads the Group Snapshot a CURSOR_TOO_OLD named (GET
+// /mwp/groups/G/snapshots/DIGEST), waiting out an outage as a transfer
+// does; the store checks it before restoring it.
+func (l *artifactLink) snapshot(ctx context.Context, ref protocol.SnapshotRef) ([]byte, error) {
+	var doc []byte
+	err := l.retry(ctx, "snapshot", ref.Digest, func(ctx context.Context, a *remote.Authority) (err error) {
+		doc, err = a.SnapshotDocument(ctx, ref)
+		return err
+	})
+	return doc, err
 }
