@@ -39,3 +39,13 @@ type Authority interface {
 // that an implementation (authority-lite/embed, remote) need not import
 // this package to satisfy Authority.
 type SignedEvent = protocol.LogEvent
+
+// Snapshots is what an Authority adds so that a coordinator behind the
+// online log (the authority compacted it: CURSOR_TOO_OLD) restores the
+// Group Snapshot the refusal names and reads on after it. Without it such
+// a Group stops the coordinator with CURSOR_TOO_OLD.
+type Snapshots interface {
+	// Snapshot returns the Group Snapshot ref names, checked against
+	// ref's digest and the authority's signature (group.CheckSnapshot).
+	Snapshot(ctx context.Context, ref protocol.SnapshotRef) (*protocol.GroupSnapshot, error)
+}

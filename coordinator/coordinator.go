@@ -301,6 +301,12 @@ func (c *Coordinator) waitCreated(ctx context.Context) error {
 func (c *Coordinator) catchUp(ctx context.Context) error {
 	evs, err := c.cfg.Authority.Events(ctx, c.cfg.Plan.Mission.GroupID, c.v.lastSeq, 0)
 	if err != nil {
+		var restored bool
+		if restored, err = c.restoreFrom(ctx, err); restored {
+			evs, err = c.cfg.Authority.Events(ctx, c.cfg.Plan.Mission.GroupID, c.v.lastSeq, 0)
+		}
+	}
+	if err != nil {
 		if protocol.CodeOf(err) == protocol.CodeGroupNotFound && c.v.lastSeq == 0 {
 			return nil // the Mission is not created yet
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -148,7 +149,16 @@ func follow(ctx context.Context, svc *authoritylite.Service, groupID string, fn 
 	var after uint64
 	for ctx.Err() == nil {
 		changed := svc.Changed(groupID, after)
-		evs, _ := svc.Events(groupID, after, 0)
+		evs, err := svc.Events(groupID, after, 0)
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeCursorTooOld {
+			// Compacted under a follower that fell behind: it goes on
+			// from what is online (what it missed is old news).
+			if first, ok := firstOnline(pe); ok {
+				after = first - 1
+				continue
+			}
+		}
 		for _, se := range evs {
 			after = se.Sequence
 			var ev protocol.Event

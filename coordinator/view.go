@@ -107,13 +107,26 @@ func (v *view) apply(ev *protocol.Event) error {
 	if err != nil {
 		return protocol.Errorf(protocol.CodeProtocolViolation, "coordinator: event %s: %v", ev.EventID, err)
 	}
-	var before *group.WorkItem
-	if wp, ok := fe.Payload.(group.WorkPayload); ok {
-		before = v.g.Items[wp.Ref().WorkItemID]
-	}
+	before := v.itemOf(fe)
 	if err := v.g.Fold(fe); err != nil {
 		return err
 	}
+	v.note(ev, fe, before)
+	return nil
+}
+
+// itemOf is the current record of the WorkItem a work event names, or nil.
+func (v *view) itemOf(fe group.Event) *group.WorkItem {
+	if wp, ok := fe.Payload.(group.WorkPayload); ok {
+		return v.g.Items[wp.Ref().WorkItemID]
+	}
+	return nil
+}
+
+// note keeps what the state machine does not: memberships, manifests,
+// assignments, change requests and each item's and agent's history.
+// before is the event's WorkItem before it.
+func (v *view) note(ev *protocol.Event, fe group.Event, before *group.WorkItem) {
 	switch p := fe.Payload.(type) {
 	case *protocol.Membership:
 		v.members[p.Principal] = *p
@@ -122,7 +135,7 @@ func (v *view) apply(ev *protocol.Event) error {
 		v.published[p.Manifest.ContentHash] = true
 	case *group.CoordinatorAssigned:
 		if p.Coordinator != nil {
-			v.assigned[p.Coordinator.AgentID] = p.Coordinator.CoordinatorEpoch
+			v.assigned[p.Coordinator.AgentID] = max(v.assigned[p.Coordinator.AgentID], p.Coordinator.CoordinatorEpoch)
 		}
 	case *group.ChangesRequested:
 		cr := ChangeRequest{Changes: p.Changes, Comment: p.Comment}
@@ -131,7 +144,6 @@ func (v *view) apply(ev *protocol.Event) error {
 	case group.WorkPayload:
 		v.applyWork(ev, before, p)
 	}
-	return nil
 }
 
 func (v *view) applyWork(ev *protocol.Event, before *group.WorkItem, p group.WorkPayload) {

@@ -4,8 +4,12 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -160,6 +164,14 @@ func TestMarkAhead(t *testing.T) {
 				t.Fatalf("a second report replaced the first: %+v %v %v", again, marked, err)
 			}
 			closeChecked(t, s)
+			// `mwp-worker check` names the Group: a problem, not ok.
+			rep, err := Check(dir, nil, time.Second)
+			if err != nil || rep.OK || len(rep.Groups) != 1 || !strings.Contains(rep.Groups[0].Diverged, fmt.Sprintf("at sequence %d", d.Sequence)) ||
+				!slices.ContainsFunc(rep.Problems, func(p storecheck.Problem) bool {
+					return p.Where == "group" && p.GroupID == "g" && strings.Contains(p.What, "diverged")
+				}) {
+				t.Fatalf("check of a diverged store: %v %+v", err, rep)
+			}
 			s = openTest(t, dir, fast)
 			if got, ok := s.Divergence("g"); !ok || !reflect.DeepEqual(got, d) {
 				t.Fatalf("after reopen: %+v %v, want %+v", got, ok, d)

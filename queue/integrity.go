@@ -222,6 +222,7 @@ func Check(dir string, keys protocol.KeyResolver, timeout time.Duration) (rep st
 	for _, id := range ids {
 		run := storecheck.Run{GroupID: id, Keys: keys}
 		var cursor uint64
+		var diverged *Divergence
 		err := r.view(func(tx *bolt.Tx) error {
 			gb := tx.Bucket(bktGroups).Bucket([]byte(id))
 			meta, in := gb.Bucket(bktMeta), gb.Bucket(bktInbox)
@@ -229,6 +230,11 @@ func Check(dir string, keys protocol.KeyResolver, timeout time.Duration) (rep st
 				return fmt.Errorf("group %s lacks its meta or inbox bucket", id)
 			}
 			cursor = getU64(meta.Get(keyCursor))
+			if d, err := loadDivergence(meta); err != nil {
+				run.Fail(0, "%v", err)
+			} else {
+				diverged = d
+			}
 			base := getU64(meta.Get(keyBase))
 			run.Next = base + 1
 			c := in.Cursor()
@@ -245,6 +251,11 @@ func Check(dir string, keys protocol.KeyResolver, timeout time.Duration) (rep st
 		}
 		gr, ps := run.Report()
 		gr.Cursor = &cursor
+		if d := diverged; d != nil {
+			gr.Diverged = fmt.Sprintf("at sequence %d (%s)", d.Sequence, d.Describe())
+			ps = append(ps, storecheck.Problem{Where: "group", GroupID: id, Sequence: d.Sequence,
+				What: "diverged " + gr.Diverged + ": the authority's log is not the history this store applied; resync the Group (docs/operations.md \"A Group diverged\")"})
+		}
 		rep.Groups = append(rep.Groups, gr)
 		rep.Problems = append(rep.Problems, ps...)
 	}

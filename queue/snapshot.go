@@ -2,7 +2,6 @@ package queue
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -23,7 +22,7 @@ import (
 // A snapshot behind the Group's durable cursor is refused: it would move
 // the cursor back. Restoring the same snapshot again changes nothing.
 func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify func(doc map[string]any) error) (Result, error) {
-	snap, raw, err := checkSnapshot(ref, doc, verify)
+	snap, raw, err := group.CheckSnapshot(ref, doc, verify)
 	if err != nil {
 		return Result{}, err
 	}
@@ -101,51 +100,6 @@ func (s *Store) RestoreSnapshot(ref protocol.SnapshotRef, doc []byte, verify fun
 	return res, nil
 }
 
-// checkSnapshot parses, hashes, verifies and decodes a snapshot document.
-func checkSnapshot(ref protocol.SnapshotRef, doc []byte, verify func(map[string]any) error) (*protocol.GroupSnapshot, []byte, error) {
-	v, err := protocol.Parse(doc, protocol.DecodeOptions{MaxBytes: 1 << 30})
-	if err != nil {
-		return nil, nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, nil, protocol.Errorf(protocol.CodeSchemaValidationFailed, "a Group Snapshot is a JSON object")
-	}
-	raw, err := protocol.Canonical(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	if d := protocol.Digest(raw); d != ref.Digest {
-		return nil, nil, protocol.Errorf(protocol.CodeProtocolViolation, "snapshot %s digest is %s, the reference says %s", ref.SnapshotID, d, ref.Digest)
-	}
-	if verify == nil {
-		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "snapshot restore needs a signature check")
-	}
-	if err := verify(m); err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) {
-			return nil, nil, err
-		}
-		return nil, nil, protocol.Errorf(protocol.CodeAuthInvalidSignature, "snapshot %s: %v", ref.SnapshotID, err)
-	}
-	snap := new(protocol.GroupSnapshot)
-	if err := protocol.DecodeExactParsed(raw, v, snap, protocol.CodeSchemaValidationFailed); err != nil {
-		return nil, nil, err
-	}
-	if snap.SnapshotID != ref.SnapshotID || snap.GroupID != ref.GroupID || snap.Sequence != ref.Sequence {
-		return nil, nil, protocol.Errorf(protocol.CodeProtocolViolation,
-			"snapshot is %s of group %s at %d, the reference names %s of group %s at %d",
-			snap.SnapshotID, snap.GroupID, snap.Sequence, ref.SnapshotID, ref.GroupID, ref.Sequence)
-	}
-	for i, wi := range snap.WorkItems {
-		if wi.GroupID != snap.GroupID || wi.WorkItemID == "" {
-			return nil, nil, protocol.Errorf(protocol.CodeSchemaValidationFailed,
-				"snapshot work item %q belongs to group %q", wi.WorkItemID, wi.GroupID).At(fmt.Sprintf("/workItems/%d", i))
-		}
-	}
-	return snap, raw, nil
-}
-
 // snapshotState is the projection of a snapshot: the state replay of the
 // inbox continues from. It is deterministic in the snapshot.
 func snapshotState(snap *protocol.GroupSnapshot) *groupState {
@@ -157,21 +111,9 @@ func snapshotState(snap *protocol.GroupSnapshot) *groupState {
 	for _, ms := range snap.Memberships {
 		g.members[memberKey(ms.Principal)] = Member{Principal: ms.Principal, Epoch: ms.MembershipEpoch, State: ms.State, UpdatedSeq: snap.Sequence}
 	}
-	approval := make(map[string]*protocol.Approval) // the latest execution approval per item
-	for i := range snap.Approvals {
-		a := &snap.Approvals[i]
-		if a.Kind != protocol.ApprovalExecution || a.Decision != protocol.DecisionApproved || a.ContractRevision == nil {
-			continue
-		}
-		if prev := approval[a.WorkItemID]; prev == nil || *a.ContractRevision >= *prev.ContractRevision {
-			approval[a.WorkItemID] = a
-		}
-	}
+	restored := group.FromSnapshot(snap, group.Limits{})
 	for _, wi := range snap.WorkItems {
-		w := &group.WorkItem{WorkItem: wi, ExecutionApproval: approval[wi.WorkItemID]}
-		if o := wi.Ownership; o != nil {
-			w.LastOwnershipEpoch = o.OwnershipEpoch
-		}
+		w := restored.Items[wi.WorkItemID]
 		// The snapshot does not say when a queued item's wait began; its
 		// last update is the closest the authority's record offers.
 		f := &fact{GroupID: snap.GroupID, Seq: snap.Sequence, OccurredAt: wi.UpdatedAt}

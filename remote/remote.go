@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -56,6 +57,17 @@ type Config struct {
 	// RateLimited, when set, is told of every RATE_LIMITED answer waited
 	// out, and how long the wait is: a load generator reports them.
 	RateLimited func(wait time.Duration)
+	// Patience, when its Grace is set, has every request (Dial's
+	// included) wait out an outage — remote.Transient: refused, reset,
+	// timed out, a 5xx or a retryable Error — for up to Grace with
+	// jittered back-off (Retry), then return Unreachable (retryable
+	// INTERNAL_ERROR). Every request is safe to make again: a command
+	// resent with the same bytes gets its receipt, a read or a
+	// content-addressed PUT changes nothing. Zero: one try.
+	Patience Patience
+	// Waiting, when set, is told of each wait Patience makes (Retry's
+	// waiting: the tries so far, the wait, the failure).
+	Waiting func(tries int, wait time.Duration, err error)
 }
 
 // Authority is one principal's view of a remote Group Authority.
@@ -66,6 +78,7 @@ type Authority struct {
 	epoch   atomic.Uint64
 	card    string // the agent's registered card hash, from Dial
 	skewLog atomic.Bool
+	tails   tails // the newest events given out per Group (diverge.go)
 }
 
 // Dial checks cfg and authenticates once (GET /mwp/session), learning an
@@ -257,6 +270,17 @@ const DefaultRateLimitWait = 30 * time.Second
 // Config.RateLimitWait: agents sharing an address share its limit, and a
 // transient refusal must not read as an answer.
 func (a *Authority) send(ctx context.Context, method, path, ctype string, body []byte, tok *protocol.CapabilityToken, proof bool, read func([]byte) error) error {
+	if a.cfg.Patience.Grace <= 0 {
+		return a.sendLimited(ctx, method, path, ctype, body, tok, proof, read)
+	}
+	ts, _ := a.cfg.Clock.(clock.Timers) // nil: real time
+	return Retry(ctx, ts, a.cfg.Patience, mrand.Float64, a.cfg.Waiting, func(ctx context.Context) error {
+		return a.sendLimited(ctx, method, path, ctype, body, tok, proof, read)
+	})
+}
+
+// sendLimited is one request, RATE_LIMITED answers waited out.
+func (a *Authority) sendLimited(ctx context.Context, method, path, ctype string, body []byte, tok *protocol.CapabilityToken, proof bool, read func([]byte) error) error {
 	var waited time.Duration
 	for {
 		err := a.sendOnce(ctx, method, path, ctype, body, tok, proof, read)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,12 +72,22 @@ func (w *Worker) setOffline(at time.Time) {
 // AddGroup subscribes a Group, now when running, else at the next Run.
 func (w *Worker) AddGroup(groupID string) {
 	w.mu.Lock()
-	w.added = append(w.added, groupID)
+	if !slices.Contains(w.added, groupID) {
+		w.added = append(w.added, groupID)
+	}
 	eng := w.eng
 	w.mu.Unlock()
 	if eng != nil {
 		eng.client.AddGroup(groupID)
 	}
+}
+
+// forgetAdded drops a forgotten Group from those AddGroup named: it is
+// not subscribed again, and the list holds the Groups that are active.
+func (w *Worker) forgetAdded(groupID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.added = slices.DeleteFunc(w.added, func(g string) bool { return g == groupID })
 }
 
 // Redeliver has the authority send a Group's events after `after` again

@@ -167,6 +167,13 @@ func (c *WorkerConfig) UseInProcess(a InProcessAuthority) {
 	c.FetchArtifact = func(ctx context.Context, digest string) ([]byte, error) {
 		return a.ReadArtifact(ctx, c.AgentID, digest)
 	}
+	// A Group compacted past the worker's cursor is restored from the
+	// snapshot CURSOR_TOO_OLD names, read from the authority's store.
+	if s, ok := a.(interface {
+		Snapshot(ref protocol.SnapshotRef) ([]byte, error)
+	}); ok {
+		c.Client.FetchSnapshot = func(_ context.Context, ref protocol.SnapshotRef) ([]byte, error) { return s.Snapshot(ref) }
+	}
 }
 
 // ErrNotRegistered is returned by Run when the authority does not know the

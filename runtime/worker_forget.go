@@ -64,6 +64,7 @@ func (e *engine) stepForget(now time.Time) {
 				continue
 			}
 			delete(e.overSince, g)
+			e.forgetState(g)
 			e.client.DropGroup(g)
 			e.log.Info("forgot a finished Group", "group", g)
 		}
@@ -141,4 +142,37 @@ func ownedOpen(items []queue.Entry, agentID string) int {
 		}
 	}
 	return n
+}
+
+// settled drops the judgements kept of an item that ended (or is gone):
+// no offer of it will come again, so a Group that stays active keeps
+// them for its open items only.
+func (e *engine) settled(k itemKey) {
+	delete(e.refused, k)
+	delete(e.clarify, k)
+}
+
+// forgetState drops what the engine and the worker keep of a Group they
+// forgot, so that memory follows the Groups that are active, not every
+// Group ever joined.
+func (e *engine) forgetState(g string) {
+	for k := range e.refused {
+		if k.group == g {
+			delete(e.refused, k)
+		}
+	}
+	for k := range e.clarify {
+		if k.group == g {
+			delete(e.clarify, k)
+		}
+	}
+	delete(e.rejected, g)
+	delete(e.rejections, g)
+	if _, ok := e.members[g]; ok {
+		delete(e.members, g)
+		e.shared.mu.Lock()
+		e.shared.members = cloneMap(e.members)
+		e.shared.mu.Unlock()
+	}
+	e.w.forgetAdded(g)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,6 +122,8 @@ func TestWorkerFinishedGroupsDoNotGrowGoroutines(t *testing.T) {
 		do(k.alice, protocol.CmdMissionAssignCoordinator, &protocol.AssignCoordinatorPayload{MissionID: mis, AgentID: "coord", LeaseDurationMs: uint64(time.Hour.Milliseconds())})
 		do(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{
 			Principal: protocol.Actor{Kind: protocol.ActorAgent, ID: "w1"}, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+		tw.w.AddGroup(g) // as a program that learns its Groups elsewhere does
+		tw.w.AddGroup(g) // twice: named once
 		do(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: mis, Reason: "done"})
 	}
 	k.until("every finished Group forgotten", func() bool {
@@ -135,7 +138,45 @@ func TestWorkerFinishedGroupsDoNotGrowGoroutines(t *testing.T) {
 	if ids := st().GroupIDs(); len(ids) != 1 {
 		t.Fatalf("groups in the store: %v, want grp-a only", ids)
 	}
+	tw.w.mu.Lock()
+	added := slices.Clone(tw.w.added)
+	tw.w.mu.Unlock()
+	if len(added) != 0 {
+		t.Fatalf("the worker still names %d forgotten Groups to subscribe: %v", len(added), added)
+	}
 	k.until("goroutines back to what they were before the Groups", func() bool {
 		return goruntime.NumGoroutine() <= before+3
 	}, tw)
+}
+
+// What the engine keeps per Group and per item follows the active Groups
+// and their open items: after n finished Groups are forgotten, and the
+// items of the active one ended, its maps hold the active Group's open
+// items only, whatever n is.
+func TestEngineStateFollowsActiveGroups(t *testing.T) {
+	for _, n := range []int{1, 10, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			e := &engine{w: &Worker{}, refused: map[itemKey]refusal{}, clarify: map[itemKey]*clarifyAsk{},
+				rejected: map[string]time.Time{}, rejections: map[string]int{}, members: map[string]uint64{}}
+			fill := func(g string, items int) {
+				e.w.AddGroup(g)
+				e.members[g], e.rejections[g], e.rejected[g] = 1, 1, time.Time{}
+				for i := range items {
+					k := itemKey{g, fmt.Sprintf("wi-%d", i)}
+					e.refused[k], e.clarify[k] = refusal{offerID: "off"}, &clarifyAsk{}
+				}
+			}
+			fill("grp-active", 3)
+			for i := range n {
+				g := fmt.Sprintf("grp-f%d", i)
+				fill(g, 5)
+				e.forgetState(g)
+			}
+			e.settled(itemKey{"grp-active", "wi-0"}) // ended while its Group stays active
+			if len(e.refused) != 2 || len(e.clarify) != 2 || len(e.members) != 1 || len(e.rejections) != 1 || len(e.rejected) != 1 || len(e.w.added) != 1 {
+				t.Fatalf("after %d finished Groups: refused %d, clarify %d, members %d, rejections %d, rejected %d, added %d; want 2 2 1 1 1 1",
+					n, len(e.refused), len(e.clarify), len(e.members), len(e.rejections), len(e.rejected), len(e.w.added))
+			}
+		})
+	}
 }

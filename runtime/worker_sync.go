@@ -95,6 +95,9 @@ func (e *engine) sync(k itemKey) {
 	}
 	now := e.cfg.Clock.Now()
 	en, ok := e.store.Item(k.group, k.id)
+	if !ok || en.State.Terminal() {
+		e.settled(k)
+	}
 	it := e.items[k]
 	if it != nil && it.conflict != nil {
 		e.redecide(it, now)

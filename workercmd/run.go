@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v3"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
@@ -152,6 +153,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	}(ctx)
 
 	var embedded *authoritylite.Service // the in-process authority, when there is one
+	var linkWaits prometheus.Collector  // the artifact link's metric, with a remote authority
 	if url := cmd.String("authority"); url != "" {
 		cfg.URL = url
 		cfg.Trust = client.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")}
@@ -164,7 +166,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 		} else {
 			log.Warn("no --authority-key: event signatures are not verified")
 		}
-		useRemoteArtifacts(ctx, &cfg)
+		linkWaits = useRemoteArtifacts(ctx, &cfg)
 		fmt.Fprintf(out, "agent %s connecting to %s\n", agentID, url)
 	} else {
 		emb, err := embed.Start(embed.Config{Dir: filepath.Join(cfg.Dir, "authority"), Logger: log})
@@ -185,6 +187,9 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 		return fail("%v", err)
 	}
 	cols, checks := w.Collectors(), ops.Checks{Live: w.Live, Ready: w.Ready}
+	if linkWaits != nil {
+		cols = append(cols, linkWaits)
+	}
 	if embedded != nil {
 		cols = append(cols, embedded.Collectors()...)
 		checks = ops.Checks{Live: allOf(w.Live, embedded.Err), Ready: allOf(w.Ready, embedded.Err)}

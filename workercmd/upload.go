@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
@@ -34,18 +36,35 @@ type artifactLink struct {
 	rnd   func() float64 // jitter in [0, 1)
 	first time.Duration  // the first wait (0: remote's default)
 
+	// waits counts the waits for an unreachable authority, by transfer.
+	waits *prometheus.CounterVec
+
 	mu sync.Mutex
 	a  *remote.Authority
+}
+
+// newWaits is mwp_worker_upload_waits_total (docs/operations.md
+// "Metrics").
+func newWaits() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mwp_worker_upload_waits_total",
+		Help: "Waits of an artifact transfer for an authority it could not reach (refused, reset, timed out, 5xx, retryable Error), by transfer (upload, download); each wait is followed by another try.",
+	}, []string{"transfer"})
 }
 
 // useRemoteArtifacts sets cfg's artifact hooks for a remote authority:
 // handler outputs are uploaded (PUT /mwp/artifacts/DIGEST) and published
 // with the URI it answers, as with the embedded authority, and a handler's
 // fetch of an input is read back (GET /mwp/artifacts/DIGEST).
-func useRemoteArtifacts(ctx context.Context, cfg *runtime.WorkerConfig) {
-	l := &artifactLink{ctx: ctx, cfg: cfg, rnd: rand.Float64}
+// It returns the link's metric.
+func useRemoteArtifacts(ctx context.Context, cfg *runtime.WorkerConfig) prometheus.Collector {
+	l := &artifactLink{ctx: ctx, cfg: cfg, rnd: rand.Float64, waits: newWaits()}
 	cfg.Artifacts = l.put
 	cfg.FetchArtifact = l.get
+	if cfg.AuthorityKeys != nil { // a snapshot is restored only once verified
+		cfg.Client.FetchSnapshot = l.snapshot
+	}
+	return l.waits
 }
 
 // authority dials once; a failed dial is tried again on the next use.
@@ -76,6 +95,9 @@ func (l *artifactLink) retry(ctx context.Context, what, digest string, try func(
 	waited := 0
 	err := remote.Retry(ctx, l.cfg.Clock, p, l.rnd, func(tries int, wait time.Duration, err error) {
 		waited = tries
+		if l.waits != nil {
+			l.waits.WithLabelValues(what).Inc()
+		}
 		if tries == 1 {
 			log.Info("artifact "+what+" waiting for the authority", "artifact", digest, "grace", p.Grace, "err", err)
 		} else {
@@ -123,4 +145,16 @@ func (l *artifactLink) get(ctx context.Context, digest string) ([]byte, error) {
 		return err
 	})
 	return data, err
+}
+
+// snapshot downloads the Group Snapshot a CURSOR_TOO_OLD named (GET
+// /mwp/groups/G/snapshots/DIGEST), waiting out an outage as a transfer
+// does; the store checks it before restoring it.
+func (l *artifactLink) snapshot(ctx context.Context, ref protocol.SnapshotRef) ([]byte, error) {
+	var doc []byte
+	err := l.retry(ctx, "snapshot", ref.Digest, func(ctx context.Context, a *remote.Authority) (err error) {
+		doc, err = a.SnapshotDocument(ctx, ref)
+		return err
+	})
+	return doc, err
 }

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
 	"github.com/missionweave/mwp-worker/runtime"
@@ -101,7 +103,7 @@ func link(t *testing.T, url string, grace time.Duration) *artifactLink {
 		t.Fatal(err)
 	}
 	cfg := &runtime.WorkerConfig{URL: url, AllowInsecureLoopback: true, AgentID: "w1", Key: k, OfflineGrace: grace, Logger: slog.New(slog.DiscardHandler)}
-	return &artifactLink{ctx: context.Background(), cfg: cfg, rnd: func() float64 { return 0.5 }, first: time.Millisecond}
+	return &artifactLink{ctx: context.Background(), cfg: cfg, rnd: func() float64 { return 0.5 }, first: time.Millisecond, waits: newWaits()}
 }
 
 func wsURL(srv *httptest.Server) string { return "ws" + strings.TrimPrefix(srv.URL, "http") + "/mwp" }
@@ -137,6 +139,14 @@ func TestArtifactTransferWaitsOutAnOutage(t *testing.T) {
 			}
 			if n := f.count(c.failOn); n != c.tries {
 				t.Errorf("%d tries of %s, want %d", n, c.failOn, c.tries)
+			}
+			// Every try but the last was waited after, and counted.
+			transfer := "upload"
+			if strings.HasPrefix(c.failOn, "GET /mwp/artifacts") {
+				transfer = "download"
+			}
+			if n := counterValue(t, l.waits.WithLabelValues(transfer)); n != float64(c.tries-1) {
+				t.Errorf("mwp_worker_upload_waits_total{transfer=%q} = %v, want %d", transfer, n, c.tries-1)
 			}
 			if c.code != "" {
 				var pe *protocol.Error
@@ -198,4 +208,14 @@ func TestArtifactUploadWithoutGrace(t *testing.T) {
 	if n := f.count("PUT /mwp/artifacts/" + protocol.Digest([]byte("x"))); n != 1 {
 		t.Fatalf("%d tries, want 1", n)
 	}
+}
+
+// counterValue reads a counter's value.
+func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -52,6 +53,18 @@ func (a *Actor) Events(ctx context.Context, groupID string, after uint64, max in
 		out = append(out, protocol.LogEvent{Sequence: se.Sequence, Raw: se.Raw})
 	}
 	return out, nil
+}
+
+// Snapshot returns the stored Group Snapshot ref names, checked against
+// ref and the authority's key (coordinator.Snapshots).
+func (a *Actor) Snapshot(_ context.Context, ref protocol.SnapshotRef) (*protocol.GroupSnapshot, error) {
+	doc, err := a.svc.Snapshot(ref)
+	if err != nil {
+		return nil, err
+	}
+	keys := protocol.NewKeySet(a.svc.PublicKey())
+	snap, _, err := group.CheckSnapshot(ref, doc, func(m map[string]any) error { return protocol.Verify(m, keys) })
+	return snap, err
 }
 
 // Wait returns once the Group's log passes after, or with ctx's error.

@@ -140,3 +140,10 @@ func (e *Authority) Close() error {
 	e.done <- err
 	return errors.Join(err, e.Service.Close())
 }
+
+// Snapshot returns a stored Group Snapshot document by the reference a
+// CURSOR_TOO_OLD named: an in-process worker restores it
+// (runtime.WorkerConfig.UseInProcess).
+func (a *Authority) Snapshot(ref protocol.SnapshotRef) ([]byte, error) {
+	return a.Service.Snapshot(ref)
+}

@@ -30,6 +30,9 @@ func (fake) Submit(context.Context, string, []byte) (*protocol.Receipt, error) {
 	return &protocol.Receipt{ActionID: "act-1", Events: protocol.List[protocol.EventRef]{}}, nil
 }
 func (fake) SessionEpoch(string) uint64 { return 1 }
+func (fake) Snapshot(protocol.SnapshotRef) ([]byte, error) {
+	return nil, protocol.Errorf(protocol.CodeInvalidCommand, "no snapshot")
+}
 func (fake) AuthorizeActor(a protocol.Actor, g string) error {
 	if a != alice || g != "grp-a" {
 		return protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", g)

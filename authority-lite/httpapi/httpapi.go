@@ -1,6 +1,6 @@
 // Package httpapi serves the authority's HTTPS routes (docs/wire.md "HTTPS
 // routes") beside the WebSocket binding, on the same listener: commands,
-// Group events with long-poll, the Group of a Mission, artifact bytes and
+// Group events with long-poll and the snapshots of a compacted log, the Group of a Mission, artifact bytes and
 // Agent Cards, for clients that keep no connection or cannot HELLO
 // (humans).
 //
@@ -34,6 +34,8 @@ type Backend interface {
 	AuthorizeActor(a protocol.Actor, groupID string) error
 	Events(groupID string, after uint64, max int) ([]wss.StoredEvent, error)
 	Changed(groupID string, after uint64) <-chan struct{}
+	// Snapshot returns a stored Group Snapshot document by its digest.
+	Snapshot(ref protocol.SnapshotRef) ([]byte, error)
 	MissionGroup(a protocol.Actor, missionID string) (string, error)
 	MayPutArtifact(a protocol.Actor, tok *protocol.CapabilityToken) error
 	PutArtifact(data []byte) (string, error)
@@ -69,6 +71,7 @@ func New(b Backend) *Handler {
 	h.mux.HandleFunc("POST /mwp/commands", h.command)
 	h.mux.HandleFunc("GET /mwp/session", h.authed(h.session))
 	h.mux.HandleFunc("GET /mwp/groups/{group}/events", h.authed(h.events))
+	h.mux.HandleFunc("GET /mwp/groups/{group}/snapshots/{digest}", h.authed(h.snapshot))
 	h.mux.HandleFunc("GET /mwp/missions/{mission}", h.authed(h.mission))
 	h.mux.HandleFunc("PUT /mwp/artifacts/{digest}", h.authed(h.putArtifact))
 	h.mux.HandleFunc("GET /mwp/artifacts/{digest}", h.authed(h.getArtifact))

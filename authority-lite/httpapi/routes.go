@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -97,6 +98,15 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, a protocol.Acto
 	if err := h.b.AuthorizeActor(a, g); err != nil {
 		writeError(w, err)
 		return
+	}
+	// A position past the log is held only by a reader that followed a
+	// history this authority lost (restored from an older copy): refused
+	// as on the binding, not waited on.
+	if heads, ok := h.b.(wss.Heads); ok {
+		if last, ok := heads.Head(g); ok && after > last {
+			writeError(w, wss.AheadOfLog(g, after, last))
+			return
+		}
 	}
 	if wait > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(wait)*time.Millisecond)

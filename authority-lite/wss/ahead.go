@@ -33,6 +33,12 @@ func (s *session) aheadOfLog(groupID string, seq uint64) *protocol.Error {
 	if !ok || seq <= last {
 		return nil
 	}
+	return AheadOfLog(groupID, seq, last)
+}
+
+// AheadOfLog is the refusal of position seq in groupID, whose log ends at
+// last before it; the HTTPS events route answers it too.
+func AheadOfLog(groupID string, seq, last uint64) *protocol.Error {
 	e := protocol.Errorf(protocol.CodeProtocolViolation,
 		"group %s: position %d is past the authority's log, which ends at %d: this log is not the history the client followed (the authority was restored from an older copy?); resync the Group",
 		groupID, seq, last)

@@ -26,7 +26,7 @@ const (
 
 const checkShape = "--json prints one object (docs/shapes.md): {path, store, meta: {pages: [{page, valid, txid,\n" +
 	"highWater, problem?}], used, pageSize, fileSize}, structureChecked, signaturesChecked, groups: [{groupId,\n" +
-	"events, first?, last?, cursor?, damaged}], orgEvents, notes, problems: [{where, groupId?, sequence?, what}], ok}.\n" +
+	"events, first?, last?, cursor?, damaged, diverged?}], orgEvents, notes, problems: [{where, groupId?, sequence?, what}], ok}.\n" +
 	"Exit 0 when nothing is wrong, 1 when damage is found, 2 when the check could not run."
 
 func checkCommand() *cli.Command {
@@ -146,8 +146,11 @@ func printCheckText(w io.Writer, rep storecheck.Report) {
 	fmt.Fprintf(w, "pages checked: %v; signatures checked: %v\n", rep.StructureChecked, rep.SignaturesChecked)
 	for _, g := range rep.Groups {
 		state := "ok"
-		if g.Damaged {
+		switch {
+		case g.Damaged:
 			state = "DAMAGED"
+		case g.Diverged != "":
+			state = "DIVERGED " + g.Diverged + ": resync it"
 		}
 		fmt.Fprintf(w, "group %s: %d event(s)", g.GroupID, g.Events)
 		if g.Events > 0 {

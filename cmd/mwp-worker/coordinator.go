@@ -159,7 +159,14 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	defer stop()
 	a, err := remote.Dial(ctx, remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
-		Actor: me, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log})
+		Actor: me, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log,
+		Patience: outagePatience(), Waiting: func(tries int, wait time.Duration, err error) {
+			if tries == 1 {
+				log.Warn("the authority is unreachable; waiting", "grace", outagePatience().Grace, "err", err)
+			} else {
+				log.Debug("the authority is still unreachable", "tries", tries, "wait", wait, "err", err)
+			}
+		}})
 	if err != nil {
 		return fail("", err)
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	"github.com/missionweave/mwp-worker/remote"
 	"github.com/missionweave/mwp-worker/runtime/client"
 )
 
@@ -74,6 +77,20 @@ func restoredAuthority(t *testing.T, bin string, workerDown bool) {
 		t.Fatalf("runs started before the restore: %v, want 3", runs)
 	}
 	t.Logf("worker at %d; restoring the authority's copy", cursor)
+	// A reader over the routes (as `coordinator run` and `mission status
+	// --watch` are) that followed the old history to the same cursor.
+	apub, err := protocol.LoadPublicKey(filepath.Join(k.authDir, "authority.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := remote.Dial(context.Background(), remote.Config{URL: url, Trust: remote.Trust{Pin: fp},
+		Actor: protocol.Actor{Kind: protocol.ActorHuman, ID: "alice"}, Key: k.co.human, AuthorityKeys: protocol.NewKeySet(apub)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := reader.Events(context.Background(), "grp-a", 0, 0); err != nil || len(evs) == 0 || evs[len(evs)-1].Sequence != cursor {
+		t.Fatalf("the reader before the restore: %d events, %v", len(evs), err)
+	}
 
 	if workerDown {
 		k.stopWorker(t)
@@ -131,6 +148,18 @@ func restoredAuthority(t *testing.T, bin string, workerDown bool) {
 	if out, err := exec.Command(k.bin, "status", "--data", k.workerDir).CombinedOutput(); err != nil || !strings.Contains(string(out), "DIVERGED at sequence") {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
+	// The reader is told the same way, on its next read and every later one.
+	wantReason := "ahead_of_log"
+	if workerDown {
+		wantReason = remote.ReasonDiverged
+	}
+	for range 2 {
+		_, err := reader.Events(context.Background(), "grp-a", cursor, 0)
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != protocol.CodeProtocolViolation || pe.Details["reason"] != wantReason {
+			t.Fatalf("the reader after the restore: %v, want PROTOCOL_VIOLATION %s", err, wantReason)
+		}
+	}
 	if !workerDown {
 		for range 3 {
 			offer()
@@ -142,6 +171,10 @@ func restoredAuthority(t *testing.T, bin string, workerDown bool) {
 		t.Fatalf("runs started after the restore: %v, want %v", v-runs, 0)
 	}
 	k.stopWorker(t)
+	out, err = exec.Command(k.bin, "check", "--data", k.workerDir).CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "group grp-a:") || !strings.Contains(string(out), "DIVERGED at sequence") {
+		t.Fatalf("check of the diverged store: exit %d\n%s", code, out)
+	}
 	out, err = exec.Command(k.bin, "inspect", "--data", k.workerDir, "--json").CombinedOutput()
 	var rep queue.Report
 	if err != nil || json.Unmarshal(out, &rep) != nil || len(rep.Groups) != 1 {
@@ -269,4 +302,17 @@ func waitMetricAtLeast(t *testing.T, base, sample string, min float64, within ti
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// exitCode is a finished command's exit status (0 when err is nil, -1
+// when it did not run).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
 }

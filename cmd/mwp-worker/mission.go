@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
@@ -68,7 +69,7 @@ func dialHuman(ctx context.Context, cmd *cli.Command, needEvents bool) (*remote.
 	}
 	cfg := remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
-		Actor: who, Key: key}
+		Actor: who, Key: key, Patience: outagePatience(), Waiting: outageNotice(cmd)}
 	if p := cmd.String("authority-key"); p != "" {
 		k, err := protocol.LoadPublicKey(p)
 		if err != nil {
@@ -80,6 +81,24 @@ func dialHuman(ctx context.Context, cmd *cli.Command, needEvents bool) (*remote.
 	}
 	a, err := remote.Dial(ctx, cfg)
 	return a, key, err
+}
+
+// outagePatience is how long the mission commands and `coordinator run`
+// wait out an authority they cannot reach (restarting, overloaded) before
+// they fail: the worker's offline grace, with the back-off of its artifact
+// transfers (remote.Patience).
+func outagePatience() remote.Patience {
+	return remote.Patience{Grace: offline.DefaultGrace}
+}
+
+// outageNotice says once on stderr that a command is waiting for the
+// authority.
+func outageNotice(cmd *cli.Command) func(tries int, wait time.Duration, err error) {
+	return func(tries int, _ time.Duration, err error) {
+		if tries == 1 {
+			fmt.Fprintf(cmd.Root().ErrWriter, "%s: the authority is unreachable (%s); waiting up to %s\n", cmd.FullName(), oneLine(err.Error()), outagePatience().Grace)
+		}
+	}
 }
 
 // stableActionID derives a command's action id from the plan's bytes and

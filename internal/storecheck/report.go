@@ -36,6 +36,10 @@ type GroupReport struct {
 	// Cursor is the worker's durable cursor (worker stores only).
 	Cursor  *uint64 `json:"cursor,omitempty"`
 	Damaged bool    `json:"damaged"`
+	// Diverged says how the worker found the authority's log is not the
+	// history it applied (worker stores only; docs/operations.md "A Group
+	// diverged"), empty when it did not.
+	Diverged string `json:"diverged,omitempty"`
 }
 
 // Problem is one finding. Where is "file", "meta", "structure", "identity",

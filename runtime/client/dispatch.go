@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 )
@@ -163,7 +164,7 @@ func (s *session) onError(f *protocol.ErrorFrame) error {
 	case protocol.CodeAuthStaleSession, protocol.CodeUnsupportedVersion, protocol.CodeAuthRequired:
 		return sessionError(e)
 	case protocol.CodeCursorTooOld:
-		if ref, ok := snapshotRef(e); ok {
+		if ref, ok := group.SnapshotRefOf(e); ok {
 			return s.onGroupError(ref.GroupID, e)
 		}
 	case protocol.CodeGroupNotFound:
@@ -179,7 +180,7 @@ func (s *session) onError(f *protocol.ErrorFrame) error {
 func (s *session) onGroupError(g string, e *protocol.Error) error {
 	switch e.Code {
 	case protocol.CodeCursorTooOld:
-		ref, ok := snapshotRef(e)
+		ref, ok := group.SnapshotRefOf(e)
 		switch {
 		case !ok || ref.GroupID != g:
 			s.rejectGroup(g, fmt.Errorf("CURSOR_TOO_OLD without a snapshot reference for group %s: %w", g, e))

@@ -143,23 +143,6 @@ func commandFrame(frameID string, signed []byte) []byte {
 	return append(b, '}')
 }
 
-// snapshotRef reads details.snapshot of a CURSOR_TOO_OLD error.
-func snapshotRef(e *protocol.Error) (protocol.SnapshotRef, bool) {
-	v, ok := e.Details["snapshot"]
-	if !ok {
-		return protocol.SnapshotRef{}, false
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return protocol.SnapshotRef{}, false
-	}
-	var ref protocol.SnapshotRef
-	if err := json.Unmarshal(b, &ref); err != nil || ref.GroupID == "" || ref.SnapshotID == "" {
-		return protocol.SnapshotRef{}, false
-	}
-	return ref, true
-}
-
 // retryAfter reads details.retryAfterMs of a retryable Command error.
 func retryAfter(e *protocol.Error) (time.Duration, bool) {
 	var ms float64
