@@ -34,6 +34,10 @@ type Options struct {
 	// Handlers run beside those of --handler-exec, each for its
 	// Capability(); with none of either, the built-in demo handler.
 	Handlers []slots.Handler
+	// Ask, when set, is how `up` without --auto-approve asks a terminal
+	// for the decision on its Mission; without it up prints what awaits
+	// approval and how to approve, and waits.
+	Ask Asker
 }
 
 // Command is `mwp-worker run`: its flags, environment variables, signals
