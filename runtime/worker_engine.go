@@ -192,7 +192,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 	e.pool, err = slots.New(slots.Config{
 		AgentID: cfg.AgentID, Slots: scfg.Slots, Handlers: cfg.Handlers, Host: &host{e: e},
 		Checkpoints: cps, Ledger: ledgerFn, Clock: cfg.Clock, WorkRoot: filepath.Join(cfg.Dir, "work"),
-		PreemptTimeout: cfg.PreemptTimeout,
+		PreemptTimeout: cfg.PreemptTimeout, Logger: cfg.Logger.With("component", "handler", "agent", cfg.AgentID),
 	})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"sync"
@@ -50,6 +51,9 @@ type Config struct {
 	// TickInterval paces supervision (Tick); negative: the caller calls
 	// Tick itself (tests with a fake clock).
 	TickInterval time.Duration
+	// Logger is the worker's; each run's Work.Logger adds the run's ids
+	// to it. nil: handlers' lines are discarded.
+	Logger *slog.Logger
 }
 
 // Pool runs handlers in a fixed number of isolated slots.
@@ -85,6 +89,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.TickInterval == 0 {
 		cfg.TickInterval = DefaultTickInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool{cfg: cfg, stop: make(chan struct{}), runs: make([]*run, cfg.Slots)}
 	if cfg.TickInterval > 0 {

@@ -36,10 +36,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, handlers 
 	if len(args) > 0 {
 		name = filepath.Base(args[0])
 	}
-	cmd := Command(Options{Handlers: handlers})
+	cmd := Command(Options{Handlers: handlers, ownProcess: true})
 	cmd.Name, cmd.Writer, cmd.ErrWriter = name, stdout, stderr
 	cmd.Version = ReadVersion("", "").String()
-	up := UpCommand(Options{Handlers: handlers})
+	up := UpCommand(Options{Handlers: handlers, ownProcess: true})
 	up.OnUsageError = func(_ context.Context, _ *cli.Command, err error, _ bool) error { return err }
 	cmd.Commands = []*cli.Command{up}
 	// Errors come back here and are printed once, as one line.

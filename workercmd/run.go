@@ -38,6 +38,9 @@ type Options struct {
 	// for the decision on its Mission; without it up prints what awaits
 	// approval and how to approve, and waits.
 	Ask Asker
+	// ownProcess (Main): the command's logger is also slog's default, so
+	// a Go handler's slog lines come out in the chosen format.
+	ownProcess bool
 }
 
 // Command is `mwp-worker run`: its flags, environment variables, signals
@@ -101,6 +104,9 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	log, err := NewLogger(cmd, stderr)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if opts.ownProcess {
+		slog.SetDefault(log)
 	}
 	key, err := protocol.LoadPrivateKey(cmd.String("key"))
 	if err != nil {

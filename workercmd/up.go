@@ -103,6 +103,9 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if opts.ownProcess {
+		slog.SetDefault(log)
+	}
 	handlers, err := HandlersOf(cmd, opts.Handlers, upWorker, 100*time.Millisecond, log)
 	if err != nil {
 		return fail("%v", err)
