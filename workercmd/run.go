@@ -264,6 +264,13 @@ func handlersFrom(specs, clarify []string, own []slots.Handler, demo demoHandler
 	}
 	hs := append([]slots.Handler(nil), own...)
 	asked, provided := map[string]bool{}, map[string]bool{}
+	var env map[string]string
+	if len(specs) > 0 {
+		var err error
+		if env, err = handlerEnv(); err != nil {
+			return nil, err
+		}
+	}
 	for _, id := range clarify {
 		asked[id] = true
 	}
@@ -294,7 +301,7 @@ func handlersFrom(specs, clarify []string, own []slots.Handler, demo demoHandler
 		if _, err := os.Stat(abs); err != nil {
 			return nil, fmt.Errorf("--handler-exec: %v", err)
 		}
-		x := slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Logger: log}
+		x := slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Env: env, Logger: log}
 		provided[id] = true
 		if asked[id] {
 			hs = append(hs, slots.ClarifyingExec{Exec: x})
