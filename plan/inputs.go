@@ -17,8 +17,9 @@ type Input struct {
 	// directory; "" when only the command line can give it.
 	File   string
 	Stages []string // the stages that read it, in file order
-	// Line and Column are where it is first named: its `file` member
-	// when it has one, else the input.
+	// Path (a JSON pointer), Line and Column are where it is first named:
+	// its `file` member when it has one, else the input.
+	Path         string
 	Line, Column int
 }
 
@@ -51,7 +52,7 @@ func (b *builder) input(p *Plan, stageID string, in node) {
 		at = in.get("file").ptr
 	}
 	w := b.t.where(at, false)
-	p.Inputs = append(p.Inputs, Input{Name: name, File: file, Stages: []string{stageID}, Line: w.line, Column: w.col})
+	p.Inputs = append(p.Inputs, Input{Name: name, File: file, Stages: []string{stageID}, Path: at, Line: w.line, Column: w.col})
 }
 
 // InputFiles returns the file of every named input: given's (input name

@@ -21,7 +21,8 @@ func TestInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Input{{Name: "spec", Stages: []string{"a", "b"}, Line: 19, Column: 14}, {Name: "data", File: "in/data.csv", Stages: []string{"a"}, Line: 19, Column: 47}}
+	want := []Input{{Name: "spec", Stages: []string{"a", "b"}, Path: "/stages/0/inputs/0", Line: 19, Column: 14},
+		{Name: "data", File: "in/data.csv", Stages: []string{"a"}, Path: "/stages/0/inputs/1/file", Line: 19, Column: 47}}
 	if !reflect.DeepEqual(p.Inputs, want) {
 		t.Fatalf("Inputs = %+v, want %+v", p.Inputs, want)
 	}

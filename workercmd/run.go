@@ -65,7 +65,8 @@ func Command(opts Options) *cli.Command {
 			"card over the wire. The worker subscribes every Group the authority says it is a member of, at HELLO and\n" +
 			"whenever that changes (docs/wire.md), so --group is only needed for Groups to follow before that.\n\n" +
 			"Handlers: --handler-exec 'CAP=PATH [ARG...]' runs PATH with its arguments (JSON lines,\n" +
-			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG) for capability CAP,\n" +
+			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG; PYTHONPATH holds the Python helper\n" +
+			"mwpslot and PYTHONDONTWRITEBYTECODE is set) for capability CAP,\n" +
 			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
 			"demo.steps 1.0.0: three steps of --demo-step, each reported as structured progress and checkpointed (it yields\n" +
 			"there when preempted and resumes from its checkpoint), then a text artifact naming the contract's\n" +

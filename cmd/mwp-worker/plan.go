@@ -101,7 +101,9 @@ func validatePlan(name string, stdin io.Reader) planResult {
 	case err == nil:
 		r.OK, r.Stages = true, len(p.Stages)
 		r.NeedsInput, r.Problems = inputProblems(p)
-		r.OK = len(r.Problems) == 0
+		if len(r.Problems) > 0 {
+			r.OK, r.Stages, r.NeedsInput = false, 0, nil
+		}
 	case errors.As(err, &pe):
 		r.Problems = pe.Problems
 	default:
@@ -124,7 +126,7 @@ func inputProblems(p *plan.Plan) (needs []string, problems []plan.Problem) {
 			path = filepath.Join(filepath.Dir(p.Name), path)
 		}
 		if _, err := os.Stat(path); err != nil {
-			problems = append(problems, plan.Problem{Line: in.Line, Column: in.Column, Message: fmt.Sprintf("input %q: file %s: %v", in.Name, path, errors.Unwrap(err))})
+			problems = append(problems, plan.Problem{Line: in.Line, Column: in.Column, Path: in.Path, Message: fmt.Sprintf("input %q: file %s: %v", in.Name, path, errors.Unwrap(err))})
 		}
 	}
 	return needs, problems
