@@ -243,6 +243,7 @@ func (b *builder) stage(p *Plan, sn node) Stage {
 	}
 	for _, in := range sn.get("inputs").items() {
 		st.Inputs = append(st.Inputs, protocol.InputRef{Artifact: in.get("artifact").str(), Name: in.get("name").str()})
+		b.input(p, st.ID, in)
 	}
 	for _, c := range sn.get("checks").items() {
 		ch := Check{Name: c.get("name").str(), Command: c.get("command").strs()}

@@ -27,12 +27,17 @@ func (p *Plan) CreateMission(start time.Time) protocol.CreateMissionPayload {
 }
 
 // Contract builds the Work Contract of stage id (revision 1) for a Mission
-// started at start; dependencies name WorkItem ids. It fails only for an
-// unknown stage id.
+// started at start; dependencies name WorkItem ids. It fails for an
+// unknown stage id and for a stage reading an input not bound (Bind).
 func (p *Plan) Contract(id string, start time.Time) (protocol.WorkContract, error) {
 	st := p.Stage(id)
 	if st == nil {
 		return protocol.WorkContract{}, fmt.Errorf("plan %s has no stage %q", p.Name, id)
+	}
+	for _, in := range st.Inputs {
+		if in.Artifact == "" {
+			return protocol.WorkContract{}, fmt.Errorf("plan %s: stage %q reads input %q, which has no artifact bound (--input %s=FILE)", p.Name, id, in.Name, in.Name)
+		}
 	}
 	deps := protocol.List[protocol.Dependency]{}
 	for _, d := range st.DependsOn {

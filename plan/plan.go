@@ -18,6 +18,9 @@ type Plan struct {
 	// Stages in a topological order: every stage after the stages it
 	// depends on; among stages free to go, the file's order.
 	Stages []Stage
+	// Inputs are the inputs named without a digest, in the order the file
+	// first names them; InputFiles and Bind give them theirs.
+	Inputs []Input
 }
 
 // Mission is the plan's Mission, as mission.create carries it.

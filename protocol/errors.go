@@ -117,6 +117,20 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
+// PointerOf is the JSON pointer err locates: a *Error's Pointer, or for
+// one received over the wire its details' "pointer"; "" for none.
+func PointerOf(err error) string {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	if pe.Pointer != "" {
+		return pe.Pointer
+	}
+	p, _ := pe.Details["pointer"].(string)
+	return p
+}
+
 // Is matches another *Error by code, so errors.Is(err, &Error{Code: c}) works.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)

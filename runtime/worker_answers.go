@@ -110,12 +110,29 @@ func (e *engine) submitRefused(it *item, m msgSent, now time.Time) {
 		// submission no longer applies (worker_revision.go).
 		decision = SubmitMovedOn
 	}
-	e.log.Warn("submission refused", "item", it.key.sched(), "code", code, "err", m.err, "decision", decision)
+	// The pointer names the field at fault (it arrives in the error's
+	// details over the wire, where the message alone does not say it).
+	e.log.Warn("submission refused", "item", it.key.sched(), "code", code, "pointer", protocol.PointerOf(m.err), "err", refusalText(m.err), "decision", decision)
 	e.log_.decided(it.key, string(protocol.CmdWorkSubmit), decision)
 	if decision != SubmitFailed || p == nil {
 		return
 	}
 	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: p.WorkItemID,
-		Reason:   "submission refused: " + m.err.Error(),
+		Reason:   "submission refused: " + refusalText(m.err),
 		Evidence: failureEvidence(p.WorkItemID, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(p.OwnershipEpoch), LeaseID: p.LeaseID})
+}
+
+// refusalText is err's text, naming the JSON pointer of a refusal
+// received over the wire (where it travels in the details) as
+// protocol.Error names its own: CODE: POINTER: message.
+func refusalText(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Pointer == "" {
+		if ptr := protocol.PointerOf(err); ptr != "" {
+			c := *pe
+			c.Pointer = ptr
+			return c.Error()
+		}
+	}
+	return err.Error()
 }

@@ -193,6 +193,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		AgentID: cfg.AgentID, Slots: scfg.Slots, Handlers: cfg.Handlers, Host: &host{e: e},
 		Checkpoints: cps, Ledger: ledgerFn, Clock: cfg.Clock, WorkRoot: filepath.Join(cfg.Dir, "work"),
 		PreemptTimeout: cfg.PreemptTimeout, OnRetry: e.retried,
+		Logger: cfg.Logger.With("component", "handler", "agent", cfg.AgentID),
 	})
 	if err != nil {
 		return nil, err

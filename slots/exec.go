@@ -174,7 +174,7 @@ func startMessage(w *Work) (startMsg, error) {
 	s := w.Slot()
 	m := startMsg{Type: "start", Protocol: ExecProtocol, Contract: w.Contract(), Context: w.Context(), Extensions: w.Extensions(),
 		Slot: slotMsg{GroupID: s.GroupID, MissionID: s.MissionID, WorkItemID: s.WorkItemID,
-			OwnershipEpoch: s.OwnershipEpoch, LeaseID: s.LeaseID, Attempt: w.Attempt()}}
+			OwnershipEpoch: s.OwnershipEpoch, LeaseID: s.LeaseID, Attempt: w.Attempt(), Agent: w.Agent()}}
 	if len(m.Context) == 0 {
 		m.Context = json.RawMessage("null")
 	}

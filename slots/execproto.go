@@ -244,6 +244,9 @@ type (
 		OwnershipEpoch uint64 `json:"ownershipEpoch"`
 		LeaseID        string `json:"leaseId"`
 		Attempt        uint64 `json:"attempt"`
+		// Agent is the worker's actor: the producer the handler names in
+		// its Evidence.
+		Agent protocol.Actor `json:"agent"`
 	}
 	resumeMsg struct {
 		CheckpointID string `json:"checkpointId"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"sync"
@@ -50,6 +51,9 @@ type Config struct {
 	// TickInterval paces supervision (Tick); negative: the caller calls
 	// Tick itself (tests with a fake clock).
 	TickInterval time.Duration
+	// Logger is the worker's; each run's Work.Logger adds the run's ids
+	// to it. nil: handlers' lines are discarded.
+	Logger *slog.Logger
 	// OnRetry, when set, is told of every failed attempt the retry policy
 	// runs again, from the run's goroutine and before its backoff: a
 	// retry happens inside one lease, so the log never shows it.
@@ -97,6 +101,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.TickInterval == 0 {
 		cfg.TickInterval = DefaultTickInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool{cfg: cfg, stop: make(chan struct{}), runs: make([]*run, cfg.Slots)}
 	if cfg.TickInterval > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -31,6 +32,15 @@ func (w *Work) Slot() Slot { return w.r.slot }
 // its Evidence.
 func (w *Work) Agent() protocol.Actor {
 	return protocol.Actor{Kind: protocol.ActorAgent, ID: w.r.pool.cfg.AgentID}
+}
+
+// Logger writes the handler's own lines into the worker's log, in its
+// format (--log-format) and at its level, with the run's ids: group,
+// mission, item, lease, ownership epoch, attempt and capability.
+func (w *Work) Logger() *slog.Logger {
+	s := w.r.slot
+	return w.r.pool.cfg.Logger.With("group", s.GroupID, "mission", s.MissionID, "item", s.WorkItemID, "lease", s.LeaseID,
+		"ownershipEpoch", s.OwnershipEpoch, "attempt", w.attempt, "capability", s.Capability.ID)
 }
 
 // Attempt is the 1-based attempt number, counting earlier runs.

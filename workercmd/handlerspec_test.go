@@ -1,10 +1,14 @@
 package workercmd
 
 import (
+	"bytes"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/missionweave/mwp-worker/handlers/python"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -75,5 +79,34 @@ func TestHandlersFromClarify(t *testing.T) {
 		if err == nil || err.Error() != "--handler-clarify fmt: no --handler-exec provides it" {
 			t.Errorf("%q %q: err %v", tc.specs, tc.clarify, err)
 		}
+	}
+}
+
+// Every --handler-exec program can `import mwpslot` (PYTHONPATH names a
+// directory holding this build's module) and writes no bytecode beside
+// its scripts.
+func TestHandlerExecGetsThePythonHelper(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	script := filepath.Join(t.TempDir(), "h.py")
+	if err := os.WriteFile(script, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := handlersFrom([]string{"x.run=" + script}, nil, nil, demoHandler{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := hs[0].(slots.Exec).Env
+	if env["PYTHONDONTWRITEBYTECODE"] != "1" {
+		t.Errorf("PYTHONDONTWRITEBYTECODE = %q", env["PYTHONDONTWRITEBYTECODE"])
+	}
+	got, err := os.ReadFile(filepath.Join(env["PYTHONPATH"], python.ModuleFile))
+	if err != nil || !bytes.Equal(got, python.Module) {
+		t.Fatalf("PYTHONPATH %q holds no mwpslot.py of this build: %v", env["PYTHONPATH"], err)
+	}
+	// A second worker finds it in place.
+	again, err := handlerEnv()
+	if err != nil || again["PYTHONPATH"] != env["PYTHONPATH"] {
+		t.Errorf("second handlerEnv = %v, %v", again, err)
 	}
 }

@@ -35,6 +35,13 @@ type Options struct {
 	// Handlers run beside those of --handler-exec, each for its
 	// Capability(); with none of either, the built-in demo handler.
 	Handlers []slots.Handler
+	// Ask, when set, is how `up` without --auto-approve asks a terminal
+	// for the decision on its Mission; without it up prints what awaits
+	// approval and how to approve, and waits.
+	Ask Asker
+	// ownProcess (Main): the command's logger is also slog's default, so
+	// a Go handler's slog lines come out in the chosen format.
+	ownProcess bool
 }
 
 // Command is `mwp-worker run`: its flags, environment variables, signals
@@ -59,7 +66,8 @@ func Command(opts Options) *cli.Command {
 			"card over the wire. The worker subscribes every Group the authority says it is a member of, at HELLO and\n" +
 			"whenever that changes (docs/wire.md), so --group is only needed for Groups to follow before that.\n\n" +
 			"Handlers: --handler-exec 'CAP=PATH [ARG...]' runs PATH with its arguments (JSON lines,\n" +
-			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG) for capability CAP,\n" +
+			"slots/EXTERNAL.md; the program's stderr goes to the log at DEBUG; PYTHONPATH holds the Python helper\n" +
+			"mwpslot and PYTHONDONTWRITEBYTECODE is set) for capability CAP,\n" +
 			"written ID or ID@VERSION (default version 1.0.0). With none, the built-in demo handler provides\n" +
 			"demo.steps 1.0.0: three steps of --demo-step, each reported as structured progress and checkpointed (it yields\n" +
 			"there when preempted and resumes from its checkpoint), then a text artifact naming the contract's\n" +
@@ -98,6 +106,9 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	log, err := NewLogger(cmd, stderr)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if opts.ownProcess {
+		slog.SetDefault(log)
 	}
 	key, err := protocol.LoadPrivateKey(cmd.String("key"))
 	if err != nil {
@@ -259,6 +270,13 @@ func handlersFrom(specs, clarify []string, own []slots.Handler, demo demoHandler
 	}
 	hs := append([]slots.Handler(nil), own...)
 	asked, provided := map[string]bool{}, map[string]bool{}
+	var env map[string]string
+	if len(specs) > 0 {
+		var err error
+		if env, err = handlerEnv(); err != nil {
+			return nil, err
+		}
+	}
 	for _, id := range clarify {
 		asked[id] = true
 	}
@@ -289,7 +307,7 @@ func handlersFrom(specs, clarify []string, own []slots.Handler, demo demoHandler
 		if _, err := os.Stat(abs); err != nil {
 			return nil, fmt.Errorf("--handler-exec: %v", err)
 		}
-		x := slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Logger: log}
+		x := slots.Exec{Path: abs, Args: argv[1:], Cap: protocol.Capability{ID: id, Version: version}, Env: env, Logger: log}
 		provided[id] = true
 		if asked[id] {
 			hs = append(hs, slots.ClarifyingExec{Exec: x})

@@ -1,7 +1,10 @@
 package workercmd
 
 import (
+	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -28,3 +31,24 @@ func HandlersOf(cmd *cli.Command, own []slots.Handler, agentID string, step time
 
 // AllOf is a health check that passes when every one of checks does.
 func AllOf(checks ...func() error) func() error { return allOf(checks...) }
+
+// OneLine keeps an error message on one line of stderr.
+func OneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// IsTerminal reports whether r is a character device other than the null
+// device (a terminal), so a prompt never waits on a pipe, a file or
+// /dev/null that no human types into.
+func IsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}

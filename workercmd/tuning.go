@@ -30,6 +30,8 @@ func tuningFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "extension", Usage: "an extension profile `URI` this worker's handlers interpret; an offer that depends on another critical extension is refused (repeatable or comma-separated)", Sources: cli.EnvVars("MWP_EXTENSIONS")},
 		&cli.StringFlag{Name: "artifact-classification", Usage: "the least data classification of the artifacts this worker publishes: public, internal, confidential or restricted (a handler may name a more restricted one)", Value: string(protocol.ClassInternal), Sources: cli.EnvVars("MWP_ARTIFACT_CLASSIFICATION")},
 		&cli.DurationFlag{Name: "forget-grace", Usage: "how long a Group whose Mission ended, holding nothing of this worker, is kept before the worker forgets it (its store, checkpoints and tool ledger; docs/operations.md); 0: never", Value: runtime.DefaultForgetGrace, Sources: cli.EnvVars("MWP_FORGET_GRACE")},
+		&cli.StringSliceFlag{Name: "cost", Usage: "the expected cost of one run of a capability, `CAP:DIM=N`, DIM money, tokens, toolCalls, computeSeconds or sideEffects (wall-clock is --estimate's): admission refuses an offer whose contract budget does not cover it (repeatable or comma-separated; default 0)", Sources: cli.EnvVars("MWP_COSTS")},
+		&cli.StringSliceFlag{Name: "limit", Usage: "the most the accepted, unfinished items may hold at once, `DIM=N`, DIM money, tokens, toolCalls, computeSeconds, wallClockSeconds or sideEffects: admission refuses an offer that would pass it (repeatable or comma-separated; default no limit)", Sources: cli.EnvVars("MWP_LIMITS")},
 		&cli.Int64Flag{Name: "offline-buffer-bytes", Usage: "the most bytes of signed commands buffered while offline", Value: offline.DefaultMaxBytes, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_BYTES")},
 	}
 }
@@ -44,6 +46,8 @@ type tuning struct {
 	bufBytes                        int64
 	class                           protocol.Classification
 	extensions                      []string
+	costs                           map[string]protocol.Budgets
+	limits                          protocol.Budgets
 }
 
 func tuningFrom(cmd *cli.Command) (tuning, error) {
@@ -81,6 +85,12 @@ func tuningFrom(cmd *cli.Command) (tuning, error) {
 	if err != nil {
 		return t, err
 	}
+	if t.costs, err = parseCosts(splitList(cmd.StringSlice("cost"), "\n,")); err != nil {
+		return t, err
+	}
+	if t.limits, err = parseLimits(splitList(cmd.StringSlice("limit"), "\n,")); err != nil {
+		return t, err
+	}
 	t.weights = weights
 	t.quotas = map[string]int{}
 	for g, n := range quotas {
@@ -112,6 +122,7 @@ func (t tuning) apply(cfg *runtime.WorkerConfig) {
 	cfg.OfflineLimits = offline.Limits{MaxCommands: t.bufCommands, MaxBytes: t.bufBytes}
 	cfg.GroupWeights, cfg.GroupQuotas = t.weights, t.quotas
 	cfg.ForgetGrace = t.forget
+	cfg.Costs, cfg.Limits = t.costs, t.limits
 	if t.forget == 0 {
 		cfg.ForgetGrace = -1 // never
 	}

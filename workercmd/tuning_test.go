@@ -74,3 +74,54 @@ func TestTuningFlags(t *testing.T) {
 		}
 	}
 }
+
+// --cost and --limit (and MWP_COSTS, MWP_LIMITS) reach admission as
+// WorkerConfig.Costs and Limits, in all six dimensions.
+func TestCostAndLimitFlags(t *testing.T) {
+	cfg, err := parseTuning(t, nil,
+		"--cost", "code.review:tokens=20000,code.review:money=0.25", "--cost", "code.implement:toolCalls=12",
+		"--cost", "code.implement:computeSeconds=1.5", "--cost", "code.implement:sideEffects=1", "--limit", "tokens=100000,money=5", "--limit", "toolCalls=50,computeSeconds=60,sideEffects=3,wallClockSeconds=3600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := func(b protocol.Budgets) string { s, _ := protocol.Marshal(b); return string(s) }
+	want := map[string]string{
+		"code.review":    `{"money":0.25,"tokens":20000}`,
+		"code.implement": `{"computeSeconds":1.5,"sideEffects":1,"toolCalls":12}`,
+	}
+	if len(cfg.Costs) != len(want) {
+		t.Errorf("Costs = %v", cfg.Costs)
+	}
+	for c, w := range want {
+		if got(cfg.Costs[c]) != w {
+			t.Errorf("Costs[%s] = %s, want %s", c, got(cfg.Costs[c]), w)
+		}
+	}
+	if w := `{"computeSeconds":60,"money":5,"sideEffects":3,"tokens":100000,"toolCalls":50,"wallClockSeconds":3600}`; got(cfg.Limits) != w {
+		t.Errorf("Limits = %s, want %s", got(cfg.Limits), w)
+	}
+	if cfg, err := parseTuning(t, nil); err != nil || len(cfg.Costs) != 0 || got(cfg.Limits) != `{}` {
+		t.Errorf("defaults: %v %s %v", cfg.Costs, got(cfg.Limits), err)
+	}
+	cfg, err = parseTuning(t, map[string]string{"MWP_COSTS": "c:tokens=7", "MWP_LIMITS": "money=5,wallClockSeconds=3600"})
+	if err != nil || got(cfg.Costs["c"]) != `{"tokens":7}` || got(cfg.Limits) != `{"money":5,"wallClockSeconds":3600}` {
+		t.Errorf("from the environment: %v %s %v", cfg.Costs, got(cfg.Limits), err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cost", "code.review=3"}, "want CAP:DIM=N"},
+		{[]string{"--cost", "code.review:colour=3"}, `unknown dimension "colour"`},
+		{[]string{"--cost", "c:tokens=1.5"}, "a whole number"},
+		{[]string{"--cost", "c:money=-1"}, "a number >= 0"},
+		{[]string{"--cost", "c:money=1,c:money=2"}, "money given twice"},
+		{[]string{"--cost", "c:wallClockSeconds=9"}, "--estimate"},
+		{[]string{"--limit", "tokens"}, "want DIM=N"},
+		{[]string{"--limit", "money=NaN"}, "a number >= 0"},
+	} {
+		if _, err := parseTuning(t, nil, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

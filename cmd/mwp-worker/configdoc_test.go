@@ -26,8 +26,9 @@ func configDoc() string {
 	for _, c := range []struct {
 		title string
 		cmd   *cli.Command
-	}{{"mwp-worker run", runCommand()}, {"mwp-worker up", upCommand()}, {"mwp-worker authority serve", serve},
-		{"mwp-worker mission status", missionStatusCommand()}, {"mwp-worker coordinator run", coordinatorCommand().Commands[0]}} {
+		notes string // prose after the table
+	}{{"mwp-worker run", runCommand(), admissionNotes}, {"mwp-worker up", upCommand(), ""}, {"mwp-worker authority serve", serve, ""},
+		{"mwp-worker mission status", missionStatusCommand(), ""}, {"mwp-worker coordinator run", coordinatorCommand().Commands[0], ""}} {
 		fmt.Fprintf(&b, "\n## `%s`\n\n| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n", c.title)
 		for _, f := range c.cmd.Flags {
 			d, ok := f.(cli.DocGenerationFlag)
@@ -59,9 +60,39 @@ func configDoc() string {
 			usage = strings.ReplaceAll(usage, "`", "")
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, env, def, usage)
 		}
+		if c.notes != "" {
+			b.WriteString("\n" + c.notes)
+		}
 	}
 	return b.String()
 }
+
+// admissionNotes explain run's --cost and --limit, which the table can
+// only name.
+const admissionNotes = `### Admission: costs and limits
+
+Admission control (spec 10.3) judges an offer in all six budget dimensions (` + "`money`, `tokens`, `toolCalls`, `computeSeconds`, `wallClockSeconds`, `sideEffects`" + `):
+
+- **cost**: the expected cost of one run of a capability, ` + "`--cost CAP:DIM=N`" + ` per capability and dimension
+  (` + "`MWP_COSTS`" + `, comma- or newline-separated). An item's expected cost is the sum over its required
+  capabilities; a dimension not given costs 0. An offer whose contract budget does not cover its
+  expected cost in some dimension is refused, the refusal naming the dimension. Wall-clock is not
+  given here: it is ` + "`--estimate`" + `, then the mean of the runs observed per capability.
+- **limit**: the most the accepted, unfinished items may hold at once, ` + "`--limit DIM=N`" + ` (` + "`MWP_LIMITS`" + `); an
+  offer that would take the worker past one is refused. A dimension not given has no limit.
+- Money, compute and wall-clock seconds take numbers, the others whole numbers, all ≥ 0. Without
+  either flag (the default) a worker compares wall-clock only: its estimate against the contract's
+  ` + "`wallClockSeconds`" + ` budget.
+
+` + "```sh" + `
+mwp-worker run --data /var/lib/mwp --key worker.key \
+    --cost code.review:tokens=20000,code.review:money=0.40 --cost code.implement:toolCalls=30 \
+    --limit money=25 --limit tokens=500000
+# or in an EnvironmentFile:
+MWP_COSTS=code.review:tokens=20000,code.review:money=0.40,code.implement:toolCalls=30
+MWP_LIMITS=money=25,tokens=500000
+` + "```" + `
+`
 
 func TestConfigDoc(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "configuration.md")

@@ -18,6 +18,7 @@ import (
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
+	"github.com/missionweave/mwp-worker/workercmd"
 )
 
 // The coordinator as its own long-running agent on a remote authority: the
@@ -51,6 +52,7 @@ func coordinatorCommand() *cli.Command {
 				&cli.DurationFlag{Name: "lease", Usage: "the coordinator lease it renews at half-life", Value: 10 * time.Minute, Sources: cli.EnvVars("MWP_COORDINATOR_LEASE")},
 				&cli.DurationFlag{Name: "offer-ttl", Usage: "how long an offer stands", Value: time.Minute, Sources: cli.EnvVars("MWP_OFFER_TTL")},
 				&cli.IntFlag{Name: "max-candidates", Usage: "bound of an urgent item's candidate set", Value: 3, Sources: cli.EnvVars("MWP_MAX_CANDIDATES")},
+				workercmd.InputFlag(),
 			}, append(remoteFlags(), opsFlags()...)...),
 			Action: coordinatorRun,
 		}, coordinatorEnrollmentCommand()},
@@ -119,7 +121,13 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 		}
 		return exitError{1}
 	}
+	given, err := workercmd.InputFlags(cmd.StringSlice("input"))
+	if err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	used := map[string]bool{}
 	var plans []*plan.Plan
+	inputs := map[*plan.Plan][]plancoord.Input{}
 	missions, groups := map[string]string{}, map[string]string{}
 	for _, name := range cmd.Args().Slice() {
 		raw, err := os.ReadFile(name)
@@ -139,6 +147,21 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 		}
 		missions[p.Mission.ID], groups[p.Mission.GroupID] = name, name
 		plans = append(plans, p)
+		// Each plan takes the --input values it names.
+		mine := map[string]string{}
+		for _, in := range p.Inputs {
+			if path, ok := given[in.Name]; ok {
+				mine[in.Name], used[in.Name] = path, true
+			}
+		}
+		if inputs[p], err = workercmd.BindInputs(p, mine); err != nil {
+			return fail("", err)
+		}
+	}
+	for name := range given {
+		if !used[name] {
+			return usagef(cmd, "--input %s: no plan names an input %q", name, name)
+		}
 	}
 	key, me, err := principalKey(cmd, "key", cmd.String("key"), protocol.ActorAgent)
 	if err != nil {
@@ -181,7 +204,7 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	for i, p := range plans {
 		coords[i], err = plancoord.New(plancoord.Config{Authority: a, AgentID: me.ID, Key: key, Plan: p, Workers: workers,
 			LeaseDuration: cmd.Duration("lease"), OfferTTL: cmd.Duration("offer-ttl"), MaxCandidates: int(cmd.Int("max-candidates")),
-			Logger: log.With("component", "coordinator", "mission", p.Mission.ID)})
+			Logger: log.With("component", "coordinator", "mission", p.Mission.ID), Inputs: inputs[p]})
 		if err != nil {
 			return usagef(cmd, "%v", err)
 		}

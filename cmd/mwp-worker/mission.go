@@ -15,6 +15,7 @@ import (
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
+	"github.com/missionweave/mwp-worker/workercmd"
 )
 
 // The mission commands talk to a remote authority as a human (the
@@ -115,14 +116,17 @@ func missionStartCommand() *cli.Command {
 		Name:      "start",
 		Usage:     "create a plan's Mission on the authority and assign its coordinator",
 		ArgsUsage: "PLAN",
-		Description: "Parses PLAN (plan.Parse: a bad plan prints its problems, FILE:LINE:COL: message, and exits 1),\n" +
-			"then sends mission.create as the owner (--owner-key) and mission.assign_coordinator naming\n" +
+		Description: "Parses PLAN (plan.Parse: a bad plan prints its problems, FILE:LINE:COL: message, and exits 1)\n" +
+			"and reads its inputs' files (--input NAME=FILE, or the plan's file members; an input nobody provides is\n" +
+			"refused on one line, exit 1), then sends mission.create as the owner (--owner-key) and mission.assign_coordinator naming\n" +
 			"--coordinator, an agent whose registered card declares the coordinator role. Prints\n" +
-			"\"mission MISSION group GROUP\" on one line. Repeating it with the same plan file is safe: the\n" +
+			"\"mission MISSION group GROUP\" on one line. The inputs are stored on the authority after mission.create;\n" +
+			"give `coordinator run` the same --input values: it binds and publishes them for the stages. Repeating it with the same plan file is safe: the\n" +
 			"action ids derive from the plan's bytes, so a Mission already started is reported, not doubled.",
 		Flags: append(authorityFlags(),
 			&cli.StringFlag{Name: "coordinator", Usage: "the coordinator agent's id", Required: true, Sources: cli.EnvVars("MWP_COORDINATOR")},
 			&cli.DurationFlag{Name: "coordinator-lease", Usage: "the coordinator lease (leaseDurationMs)", Value: 24 * time.Hour, Sources: cli.EnvVars("MWP_COORDINATOR_LEASE")},
+			workercmd.InputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			name := cmd.Args().First()
@@ -141,6 +145,11 @@ func missionStartCommand() *cli.Command {
 				}
 				return refusal(cmd, err)
 			}
+			inputs, err := workercmd.PlanInputs(p, cmd.StringSlice("input"))
+			if err != nil {
+				fmt.Fprintf(cmd.Root().ErrWriter, "%s: %s\n", cmd.FullName(), oneLine(err.Error()))
+				return exitError{1}
+			}
 			if cmd.Duration("coordinator-lease") < time.Millisecond {
 				return usagef(cmd, "--coordinator-lease must be at least 1ms")
 			}
@@ -154,6 +163,13 @@ func missionStartCommand() *cli.Command {
 			if err := sendOnce(ctx, a, key, protocol.CmdMissionCreate, protocol.Envelope{GroupID: p.Mission.GroupID,
 				ActionID: stableActionID(digest, protocol.CmdMissionCreate), CorrelationID: p.Mission.ID}, &create, now); err != nil {
 				return refusal(cmd, err)
+			}
+			// The owner is a member now, and may store the inputs; the
+			// coordinator (given the same inputs) publishes them.
+			for _, in := range inputs {
+				if _, _, err := a.PutArtifact(ctx, in.Data); err != nil {
+					return refusal(cmd, fmt.Errorf("input %s: %w", protocol.Digest(in.Data), err))
+				}
 			}
 			assign := protocol.AssignCoordinatorPayload{MissionID: p.Mission.ID, AgentID: cmd.String("coordinator"),
 				LeaseDurationMs: uint64(cmd.Duration("coordinator-lease").Milliseconds())}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/urfave/cli/v3"
@@ -19,6 +21,8 @@ type planResult struct {
 	Stages   int            `json:"stages"`
 	Problems []plan.Problem `json:"problems"`
 	Error    string         `json:"error,omitempty"`
+	// NeedsInput names the inputs only `--input NAME=FILE` can give.
+	NeedsInput []string `json:"needsInput,omitempty"`
 }
 
 func planCommand() *cli.Command {
@@ -31,7 +35,8 @@ func planCommand() *cli.Command {
 				Usage:     "check plan files and report every problem with its line",
 				ArgsUsage: "FILE...",
 				Description: "Each FILE (YAML or JSON; - for stdin) is parsed and checked against the plan schema and the\n" +
-					"rules the schema cannot express (docs/plans.md). Prints FILE: ok, N stages, or one line per\n" +
+					"rules the schema cannot express (docs/plans.md), and each input's file must exist. Prints FILE: ok,\n" +
+					"N stages (with \"; give --input NAME=FILE\" for inputs only the command line can give), or one line per\n" +
 					"problem, FILE:LINE:COL: message, sorted by line. Exits 1 when any file has a problem.",
 				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "one JSON object per file, one per line"}},
 				Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -54,6 +59,8 @@ func planCommand() *cli.Command {
 						switch {
 						case r.Error != "":
 							fmt.Fprintf(out, "%s: %s\n", r.File, r.Error)
+						case r.OK && len(r.NeedsInput) > 0:
+							fmt.Fprintf(out, "%s: ok, %d stages; give --input %s=FILE\n", r.File, r.Stages, strings.Join(r.NeedsInput, "=FILE --input "))
 						case r.OK:
 							fmt.Fprintf(out, "%s: ok, %d stages\n", r.File, r.Stages)
 						default:
@@ -93,12 +100,36 @@ func validatePlan(name string, stdin io.Reader) planResult {
 	switch {
 	case err == nil:
 		r.OK, r.Stages = true, len(p.Stages)
+		r.NeedsInput, r.Problems = inputProblems(p)
+		if len(r.Problems) > 0 {
+			r.OK, r.Stages, r.NeedsInput = false, 0, nil
+		}
 	case errors.As(err, &pe):
 		r.Problems = pe.Problems
 	default:
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// inputProblems checks what plan.Parse cannot: that each input's file
+// exists beside the plan. It returns the inputs that only --input can give.
+func inputProblems(p *plan.Plan) (needs []string, problems []plan.Problem) {
+	problems = []plan.Problem{}
+	for _, in := range p.Inputs {
+		if in.File == "" {
+			needs = append(needs, in.Name)
+			continue
+		}
+		path := in.File
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(p.Name), path)
+		}
+		if _, err := os.Stat(path); err != nil {
+			problems = append(problems, plan.Problem{Line: in.Line, Column: in.Column, Path: in.Path, Message: fmt.Sprintf("input %q: file %s: %v", in.Name, path, errors.Unwrap(err))})
+		}
+	}
+	return needs, problems
 }
 
 // readPlan reads at most plan.MaxSize+1 bytes, so an oversized file is

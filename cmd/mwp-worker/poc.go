@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -108,27 +107,6 @@ func pocApproveCommand() *cli.Command {
 			return nil
 		},
 	}
-}
-
-// isTerminal reports whether r is a character device other than the null
-// device (a terminal), so the prompt never waits on a pipe, a file or
-// /dev/null that no human types into.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(fi, null)
-}
-
-// oneLine keeps an error message on one line of stderr.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 func runPoc(ctx context.Context, cmd *cli.Command) error {

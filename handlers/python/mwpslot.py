@@ -18,6 +18,19 @@ stdout so that a handler reads like its steps:
 main() sends `fail` for an uncaught exception (`permanent` for a
 PermanentError) and exits 0 once the run is over. Only the standard
 library is used; Python 3.8 or later.
+
+Importing it: `mwp-worker run` and `up` (and a Go program on
+workercmd.Main) start every --handler-exec program with PYTHONPATH naming a
+directory that holds this module, so `import mwpslot` works in a handler
+anywhere; the rest of a handler's environment is scrubbed (slots/EXTERNAL.md),
+so a PYTHONPATH of your own does not reach it. A program run some other way
+copies this file beside itself (handlers/python.Install in Go).
+PYTHONDONTWRITEBYTECODE is set too, so no __pycache__ is left behind.
+
+Shapes used below: an Actor is a dict {"kind": "agent"|"human"|"service",
+"id": text} (slot.agent is the worker's); a digest is "sha256:" and 64 hex
+digits; an Evidence is a dict {"subject", "criteria", "method", "result",
+"producer", "timestamp", "artifacts"} (docs/wire.md), as evidence_for makes.
 """
 
 import base64
@@ -160,10 +173,26 @@ class Slot:
 
     # -- requests
 
-    def progress(self, phase, milestones=(), next_checkpoint="", blockers=(),
+    def progress(self, phase, milestones=(), next_checkpoint=None, blockers=(),
                  completion_at=None, confidence=0.5, evidence_refs=()):
-        """A structured progress report (no percentages). completion_at is an
-        aware datetime (default: a minute from now)."""
+        """A structured progress report (no percentages).
+
+        phase: non-empty text, what the run is doing now.
+        milestones: texts, the milestones completed so far.
+        next_checkpoint: non-empty text, what the next checkpoint will hold
+            (default "after " + phase; "" is refused by the schema).
+        blockers: texts, what stops the run now ([] for nothing).
+        completion_at: an aware datetime.datetime, the revised completion
+            estimate (default a minute from now).
+        confidence: a number from 0 to 1 in that estimate.
+        evidence_refs: digests of artifacts that show the progress.
+        A refusal arrives later, in notices."""
+        if not phase:
+            raise ValueError("progress needs a phase")
+        if next_checkpoint is None:
+            next_checkpoint = "after " + phase
+        if not next_checkpoint:
+            raise ValueError("next_checkpoint must not be empty (the schema refuses it)")
         if completion_at is None:
             completion_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)
         self._send({"type": "progress", "progress": {
@@ -172,7 +201,8 @@ class Slot:
             "revisedEstimate": {"completionAt": rfc3339(completion_at), "confidence": confidence}}})
 
     def checkpoint(self, state, phase=None, note=None):
-        """Saves state (bytes) durably; returns (checkpointId, digest)."""
+        """Saves state (bytes) durably; returns (checkpointId, digest).
+        phase and note (text, optional) describe it to a later resume."""
         msg = {"type": "checkpoint", "id": self._next_id("cp"), "state": _b64(state)}
         if phase:
             msg["phase"] = phase
@@ -182,15 +212,17 @@ class Slot:
         return r["checkpointId"], r["digest"]
 
     def safe_point(self, state, phase=None, note=None):
-        """Checkpoints, then yields when the host asked for a preemption or
-        said the lease is lost: sends `preempted` and raises Yielded."""
+        """Checkpoints state (bytes; phase and note as for checkpoint), then
+        yields when the host asked for a preemption or said the lease is
+        lost: sends `preempted` and raises Yielded (main() ends quietly)."""
         self.checkpoint(state, phase, note)
         if self.poll():
             self.preempted()
             raise Yielded(self.preempt_reason)
 
     def fetch(self, name=None, digest=None):
-        """The bytes of one contract input, by name or digest: (digest, bytes)."""
+        """The bytes of one contract input, by name (text: the plan's input
+        name, or a dependency's output name) or digest: (digest, bytes)."""
         if (name is None) == (digest is None):
             raise ValueError("fetch takes exactly one of name and digest")
         msg = {"type": "fetch", "id": self._next_id("fetch")}
@@ -202,16 +234,28 @@ class Slot:
         return r["digest"], _unb64(r["data"])
 
     def input(self, name):
-        """The bytes of the contract input called name."""
+        """The bytes of the contract input called name (text)."""
         return self.fetch(name=name)[1]
 
     def input_names(self):
+        """The names (texts; "" for an unnamed one) of the contract's inputs."""
         return [i.get("name", "") for i in self.contract.get("inputs") or []]
 
+    @property
+    def agent(self):
+        """The worker's Actor, {"kind": "agent", "id": text}: the producer
+        of this run's Evidence."""
+        return self.slot.get("agent")
+
+    def evidence(self, checks):
+        """evidence_for this run's contract, about its WorkItem, by its agent."""
+        return evidence_for(self.contract, self.slot["workItemId"], self.agent, checks)
+
     def artifact(self, media_type, data, schema=None, classification=None, tool_versions=None):
-        """Publishes data (bytes); returns its digest. schema, classification
+        """Publishes data (bytes) as media_type (text, "text/markdown");
+        returns its digest. schema (an absolute URI), classification
         (public, internal, confidential, restricted) and tool_versions
-        ({tool: version}) go into the signed manifest."""
+        ({tool: version}, texts) go into the signed manifest."""
         msg = {"type": "artifact", "id": self._next_id("art"), "mediaType": media_type, "data": _b64(data)}
         if schema:
             msg["schema"] = schema
@@ -235,8 +279,18 @@ class Slot:
     def tool_call(self, op_id, tool, operation, risk_class, perform,
                   irreversible=False, externally_visible=False, side_effect=False, cost=None):
         """Runs one tool operation under the host's policy and idempotency key.
-        perform(key) does it and returns bytes; it is not called when the
-        operation already ran under this key. Returns the output bytes."""
+
+        op_id: text naming the operation within the run (the same op_id
+            after a restart is the same operation).
+        tool, operation: texts the contract's allowedTools and
+            allowedOperations must hold.
+        risk_class: "low", "medium", "high" or "critical".
+        perform(key): does it and returns bytes; key (text) is the
+            idempotency key to pass to the tool. It is not called when the
+            operation already ran under this key.
+        irreversible, externally_visible, side_effect: booleans.
+        cost: a usage dict (as charge takes, camelCase keys) or None.
+        Returns the output bytes."""
         msg = {"type": "toolCall", "id": self._next_id("tool"), "opId": op_id, "tool": tool,
                "operation": operation, "risk": {"class": risk_class}}
         if irreversible:
@@ -265,7 +319,8 @@ class Slot:
         return _unb64(r["output"])
 
     def charge(self, money=0.0, tokens=0, tool_calls=0, compute_seconds=0.0, wall_clock_seconds=0.0, side_effects=0):
-        """Usage spent outside tool calls; a refusal arrives later in notices."""
+        """Usage spent outside tool calls: money and seconds are numbers,
+        the others integers, all >= 0. A refusal arrives later in notices."""
         self._send({"type": "charge", "usage": {
             "money": money, "tokens": tokens, "toolCalls": tool_calls, "computeSeconds": compute_seconds,
             "wallClockSeconds": wall_clock_seconds, "sideEffects": side_effects}})
@@ -277,6 +332,9 @@ class Slot:
         self.finished = True
 
     def result(self, artifacts=(), evidence=(), progress=None):
+        """The run's final message: artifacts are digests (of artifact()),
+        evidence a list of Evidence dicts (evidence_for), progress an
+        optional final progress dict (the wire's Progress)."""
         msg = {"type": "result"}
         if artifacts:
             msg["artifacts"] = list(artifacts)
@@ -287,25 +345,39 @@ class Slot:
         self._final(msg)
 
     def fail(self, reason, permanent=False):
+        """Ends the run failed: reason is text; permanent True says a retry
+        cannot help."""
         msg = {"type": "fail", "reason": reason}
         if permanent:
             msg["permanent"] = True
         self._final(msg)
 
     def block(self, kind, detail, state=b""):
+        """Ends the run blocked: kind is a resolution kind (for example
+        "clarification"), detail text, state the bytes to resume from."""
         self._final({"type": "block", "resolution": {"kind": kind, "detail": detail}, "state": _b64(state)})
 
     def preempted(self):
+        """Ends the run yielding its slot (after a checkpoint)."""
         self._final({"type": "preempted"})
 
 
 def evidence_for(contract, subject, producer, checks):
     """One Evidence (docs/wire.md) per acceptance criterion of the contract.
 
+    contract: the Work Contract dict (slot.contract).
+    subject: text, what the Evidence is about: the WorkItem id
+        (slot.slot["workItemId"]), or for a reviewer stage the reviewed
+        stage's WorkItem or stage id (docs/plans.md, the reviewer's verdict).
+    producer: an Actor dict {"kind": "agent", "id": text}, who produced
+        it: the worker, slot.agent (not a plain id string).
     checks maps an evidence kind (a name in a criterion's evidenceRequired)
-    to {"result": "pass"|"fail"|..., "method": text, "artifacts": [...],
-    "detail": text?}. A criterion passes when every kind it requires was
-    checked and passed; one not checked makes it inconclusive."""
+    to {"result": "pass"|"fail"|"inconclusive", "method": text,
+    "artifacts": [digests], "detail": text?}. A criterion passes when every
+    kind it requires was checked and passed; one not checked makes it
+    inconclusive. slot.evidence(checks) fills in the first three."""
+    if not isinstance(producer, dict) or "kind" not in producer or "id" not in producer:
+        raise TypeError("producer is an Actor dict {'kind': 'agent', 'id': ...} (slot.agent), not %r" % (producer,))
     now = rfc3339(datetime.datetime.now(datetime.timezone.utc))
     out = []
     for ac in contract.get("acceptanceCriteria") or []:

@@ -10,7 +10,7 @@ import mwpslot
 
 START = {"type": "start", "protocol": "mwp-slot/1",
          "slot": {"groupId": "grp-a", "missionId": "mis-a", "workItemId": "wi-1", "ownershipEpoch": 1,
-                  "leaseId": "l1", "attempt": 1},
+                  "leaseId": "l1", "attempt": 1, "agent": {"kind": "agent", "id": "worker-1"}},
          "contract": {"inputs": [{"name": "spec", "artifact": "sha256:aa"}],
                       "acceptanceCriteria": [{"id": "ac-1", "evidenceRequired": ["notes"]},
                                                  {"id": "ac-2", "evidenceRequired": ["notes", "findings"]},
@@ -288,6 +288,31 @@ class SlotTest(unittest.TestCase):
                 break
         self.assertEqual(s.preempt_reason, "leaseLost")
         self.assertEqual([(n.code, n.about) for n in s.notices], [("WORK_LEASE_EXPIRED", "progress")])
+
+    def test_progress_defaults_are_valid(self):
+        # Called as the docstring shows, with only a phase: every member
+        # the schema requires is there and non-empty where it must be.
+        h = Host()
+        s = mwpslot.Slot(h.prog_in, h.prog_out)
+        s.progress("step-1")
+        p = h.recv()["progress"]
+        self.assertEqual(p["nextCheckpoint"], "after step-1")
+        self.assertEqual((p["milestonesCompleted"], p["blockers"], p["evidenceRefs"]), ([], [], []))
+        self.assertEqual(p["revisedEstimate"]["confidence"], 0.5)
+        for bad in ({"next_checkpoint": ""}, {}):
+            with self.assertRaises(ValueError):
+                s.progress("" if not bad else "x", **bad)
+
+    def test_evidence_by_the_slots_agent(self):
+        h = Host()
+        s = mwpslot.Slot(h.prog_in, h.prog_out)
+        self.assertEqual(s.agent, {"kind": "agent", "id": "worker-1"})
+        ev = s.evidence(CHECKS)
+        self.assertEqual([(e["subject"], e["producer"]["id"], e["result"]) for e in ev],
+                         [("wi-1", "worker-1", "pass"), ("wi-1", "worker-1", "fail"), ("wi-1", "worker-1", "inconclusive")])
+        # producer is an Actor dict, not an id: said at once, not at work.submit.
+        with self.assertRaises(TypeError):
+            mwpslot.evidence_for(s.contract, "wi-1", "worker-1", CHECKS)
 
     def test_main_ends_every_run_with_one_final_message(self):
         def returns(s):

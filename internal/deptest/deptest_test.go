@@ -195,12 +195,13 @@ var rules = map[string]rule{
 		imports: []string{"protocol", "group", "queue", "slots", "runtime", "authority-lite", "authority-lite/embed", "remote"},
 		never:   []string{mod + "poc"},
 	},
-	// The run command for Go programs embedding handlers (workercmd.Main);
-	// cmd/mwp-worker's run is its Command. It imports what run needs, and
-	// never the PoC.
+	// The run and up commands for Go programs embedding handlers
+	// (workercmd.Main); cmd/mwp-worker's run and up are its commands. It
+	// imports what they need (up: plans and their coordinator), and never
+	// the PoC.
 	"workercmd": {
 		imports: []string{"protocol", "checkpoint", "slots", "offline", "runtime", "runtime/client", "internal/ops",
-			"authority-lite", "authority-lite/embed", "remote"},
+			"authority-lite", "authority-lite/embed", "remote", "plan", "coordinator", "group", "handlers/python"},
 		never: []string{mod + "poc"},
 	},
 	// The Python helper module, embedded for programs that install it.

@@ -1,4 +1,4 @@
-package main
+package workercmd
 
 import (
 	"context"
@@ -15,17 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/missionweave/mwp-worker/workercmd"
-
 	"github.com/urfave/cli/v3"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	plancoord "github.com/missionweave/mwp-worker/coordinator"
-	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/plan"
-	"github.com/missionweave/mwp-worker/poc"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime"
 	"github.com/missionweave/mwp-worker/slots"
@@ -37,7 +33,25 @@ const (
 	upWorker      = "worker-1"
 )
 
-func upCommand() *cli.Command {
+// Asker asks a human on a terminal (in, out) to decide on the Mission
+// awaiting approval in a; decided false when no decision was taken (the
+// human quit or the input ended), and up then waits for one from elsewhere.
+type Asker func(ctx context.Context, in io.Reader, out io.Writer, a Approval) (decided bool, err error)
+
+// Approval is the Mission `up` runs, once it awaits approval, and the
+// human who decides: its owner, with the owner's key.
+type Approval struct {
+	Service   *authoritylite.Service
+	Owner     protocol.Actor
+	Key       protocol.PrivateKey
+	MissionID string
+	GroupID   string
+}
+
+// UpCommand is `mwp-worker up`: one plan end to end in one process with
+// opts' handlers beside those of --handler-exec; opts.Ask, when set, asks a
+// terminal for the approval.
+func UpCommand(opts Options) *cli.Command {
 	return &cli.Command{
 		Name:                      "up",
 		DisableSliceFlagSeparator: true,
@@ -52,21 +66,22 @@ func upCommand() *cli.Command {
 			"without one a line says what awaits approval and up waits. Exit 0 once approved; 1 when the Mission\n" +
 			"is terminated or cancelled (the reason on one line of stderr). Run again with the same --data to resume.",
 		Flags: append([]cli.Flag{
-			workercmd.HandlerExecFlag(),
-			workercmd.HandlerClarifyFlag(),
+			handlerExecFlag(),
+			handlerClarifyFlag(),
+			InputFlag(),
 			&cli.BoolFlag{Name: "auto-approve", Usage: "approve the Mission as its owner once it is submitted", Sources: cli.EnvVars("MWP_AUTO_APPROVE")},
 			&cli.StringFlag{Name: "data", Usage: "the data directory (authority, worker store, keys); default a new temporary directory, printed", Sources: cli.EnvVars("MWP_DATA")},
 			&cli.IntFlag{Name: "slots", Usage: "the worker's execution slots", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
-		}, opsFlags()...),
-		Action: upMission,
+		}, OpsFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return upMission(ctx, cmd, opts) },
 	}
 }
 
-func upMission(ctx context.Context, cmd *cli.Command) error {
-	out, stderr := &syncWriter{W: cmd.Root().Writer}, &syncWriter{W: cmd.Root().ErrWriter}
+func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
+	out, stderr := &SyncWriter{W: cmd.Root().Writer}, &SyncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
-		fmt.Fprintln(stderr, "up: "+oneLine(fmt.Sprintf(format, args...)))
-		return exitError{1}
+		fmt.Fprintln(stderr, "up: "+OneLine(fmt.Sprintf(format, args...)))
+		return ExitError{1}
 	}
 	if cmd.Args().Len() != 1 {
 		return fail("exactly one PLAN file is required")
@@ -78,13 +93,20 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 	p, err := plan.Parse(cmd.Args().First(), raw)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitError{1}
+		return ExitError{1}
 	}
-	log, err := newLogger(cmd, stderr)
+	inputs, err := PlanInputs(p, cmd.StringSlice("input"))
 	if err != nil {
 		return fail("%v", err)
 	}
-	handlers, err := workercmd.HandlersOf(cmd, nil, upWorker, 100*time.Millisecond, log)
+	log, err := NewLogger(cmd, stderr)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if opts.ownProcess {
+		slog.SetDefault(log)
+	}
+	handlers, err := HandlersOf(cmd, opts.Handlers, upWorker, 100*time.Millisecond, log)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -113,7 +135,7 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 		return fail("embedded authority: %v", err)
 	}
 	defer emb.Close()
-	ctx, stopOnFailure := stopWhenFailed(ctx, emb.Service, log)
+	ctx, stopOnFailure := StopWhenFailed(ctx, emb.Service, log)
 	defer stopOnFailure()
 	svc := emb.Service
 	fmt.Fprintf(out, "embedded authority listening on %s\ncertificate fingerprint %s\n", emb.URL, emb.Fingerprint)
@@ -134,8 +156,8 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fail("worker: %v", err)
 	}
-	if err := startOps(ctx, cmd, out, log, append(w.Collectors(), svc.Collectors()...),
-		ops.Checks{Live: workercmd.AllOf(w.Live, svc.Err), Ready: workercmd.AllOf(w.Ready, svc.Err)}); err != nil {
+	if err := StartOps(ctx, cmd, out, log, append(w.Collectors(), svc.Collectors()...),
+		ops.Checks{Live: allOf(w.Live, svc.Err), Ready: allOf(w.Ready, svc.Err)}); err != nil {
 		return fail("%v", err)
 	}
 	werr := make(chan error, 1)
@@ -150,21 +172,21 @@ func upMission(ctx context.Context, cmd *cli.Command) error {
 		return fail("%v", err)
 	}
 	c, err := plancoord.New(plancoord.Config{Authority: embed.NewActor(svc, protocol.Actor{Kind: protocol.ActorAgent, ID: upCoordinator}),
-		AgentID: upCoordinator, Key: coordKey, Plan: p, Workers: []string{upWorker}, Logger: log.With("component", "coordinator")})
+		AgentID: upCoordinator, Key: coordKey, Plan: p, Workers: []string{upWorker}, Logger: log.With("component", "coordinator"), Inputs: inputs})
 	if err != nil {
 		return fail("%v", err)
 	}
 	cerr := make(chan error, 1)
 	go func() { cerr <- c.Run(ctx) }()
 
-	approver := poc.Approver{Human: owner, Key: keys[owner.ID], Submit: poc.SubmitTo(svc)}
 	in := cmd.Root().Reader
 	if in == nil {
 		in = os.Stdin
 	}
-	r := upRun{out: out, svc: svc, plan: p, approver: approver, auto: cmd.Bool("auto-approve"), in: in, log: log, dir: dir, url: emb.URL}
+	r := upRun{out: out, svc: svc, plan: p, approval: Approval{Service: svc, Owner: owner, Key: keys[owner.ID], MissionID: p.Mission.ID, GroupID: p.Mission.GroupID},
+		auto: cmd.Bool("auto-approve"), ask: opts.Ask, in: in, log: log, dir: dir, url: emb.URL}
 	end, reason, err := r.follow(ctx, cerr)
-	if ferr := failedWrite(stderr, "up: embedded authority", svc); ferr != nil {
+	if ferr := FailedWrite(stderr, "up: embedded authority", svc); ferr != nil {
 		return ferr
 	}
 	switch {
@@ -258,8 +280,9 @@ type upRun struct {
 	out      io.Writer
 	svc      *authoritylite.Service
 	plan     *plan.Plan
-	approver poc.Approver
+	approval Approval
 	auto     bool
+	ask      Asker // nil: up says what awaits approval and waits
 	in       io.Reader
 	log      *slog.Logger
 	dir, url string
@@ -311,16 +334,13 @@ func (r *upRun) follow(ctx context.Context, cerr <-chan error) (protocol.Mission
 // approve answers a submission for approval: as the owner with
 // --auto-approve, by asking a terminal, else by saying what waits.
 func (r *upRun) approve(ctx context.Context) error {
-	src := poc.ServiceSource{Service: r.svc, Human: r.approver.Human}
 	switch {
 	case r.auto:
-		_, err := poc.AutoApprove(ctx, src, r.approver, clock.Real{}, "approved by mwp-worker up --auto-approve")
-		return err
-	case isTerminal(r.in):
-		err := poc.ApproveFromTerminal(ctx, r.in, r.out, src, r.approver, clock.Real{}, r.plan.Mission.ID)
-		if errors.Is(err, poc.ErrNoDecision) {
+		return autoApprove(ctx, r.approval, "approved by up --auto-approve")
+	case r.ask != nil && IsTerminal(r.in):
+		decided, err := r.ask(ctx, r.in, r.out, r.approval)
+		if err == nil && !decided {
 			r.waiting()
-			return nil
 		}
 		return err
 	}
@@ -328,7 +348,23 @@ func (r *upRun) approve(ctx context.Context) error {
 	return nil
 }
 
+// autoApprove approves a's Mission as its owner, at the revision it
+// awaits approval at.
+func autoApprove(ctx context.Context, a Approval, comment string) error {
+	m, ok := a.Service.Mission(a.GroupID)
+	if !ok || m.State != protocol.MissionAwaitingApproval {
+		return fmt.Errorf("mission %s is not awaiting approval", a.MissionID)
+	}
+	_, err := a.Service.Principal(a.Owner, a.Key).Do(ctx, protocol.CmdMissionApprove, a.GroupID,
+		&protocol.ApproveMissionPayload{MissionID: a.MissionID, ApprovalID: fmt.Sprintf("apr-%s-%d", a.MissionID, m.Revision), Comment: comment},
+		func(e *protocol.Envelope) { e.ExpectedRevision = protocol.Uint64(m.Revision) })
+	if err != nil {
+		return fmt.Errorf("mission.approve: %w", err)
+	}
+	return nil
+}
+
 func (r *upRun) waiting() {
 	fmt.Fprintf(r.out, "awaiting approval: mission %s by %s (owner key %s, authority %s)\n", r.plan.Mission.ID,
-		r.approver.Human.ID, filepath.Join(r.dir, "keys", r.approver.Human.ID+protocol.PrivateKeyExt), r.url)
+		r.approval.Owner.ID, filepath.Join(r.dir, "keys", r.approval.Owner.ID+protocol.PrivateKeyExt), r.url)
 }

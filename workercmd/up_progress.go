@@ -1,4 +1,4 @@
-package main
+package workercmd
 
 import (
 	"encoding/json"
