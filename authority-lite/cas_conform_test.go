@@ -1,6 +1,7 @@
 package authoritylite
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +105,108 @@ func TestConcurrentCompareAndSet(t *testing.T) {
 	if (approveErr == nil && m.State != protocol.MissionApproved) || (changesErr == nil && m.State != protocol.MissionActive) {
 		t.Fatalf("mission %s after approve %v / request changes %v", m.State, approveErr, changesErr)
 	}
+}
+
+// race runs each command at once and returns their errors in order.
+func race(cmds ...func() error) []error {
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, do := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = do()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// oneWins checks that exactly one of errs is nil and every other is
+// REVISION_CONFLICT; it returns the winner's index.
+func oneWins(t *testing.T, what string, errs []error) int {
+	t.Helper()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Fatalf("%s: commands %d and %d both applied", what, won, i)
+		case err == nil:
+			won = i
+		case protocol.CodeOf(err) != protocol.CodeRevisionConflict:
+			t.Fatalf("%s: command %d got %v, want REVISION_CONFLICT", what, i, err)
+		}
+	}
+	if won < 0 {
+		t.Fatalf("%s: none applied: %v", what, errs)
+	}
+	return won
+}
+
+// Spec 15.3: lease renewal and membership change are compare-and-set
+// under concurrent commands too. Renewals of one lease and the
+// coordinator's cancel, all expecting the item's current revision, race:
+// one applies, the others are REVISION_CONFLICT, and the lease holds at
+// most one renewal. Two membership changes and an end of the same
+// membership race the same way.
+func TestConcurrentRenewalAndMembershipCAS(t *testing.T) {
+	k := newSvc(t)
+	for round := range 6 {
+		id := fmt.Sprintf("wi-r%d", round)
+		w := k.toActive(id)
+		rev := w.Revision
+		expect := func(e *protocol.Envelope) { e.ExpectedRevision = &rev }
+		renew := func() error {
+			_, err := k.do(k.w["w1"], protocol.CmdLeaseRenew, &protocol.RenewLeasePayload{WorkItemID: id, OwnershipEpoch: w.Ownership.OwnershipEpoch, LeaseID: w.Lease.LeaseID, Progress: progress(k.clk.Now())}, expect)
+			return err
+		}
+		cancel := func() error {
+			_, err := k.do(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: id, Reason: "raced"}, expect)
+			return err
+		}
+		won := oneWins(t, id, race(renew, renew, cancel, renew))
+		got := k.item(id)
+		switch {
+		case got.Revision != rev+1:
+			t.Fatalf("%s at revision %d after the race from %d, want one change", id, got.Revision, rev)
+		case won == 2 && got.State != protocol.WorkCancelled:
+			t.Fatalf("%s: the cancel won but the item is %s", id, got.State)
+		case won != 2 && (got.State != protocol.WorkActive || got.Lease == nil || len(got.Lease.Renewals) != 1):
+			t.Fatalf("%s: a renewal won but the item is %s with lease %+v", id, got.State, got.Lease)
+		}
+	}
+
+	k.w["w3"] = k.join("w3")
+	k.ok(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+	for round := range 6 {
+		m, _ := k.s.Membership("grp-a", agent("w3"))
+		if m.State != protocol.MembershipActive {
+			// The end won the last round: join again.
+			k.ok(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleWorker}})
+			m, _ = k.s.Membership("grp-a", agent("w3"))
+		}
+		rev := m.Revision
+		expect := func(e *protocol.Envelope) { e.ExpectedRevision = &rev }
+		change := func(by *Principal, roles ...protocol.Role) func() error {
+			return func() error {
+				_, err := k.do(by, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: roles}, expect)
+				return err
+			}
+		}
+		end := func() error {
+			_, err := k.do(k.coord, protocol.CmdMembershipEnd, &protocol.EndMembershipPayload{Principal: agent("w3"), Reason: "raced"}, expect)
+			return err
+		}
+		what := fmt.Sprintf("membership round %d", round)
+		won := oneWins(t, what, race(change(k.coord, protocol.RoleWorker, protocol.RoleCoordinator), change(k.alice, protocol.RoleWorker), end))
+		if got, _ := k.s.Membership("grp-a", agent("w3")); got.Revision != rev+1 || (won == 2) != (got.State == protocol.MembershipEnded) {
+			t.Fatalf("%s: command %d won, membership %+v (was revision %d)", what, won, got, rev)
+		}
+	}
+	// A change expecting an old revision is refused before it applies.
+	stale := uint64(1)
+	k.refuse(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("w3"), Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}, protocol.CodeRevisionConflict, func(e *protocol.Envelope) { e.ExpectedRevision = &stale })
 }

@@ -61,7 +61,7 @@ func TestArtifactPublishChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := k.s.org.agent("w1")
-	base := protocol.ArtifactManifest{ContentHash: digest, MediaType: "text/x-diff",
+	base := protocol.ArtifactManifest{ContentHash: digest, MediaType: "text/x-diff", Schema: protocol.ManifestSchema("", "text/x-diff"),
 		Producer:  protocol.ArtifactProducer{AgentID: "w1", AgentVersion: "1.0.0", AgentCardHash: a.CardHash},
 		MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-1", SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{"go": "1.26"},
 		CreatedAt: protocol.NewTime(k.clk.Now()), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: "mwp-artifact:" + digest}

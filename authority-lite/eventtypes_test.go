@@ -230,7 +230,7 @@ var refusalRows = map[protocol.EventType]refusalRow{
 	protocol.EvtArtifactPublished: {setup: func(k *svc) { activeItem(k) }, refuse: func(k *svc) error {
 		epoch, l := lease(k)
 		data := []byte("never stored")
-		m := protocol.ArtifactManifest{ContentHash: protocol.Digest(data), MediaType: "text/plain",
+		m := protocol.ArtifactManifest{ContentHash: protocol.Digest(data), MediaType: "text/plain", Schema: protocol.ManifestSchema("", "text/plain"),
 			Producer:  protocol.ArtifactProducer{AgentID: "w1", AgentVersion: "1.0.0", AgentCardHash: k.s.org.agent("w1").CardHash},
 			MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-1", SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},
 			CreatedAt: protocol.NewTime(k.clk.Now()), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: "mwp-artifact:x"}

@@ -77,6 +77,9 @@ func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 		if err := s.checkRoles(pl); err != nil {
 			return err
 		}
+		if err := checkMembershipRevision(c, gs, pl.Principal); err != nil {
+			return err
+		}
 		s.setMembership(gs, pl.Principal, slices.Clone(pl.Roles), c.cmd.Actor, p)
 	case *protocol.EndMembershipPayload:
 		if pl.Principal != c.cmd.Actor {
@@ -91,6 +94,9 @@ func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 		if old == nil || old.State != protocol.MembershipActive {
 			return protocol.InvalidTransition("%s is not an active member", pl.Principal.ID)
 		}
+		if err := checkMembershipRevision(c, gs, pl.Principal); err != nil {
+			return err
+		}
 		m := *old
 		m.State, m.MembershipEpoch, m.Revision, m.Delegations = protocol.MembershipEnded, old.MembershipEpoch+1, old.Revision+1, nil
 		ended := c.now
@@ -101,6 +107,19 @@ func (s *Service) membership(c *call, gs *groupState, p *pending) error {
 		return s.grantDelegation(c, gs, pl, p)
 	}
 	return nil
+}
+
+// checkMembershipRevision is the compare-and-set of spec 15.3 on a
+// membership: an expectedRevision other than the principal's current
+// membership revision (0 before it first joined) is REVISION_CONFLICT.
+// Commands are decided one after another on the state the earlier ones
+// left, so of two changes expecting the same revision one applies.
+func checkMembershipRevision(c *call, gs *groupState, principal protocol.Actor) error {
+	var current uint64
+	if m := gs.members[actorKey(principal)]; m != nil {
+		current = m.Revision
+	}
+	return group.CheckRevision(c.cmd.ExpectedRevision, protocol.AggregateMembership, membershipAggregate(principal).ID, current)
 }
 
 func ptrTime(t protocol.Time) *protocol.Time { return &t }

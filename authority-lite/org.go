@@ -426,14 +426,15 @@ func (s *Service) Hello(_ context.Context, h *protocol.Hello) (uint64, error) {
 		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "HELLO needs a signed proof").At("/proof")
 	}
 	pr := h.Proof
-	if pr.AgentID != h.AgentID || pr.SessionEpoch != h.SessionEpoch {
-		return 0, protocol.Errorf(protocol.CodeAuthInvalidSignature, "the proof names %s/%d, the HELLO %s/%d", pr.AgentID, pr.SessionEpoch, h.AgentID, h.SessionEpoch).At("/proof")
-	}
-	// An unknown agent, a key not its own, a bad signature and a stale
+	// A proof naming another agent or session epoch than the frame, an
+	// unknown agent, a key not its own, a bad signature and a stale
 	// issuedAt get the same answer: a HELLO must not tell which agents
 	// exist (the wrong-key answer would otherwise confirm one).
 	refused := protocol.Errorf(protocol.CodeAuthInvalidSignature,
 		"HELLO proof not accepted: unknown agent, a key not its own, a bad signature or an issuedAt outside the clock skew").At("/proof")
+	if pr.AgentID != h.AgentID || pr.SessionEpoch != h.SessionEpoch {
+		return 0, refused
+	}
 	a := s.org.agent(h.AgentID)
 	if a == nil {
 		return 0, refused

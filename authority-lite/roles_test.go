@@ -143,15 +143,16 @@ func TestNonMemberLearnsNothing(t *testing.T) {
 }
 
 // HELLO answers an unknown agent, a key that is not the agent's, an
-// unregistered key and a stale proof in the same words.
+// unregistered key, a stale proof and a proof naming another session
+// epoch than the frame in the same words.
 func TestHelloRefusalsAreIdentical(t *testing.T) {
 	k := newSvc(t)
 	ctx := context.Background()
 	epoch := k.s.org.agent("w1").SessionEpoch
-	hello := func(agentID string, key protocol.PrivateKey, issued time.Time) *protocol.Error {
+	helloProving := func(agentID string, key protocol.PrivateKey, issued time.Time, proofEpoch uint64) *protocol.Error {
 		var nb [8]byte
 		_, _ = rand.Read(nb[:])
-		proof := protocol.HelloProof{AgentID: agentID, SessionEpoch: epoch, Nonce: hex.EncodeToString(nb[:]), IssuedAt: protocol.NewTime(issued)}
+		proof := protocol.HelloProof{AgentID: agentID, SessionEpoch: proofEpoch, Nonce: hex.EncodeToString(nb[:]), IssuedAt: protocol.NewTime(issued)}
 		proof.Signature = protocol.Signature{Alg: protocol.SignatureAlgEd25519, KeyID: key.KeyID, CreatedAt: proof.IssuedAt}
 		raw, err := protocol.SignedValue(proof, key)
 		if err != nil {
@@ -164,15 +165,19 @@ func TestHelloRefusalsAreIdentical(t *testing.T) {
 		}
 		return asError(t, err)
 	}
+	hello := func(agentID string, key protocol.PrivateKey, issued time.Time) *protocol.Error {
+		return helloProving(agentID, key, issued, epoch)
+	}
 	now := k.clk.Now()
 	if e := hello("w1", k.w["w1"].Key, now); e != nil {
 		t.Fatalf("good HELLO: %+v", e)
 	}
 	ref := hello("ghost", mustKey(t, protocol.ActorAgent, "ghost"), now)
 	for name, e := range map[string]*protocol.Error{
-		"another agent's key": hello("w1", k.w["w2"].Key, now),
-		"unregistered key":    hello("w1", mustKey(t, protocol.ActorAgent, "w1"), now),
-		"stale proof":         hello("w1", k.w["w1"].Key, now.Add(-time.Hour)),
+		"another agent's key":            hello("w1", k.w["w2"].Key, now),
+		"unregistered key":               hello("w1", mustKey(t, protocol.ActorAgent, "w1"), now),
+		"stale proof":                    hello("w1", k.w["w1"].Key, now.Add(-time.Hour)),
+		"proof of another session epoch": helloProving("w1", k.w["w1"].Key, now, epoch+1),
 	} {
 		if e == nil || e.Code != ref.Code || e.Message != ref.Message || e.Pointer != ref.Pointer || len(e.Details) != len(ref.Details) {
 			t.Errorf("%s: %+v, want the unknown agent's %+v", name, e, ref)

@@ -245,7 +245,7 @@ func TestRoutesServe(t *testing.T) {
 	// POST, are then readable by a member.
 	upDigest := protocol.Digest([]byte("by token"))
 	card, _ := k.s.AgentCard("w1")
-	m := protocol.ArtifactManifest{ContentHash: upDigest, MediaType: "text/plain",
+	m := protocol.ArtifactManifest{ContentHash: upDigest, MediaType: "text/plain", Schema: protocol.ManifestSchema("", "text/plain"),
 		Producer:  protocol.ArtifactProducer{AgentID: "w1", AgentVersion: card.AgentVersion, AgentCardHash: k.s.AgentCardHash("w1")},
 		MissionID: "mis-a", GroupID: "grp-a", WorkItemID: "wi-1", SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},
 		CreatedAt: protocol.NewTime(k.clk.Now()), Classification: protocol.ClassInternal, Size: uint64(len("by token")), URI: protocol.ArtifactURI(upDigest)}

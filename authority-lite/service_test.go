@@ -150,7 +150,7 @@ func (k *svc) publish(agentID string, w group.WorkItem, data []byte) string {
 	}
 	card, _ := k.s.AgentCard(agentID)
 	a := k.s.org.agent(agentID)
-	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: "text/x-diff",
+	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: "text/x-diff", Schema: protocol.ManifestSchema("", "text/x-diff"),
 		Producer:  protocol.ArtifactProducer{AgentID: agentID, AgentVersion: card.AgentVersion, AgentCardHash: a.CardHash},
 		MissionID: "mis-a", GroupID: "grp-a", WorkItemID: w.WorkItemID, SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{"go": "1.26"},
 		CreatedAt: protocol.NewTime(k.clk.Now()), Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: "mwp-artifact:" + digest}

@@ -108,7 +108,7 @@ func (c *Coordinator) publish(ctx context.Context, a action, now time.Time) erro
 		return err
 	}
 	cardHash := protocol.Digest(rawCard)
-	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: in.MediaType,
+	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: in.MediaType, Schema: protocol.ManifestSchema("", in.MediaType),
 		Producer:  protocol.ArtifactProducer{AgentID: c.cfg.AgentID, AgentVersion: card.AgentVersion, AgentCardHash: cardHash},
 		MissionID: c.cfg.Plan.Mission.ID, GroupID: c.cfg.Plan.Mission.GroupID, WorkItemID: a.item,
 		SourceArtifacts: protocol.List[string]{}, ToolVersions: protocol.StringMap{},

@@ -371,7 +371,7 @@ func (w *fakeWorker) publish(ctx context.Context, cur group.WorkItem, mediaType 
 		return "", err
 	}
 	now := protocol.NewTime(w.r.svc.Now())
-	m := protocol.ArtifactManifest{ContentHash: d, MediaType: mediaType,
+	m := protocol.ArtifactManifest{ContentHash: d, MediaType: mediaType, Schema: protocol.ManifestSchema("", mediaType),
 		Producer:  protocol.ArtifactProducer{AgentID: w.id, AgentVersion: card.AgentVersion, AgentCardHash: protocol.Digest(raw)},
 		MissionID: cur.MissionID, GroupID: cur.GroupID, WorkItemID: cur.WorkItemID, SourceArtifacts: protocol.List[string]{},
 		ToolVersions: protocol.StringMap{"fake": "1"}, CreatedAt: now, Classification: protocol.ClassInternal, Size: uint64(len(data)), URI: "mwp-artifact:" + d}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -244,13 +245,24 @@ func TestCoverageDoc(t *testing.T) {
 }
 
 // TestCoverageAuthorityDoc keeps docs/coverage-authority.md true: every Go
-// test it names exists in the module.
+// test it names exists in the module, and every count of event types it
+// states is that of Events.
 func TestCoverageAuthorityDoc(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "docs", "coverage-authority.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := goTests(t)
+	// The README's status table cites tests as its evidence too.
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range goTestRef.FindAllStringSubmatch(string(readme), -1) {
+		if !tests[m[1]] {
+			t.Errorf("README.md names %s, which is not a Go test of the module", m[1])
+		}
+	}
 	n := 0
 	for _, m := range goTestRef.FindAllStringSubmatch(string(raw), -1) {
 		n++
@@ -261,4 +273,13 @@ func TestCoverageAuthorityDoc(t *testing.T) {
 	if n < 20 {
 		t.Fatalf("coverage-authority.md names only %d tests; did the page move?", n)
 	}
+	// A count of event types the page states is that of Events.
+	for _, m := range eventTypeCount.FindAllStringSubmatch(string(raw), -1) {
+		if m[1] != strconv.Itoa(len(Events)) {
+			t.Errorf("coverage-authority.md says %q; group.Events has %d types", m[0], len(Events))
+		}
+	}
 }
+
+// eventTypeCount finds a stated count of event types: "all 41 types".
+var eventTypeCount = regexp.MustCompile(`all (\d+) (?:event )?types`)

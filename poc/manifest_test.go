@@ -32,7 +32,7 @@ func SignManifest(s *authoritylite.Service, key protocol.PrivateKey, agent strin
 		return protocol.ArtifactManifest{}, err
 	}
 	digest := protocol.Digest(f.Data)
-	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: f.MediaType,
+	m := protocol.ArtifactManifest{ContentHash: digest, MediaType: f.MediaType, Schema: protocol.ManifestSchema("", f.MediaType),
 		Producer:  protocol.ArtifactProducer{AgentID: agent, AgentVersion: card.AgentVersion, AgentCardHash: protocol.Digest(raw)},
 		MissionID: f.MissionID, GroupID: f.GroupID, WorkItemID: f.WorkItemID,
 		SourceArtifacts: protocol.List[string](append([]string{}, f.Sources...)), ToolVersions: protocol.StringMap(f.Tools),

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,9 +63,24 @@ func loadConformanceManifest(t *testing.T) conformanceManifest {
 	return m
 }
 
+// conformanceCounts finds the suite's counts where a document states them:
+// "N documents expected valid and M expected invalid" (manifest.json) or
+// "N valid, M invalid" (README.md).
+var conformanceCounts = regexp.MustCompile(`(\d+) (?:documents expected )?valid(?:,| and) (\d+) (?:expected )?invalid`)
+
+func readmeText(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
 // TestConformanceManifest checks the suite's bookkeeping: every file under
-// valid/ and invalid/ is listed exactly once, every listed file exists, and
-// each entry is well formed.
+// valid/ and invalid/ is listed exactly once, every listed file exists,
+// each entry is well formed, and the counts the manifest's description and
+// the README state are the suite's.
 func TestConformanceManifest(t *testing.T) {
 	m := loadConformanceManifest(t)
 	if m.Suite != "mwp-worker structural conformance" || m.ProtocolVersion != "0.1" || m.Description == "" {
@@ -123,6 +140,23 @@ func TestConformanceManifest(t *testing.T) {
 	for f := range listed {
 		if !present[f] {
 			t.Errorf("manifest.json lists %s, which does not exist", f)
+		}
+	}
+
+	// The counts the description and the README state are the suite's.
+	for _, doc := range []struct{ name, text string }{
+		{"manifest.json description", m.Description},
+		{"README.md", readmeText(t)},
+	} {
+		got := conformanceCounts.FindStringSubmatch(doc.text)
+		if got == nil {
+			t.Errorf("%s states no counts (want %q)", doc.name, conformanceCounts.String())
+			continue
+		}
+		valid, _ := strconv.Atoi(got[1])
+		invalid, _ := strconv.Atoi(got[2])
+		if valid != counts["valid"] || invalid != counts["invalid"] {
+			t.Errorf("%s says %d valid and %d invalid, the suite has %d and %d", doc.name, valid, invalid, counts["valid"], counts["invalid"])
 		}
 	}
 

@@ -42,7 +42,7 @@ var schemaFixtures = map[string]string{
 		"reliabilityEvidence":[{"capabilityId":"code.implement","attempts":20,"successes":19}],"policyRulesApplied":["org-default"]}`,
 	"evidence": `{"subject":"wi-7","criteria":["ac-1"],"method":"deterministic-test","result":"pass","producer":{{agent}},
 		"timestamp":{{t}},"artifacts":[{{h1}}]}`,
-	"manifest": `{"contentHash":{{h1}},"mediaType":"text/x-diff","producer":{"agentId":"worker-1","agentVersion":"0.1.0","agentCardHash":{{h2}}},
+	"manifest": `{"contentHash":{{h1}},"mediaType":"text/x-diff","schema":"https://www.iana.org/assignments/media-types/text/x-diff","producer":{"agentId":"worker-1","agentVersion":"0.1.0","agentCardHash":{{h2}}},
 		"missionId":"mis-a","groupId":"grp-a","workItemId":"wi-7","sourceArtifacts":[{{h2}}],"toolVersions":{"git":"2.45"},
 		"createdAt":{{t}},"classification":"internal","size":1024,"uri":"https://artifacts.example/a1","signature":{{sig}}}`,
 	"card": `{"agentId":"worker-1","agentVersion":"0.1.0","organizationId":"org-1","displayName":"Worker one",

@@ -290,7 +290,7 @@ type Message struct {
 type ArtifactManifest struct {
 	ContentHash     string           `json:"contentHash"`
 	MediaType       string           `json:"mediaType"`
-	Schema          string           `json:"schema,omitempty"`
+	Schema          string           `json:"schema"`
 	Producer        ArtifactProducer `json:"producer"`
 	MissionID       string           `json:"missionId"`
 	GroupID         string           `json:"groupId"`

@@ -85,7 +85,7 @@
 // again after a back-off (retryBackoff), so an acceptance is never taken
 // for a refusal; a command the client did not send within its freshness
 // window (client.ErrStale, commandFreshness) or signed with a stale
-// membership epoch, or refused for its issuedAt (AUTH_INVALID_SIGNATURE at
+// membership epoch, refused as ACTION_ID_COLLISION, or refused for its issuedAt (AUTH_INVALID_SIGNATURE at
 // /issuedAt: the worker's clock and the authority's disagree by more than
 // its skew), is built again with a new actionId, issuedAt and signature
 // (the last after a back-off, until the clocks agree) (a rebuilt work.start refused because the first was applied

@@ -19,9 +19,10 @@ import (
 // back-off, so a command the authority did apply is answered with its
 // first receipt. A command whose freshness window passed before it could
 // be sent (client.ErrStale), or signed with a membership epoch the Group
-// has moved past, is built again: a new actionId, issuedAt and signature
-// for the same intent. A REVISION_CONFLICT is held until the projection
-// has caught up (worker_revision.go).
+// has moved past, or refused as ACTION_ID_COLLISION, is built again: a
+// new actionId, issuedAt and signature for the same intent. A
+// REVISION_CONFLICT is held until the projection has caught up
+// (worker_revision.go).
 func (e *engine) again(it *item, m msgSent, now time.Time) bool {
 	if len(it.cmds) == 0 || it.cmds[0] != m.cmd || m.err == nil {
 		return false
@@ -35,6 +36,11 @@ func (e *engine) again(it *item, m msgSent, now time.Time) bool {
 	case code == protocol.CodeMembershipStale:
 		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
 		c.raw, it.staleMembership = nil, m.mepoch
+	case code == protocol.CodeActionIDCollision:
+		// The actionId is taken by other content (spec 19): the same
+		// intent goes as a new command, never the same bytes again.
+		e.log.Warn("command refused for a used actionId; building it again", "type", m.typ, "item", m.key.sched(), "err", m.err)
+		c.raw = nil
 	case errors.Is(m.err, client.ErrStale):
 		e.log.Info("command not sent within its freshness window; building it again", "type", m.typ, "item", m.key.sched())
 		c.raw = nil

@@ -22,17 +22,11 @@ func TestWorkerAdmissionBudgetLimit(t *testing.T) {
 	k.offer("wi-1", protocol.UrgencyNormal, "w1")
 	k.waitFor("wi-1 running", runningAll("wi-1"), tw)
 	k.offer("wi-2", protocol.UrgencyNormal, "w1")
-	refused := func(s WorkerStatus) *protocol.AdmissionRejection {
-		for _, a := range s.Admissions {
-			if a.WorkItemID == "wi-2" && !a.Accepted {
-				return a.Rejection
-			}
-		}
-		return nil
-	}
-	st := k.waitFor("wi-2 refused", func(s WorkerStatus) bool { return refused(s) != nil }, tw)
-	if r := refused(st); r.Reason != protocol.RejectBudget || !strings.HasPrefix(r.Detail, "sideEffects") {
-		t.Fatalf("refusal %+v, want budget naming sideEffects", r)
+	// Wait for the decision, whichever it is, so an acceptance fails here
+	// at once rather than by the wait's timeout.
+	st := k.waitFor("wi-2 judged", func(s WorkerStatus) bool { _, ok := admissionOf(s, "wi-2"); return ok }, tw)
+	if a, _ := admissionOf(st, "wi-2"); a.Accepted || a.Rejection == nil || a.Rejection.Reason != protocol.RejectBudget || !strings.HasPrefix(a.Rejection.Detail, "sideEffects") {
+		t.Fatalf("admission of wi-2 %+v, want refused for budget naming sideEffects", a)
 	}
 	if s := k.state("wi-2"); s != protocol.WorkOffered {
 		t.Fatalf("wi-2 %s, want still offered", s)

@@ -60,7 +60,7 @@ func (h *host) PublishArtifact(ctx context.Context, s slots.Slot, a slots.Artifa
 		c = protocol.WorkContract{}
 	}
 	m := protocol.ArtifactManifest{
-		ContentHash: digest, MediaType: a.MediaType, Schema: outputSchema(a, c),
+		ContentHash: digest, MediaType: a.MediaType, Schema: protocol.ManifestSchema(outputSchema(a, c), a.MediaType),
 		Producer:  protocol.ArtifactProducer{AgentID: e.cfg.AgentID, AgentVersion: e.sess.card.AgentVersion, AgentCardHash: e.sess.cardHash},
 		MissionID: s.MissionID, GroupID: s.GroupID, WorkItemID: s.WorkItemID,
 		SourceArtifacts: inputSources(c), ToolVersions: toolVersions(s, a),
@@ -109,7 +109,9 @@ func inputSources(c protocol.WorkContract) protocol.List[string] {
 }
 
 // outputSchema is the handler's schema, else that of the required outputs
-// of the same media type when they name one schema.
+// of the same media type when they name one schema; "" when neither names
+// one, and the manifest then carries the media type's default
+// (protocol.ManifestSchema).
 func outputSchema(a slots.Artifact, c protocol.WorkContract) string {
 	if a.Schema != "" {
 		return a.Schema

@@ -51,22 +51,27 @@ func TestWorkerLeaseLostLateResultIsNotCurrent(t *testing.T) {
 		return false
 	}, tw)
 	k.px.thaw()
-	k.until("late result kept for audit", func() bool {
-		late, err := k.auth.Service.LateResults()
-		return err == nil && len(late) == 1
-	}, tw)
-	late, _ := k.auth.Service.LateResults()
-	if l := late[0]; l.Actor.ID != "w1" || l.OwnershipEpoch != epoch1 || l.Code != protocol.CodeWorkStaleOwnership {
-		t.Fatalf("late result %+v", l)
-	}
+	// The authority keeps the late result before it answers, so once the
+	// worker has seen the refusal the record is there: a refusal for any
+	// other reason fails here at once rather than by a wait's timeout.
 	st := k.waitFor("refusal seen by the worker", func(s WorkerStatus) bool {
 		for _, o := range s.Outcomes {
 			if o.WorkItemID == "wi-1" && o.Sent == string(protocol.CmdWorkSubmit) && o.Err != "" {
 				return true
 			}
 		}
-		return false
+		return k.state("wi-1") == protocol.WorkSubmitted
 	}, tw)
+	if i := hasLine(k.trace(), "work.submitted wi-1"); i >= 0 {
+		t.Fatalf("a stale submission was accepted:\n%s", strings.Join(k.trace(), "\n"))
+	}
+	late, err := k.auth.Service.LateResults()
+	if err != nil || len(late) != 1 {
+		t.Fatalf("late results %+v (%v), want the one refused submission", late, err)
+	}
+	if l := late[0]; l.Actor.ID != "w1" || l.OwnershipEpoch != epoch1 || l.Code != protocol.CodeWorkStaleOwnership {
+		t.Fatalf("late result %+v", l)
+	}
 	if len(st.Running) != 0 {
 		t.Fatalf("still running: %+v", st.Running)
 	}

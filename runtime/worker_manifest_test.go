@@ -34,7 +34,8 @@ func (h *manifestHandler) Run(ctx context.Context, w *slots.Work) (slots.Result,
 
 // The manifests a running worker signs carry what the handler said about
 // its output and what the worker knows (spec 13.1): the capability
-// version that ran, the handler's tools, the schema, and a classification
+// version that ran, the handler's tools, the schema (the media type's
+// default when neither handler nor contract names one), and a classification
 // never below the worker's floor.
 func TestWorkerManifestFields(t *testing.T) {
 	k := newWKit(t)
@@ -68,9 +69,11 @@ func TestWorkerManifestFields(t *testing.T) {
 		class         protocol.Classification
 		tools         map[string]string
 	}{
-		{"text/x-diff", "", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
+		// Neither the handler nor the contract names a schema: the media
+		// type's default.
+		{"text/x-diff", protocol.MediaTypeSchemaBase + "text/x-diff", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
 		{"application/json", "https://schemas.example/report.json", protocol.ClassRestricted, map[string]string{"code.implement": "1.2.0", "pytest": "8.3.2"}},
-		{"text/plain", "", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
+		{"text/plain", protocol.MediaTypeSchemaBase + "text/plain", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
 	} {
 		m, ok := got[tc.media]
 		if !ok {

@@ -80,6 +80,15 @@ func TestWorkerReleasesItemWhoseRevisionItRefuses(t *testing.T) {
 	k.ok(k.coord, protocol.CmdWorkAuthorize, &protocol.AuthorizeWorkPayload{WorkItemID: "wi-0", MissionID: "mis-a", Contract: contractFor("wi-0", protocol.UrgencyNormal, now)})
 	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-0", Reason: "dropped"})
 	k.insertDependency("wi-2", "wi-0", protocol.DependencyVerified)
+	// Wait for the judgement of revision 2, whichever it is, so that an
+	// acceptance fails here at once rather than by the wait's timeout.
+	st := k.waitFor("revision 2 of wi-2 judged", func(s WorkerStatus) bool {
+		adm, ok := admissionOf(s, "wi-2")
+		return ok && adm.ContractRevision == 2
+	}, tw)
+	if adm, _ := admissionOf(st, "wi-2"); adm.Accepted {
+		t.Fatalf("revision 2 of wi-2 accepted: %+v", adm)
+	}
 	k.until("wi-2 released", func() bool { return k.state("wi-2") == protocol.WorkFailed }, tw)
 	k.until("refusal notice posted", func() bool {
 		for _, ev := range k.events() {

@@ -211,3 +211,75 @@ func TestWorkerRetriesSubmit(t *testing.T) {
 		t.Fatalf("a refusal decision %q for a retryable answer", d)
 	}
 }
+
+// A refusal that names the command itself, not the intent, is answered
+// with a new command (spec 19): ACTION_ID_COLLISION (the actionId is taken
+// by other content), and a stale membership epoch (the Group moved on
+// while the submission was out). The worker builds the same submission
+// again with a new actionId and the current epoch, and the authority
+// accepts it; the item is never failed for it.
+func TestWorkerRebuildsAfterCollisionOrStaleEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault *sendFault
+		// during runs while the first submission is held.
+		during func(k *wkit, tw *testWorker)
+	}{
+		{"action id collision", &sendFault{typ: protocol.CmdWorkSubmit, left: 1,
+			err: protocol.Errorf(protocol.CodeActionIDCollision, "injected: the actionId was used with other content")}, nil},
+		{"stale membership epoch", &sendFault{typ: protocol.CmdWorkSubmit, left: 1, hold: make(chan struct{})},
+			func(k *wkit, tw *testWorker) {
+				k.member("w1") // the membership epoch moves on
+				last := k.auth.Service.LastSequence("grp-a")
+				k.waitFor("the change in the worker's store", func(s WorkerStatus) bool {
+					return len(s.Groups) > 0 && s.Groups[0].Cursor >= last
+				}, tw)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newWKitLease(t, time.Hour)
+			h := newStepHandler(1)
+			f := tc.fault
+			tw := k.startVia(k.workerConfig("w1", t.TempDir(), h, 1), f.wrap)
+			k.member("w1")
+			tw.w.AddGroup("grp-a")
+			k.offer("wi-1", protocol.UrgencyNormal, "w1")
+			k.waitFor("running", runningAll("wi-1"), tw)
+			h.release("wi-1")
+			k.until("submission built", func() bool { return len(f.attempts()) >= 1 }, tw)
+			if tc.during != nil {
+				tc.during(k, tw)
+				close(f.hold)
+			}
+			k.until("the submission answered again", func() bool {
+				return len(f.attempts()) >= 2 || k.state("wi-1") != protocol.WorkActive
+			}, tw)
+			k.until("submitted", func() bool { return k.state("wi-1") != protocol.WorkActive }, tw)
+			if s := k.state("wi-1"); s != protocol.WorkSubmitted {
+				t.Fatalf("wi-1 %s, want submitted by the rebuilt command", s)
+			}
+			sent := f.attempts()
+			if len(sent) != 2 {
+				t.Fatalf("%d submissions built, want 2", len(sent))
+			}
+			var first, second protocol.Command
+			if err := json.Unmarshal(sent[0], &first); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(sent[1], &second); err != nil {
+				t.Fatal(err)
+			}
+			if first.ActionID == second.ActionID {
+				t.Fatalf("rebuilt submission kept actionId %s", first.ActionID)
+			}
+			if tc.during != nil && *second.MembershipEpoch <= *first.MembershipEpoch {
+				t.Fatalf("rebuilt submission signed with membership epoch %d, first %d", *second.MembershipEpoch, *first.MembershipEpoch)
+			}
+			for _, ev := range k.events() {
+				if ev.Type == protocol.EvtWorkSubmitted && ev.CausationID != second.ActionID {
+					t.Fatalf("work.submitted caused by %s, want the rebuilt %s", ev.CausationID, second.ActionID)
+				}
+			}
+		})
+	}
+}

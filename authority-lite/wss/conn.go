@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -41,6 +42,12 @@ type conn struct {
 	streams map[string]bool // Groups subscribed, owned by the reader
 	dlv     *delivery
 	wg      sync.WaitGroup // the delivery loop, its waits and command lanes
+
+	// lastFrame is when the reader last finished handling a frame (Unix
+	// nanoseconds, real time); inFrame is 1 while it handles one. A
+	// replaced session's final ERROR waits for the reader to go quiet.
+	lastFrame atomic.Int64
+	inFrame   atomic.Int32
 
 	closeMu sync.Mutex
 	closing bool           // a close handshake was started
@@ -125,6 +132,7 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 		if buf.Cap() > 1<<16 {
 			buf = bytes.Buffer{} // do not keep one large frame's buffer forever
 		}
+		c.inFrame.Store(1)
 		n, err := buf.ReadFrom(io.LimitReader(r, int64(c.opts.MaxFrameBytes)+1))
 		if err != nil {
 			return 0
@@ -168,6 +176,8 @@ func (c *conn) readLoop(ctx context.Context, writerDone <-chan struct{}) websock
 				return 0
 			}
 		}
+		c.lastFrame.Store(time.Now().UnixNano())
+		c.inFrame.Store(0)
 		for _, sub := range out.subscribe {
 			c.startStream(ctx, sub)
 		}
@@ -203,6 +213,36 @@ func (c *conn) watchSession(ctx context.Context, writerDone <-chan struct{}) {
 	case <-ctx.Done():
 		return
 	}
+	// Frames the client sent right behind session_open are still arriving:
+	// each is answered AUTH_STALE_SESSION before the final ERROR, once the
+	// reader has handled none for replacedQuiet (bounded as above).
+	for !c.readerQuiet(time.Now()) {
+		select {
+		case <-time.After(replacedQuiet / 4):
+		case <-bound.C:
+			c.finishReplaced(ctx, writerDone, bound)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	c.finishReplaced(ctx, writerDone, bound)
+}
+
+// replacedQuiet is how long a replaced session's reader must have handled
+// no frame before the final ERROR goes: a client's frames sent back to
+// back arrive well within it.
+const replacedQuiet = 50 * time.Millisecond
+
+// readerQuiet reports whether the reader is between frames and has been
+// for replacedQuiet.
+func (c *conn) readerQuiet(now time.Time) bool {
+	return c.inFrame.Load() == 0 && now.Sub(time.Unix(0, c.lastFrame.Load())) >= replacedQuiet
+}
+
+// finishReplaced sends the final ERROR of a replaced session and closes
+// 1008 once it is written (bounded).
+func (c *conn) finishReplaced(ctx context.Context, writerDone <-chan struct{}, bound *time.Timer) {
 	c.out.finish(encodeError(c.ids.next(), WireError(c.sess.staleSession(), "", "")))
 	select {
 	case <-writerDone:

@@ -163,3 +163,55 @@ func TestServeCommandEpochBoundToHello(t *testing.T) {
 		}
 	}
 }
+
+// An outside client pipelines: session_open, then commands at once on the
+// same connection, without waiting for the receipt. Each command gets an
+// answer before the final ERROR and close 1008: an ACK or refusal when it
+// was read before the replacement, AUTH_STALE_SESSION after it.
+func TestServeReplacedAnswersPipelinedCommands(t *testing.T) {
+	for round := range 5 {
+		fb := newFakeBackend(t)
+		key := fb.addAgent(t, "w1", 3)
+		fb.addGroup("grp-b", "w1")
+		url, _ := startServer(t, fb, Options{}, nil)
+		c := openClient(t, url, fb, key, testNonce, nil)
+		fb.mu.Lock()
+		fb.submitHook = func(ctx context.Context, raw []byte) (*protocol.Receipt, error) {
+			var cmd struct{ ActionID string }
+			_ = json.Unmarshal(raw, &cmd)
+			if cmd.ActionID == "act-open" {
+				fb.setEpoch("w1", 4) // the session_open commits
+			}
+			return &protocol.Receipt{ActionID: cmd.ActionID, Events: protocol.List[protocol.EventRef]{}}, nil
+		}
+		fb.mu.Unlock()
+		const n = 20
+		c.send(agentCommandFrame("c0", "act-open", "grp-b", 3))
+		for i := 1; i <= n; i++ {
+			c.send(agentCommandFrame(fmt.Sprintf("c%d", i), fmt.Sprintf("act-%d", i), "grp-b", 3))
+		}
+		answered := map[string]bool{}
+		for {
+			f, err := c.tryRead()
+			if err != nil {
+				if code := websocket.CloseStatus(err); code != websocket.StatusPolicyViolation {
+					t.Fatalf("round %d: connection ended with %v, want close 1008", round, err)
+				}
+				break
+			}
+			switch f := f.(type) {
+			case *protocol.AckFrame:
+				answered[f.InReplyTo] = true
+			case *protocol.ErrorFrame:
+				if f.InReplyTo != "" {
+					answered[f.InReplyTo] = true
+				}
+			}
+		}
+		for i := 0; i <= n; i++ {
+			if id := fmt.Sprintf("c%d", i); !answered[id] {
+				t.Fatalf("round %d: %s got no answer before the close (%d of %d answered)", round, id, len(answered), n+1)
+			}
+		}
+	}
+}

@@ -34,7 +34,8 @@ func authorityCommand() *cli.Command {
 				"no log) creates all three. A key whose log is missing or empty is refused (LOG_MISSING), and so is a\n" +
 				"log created for another key (LOG_KEY_MISMATCH): --init starts a new, empty log beside the existing key,\n" +
 				"once (it is refused when a log exists). It prints the URL, the certificate fingerprint (give it to\n" +
-				"workers with --authority-fingerprint), the authority's public key and the log's id. Humans and Organization policy services are registered with\n" +
+				"workers with --authority-fingerprint), the key id of its event-signing key (the public key to verify\n" +
+				"events with is the file DIR/authority.pub) and the log's id. Humans and Organization policy services are registered with\n" +
 				"--human ID=PUBKEYFILE and --policy ID=PUBKEYFILE (key files from `mwp-worker keygen`); agents\n" +
 				"register their own Agent Cards over the wire once known: a HELLO needs a registered key, so an\n" +
 				"agent's first card comes with --enroll FILE (written by `mwp-worker run --enrollment FILE`), or with\n" +
