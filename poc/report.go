@@ -2,6 +2,7 @@ package poc
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 
@@ -144,6 +145,14 @@ func (r *Report) Problems() []string {
 	}
 	if r.Contention == nil && len(r.Groups) > 1 {
 		out = append(out, "contention not shown: no span in which every Group had work waiting")
+	}
+	if c := r.Contention; c != nil && !c.Within {
+		for _, g := range c.Groups {
+			if d := g.SlotShare - g.WeightShare; d > ContentionTolerance || d < -ContentionTolerance {
+				out = append(out, fmt.Sprintf("contention not fair: %s had %.3f of the slot-time against a weight share of %.3f (more than %.0f points off)",
+					g.GroupID, g.SlotShare, g.WeightShare, ContentionTolerance*100))
+			}
+		}
 	}
 	return out
 }
