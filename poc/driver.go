@@ -81,7 +81,7 @@ const (
 	slotsPerWk = 2
 	// queueDepth is the commitments per slot a PoC worker takes: room
 	// for every stage both Missions have ready at once.
-	queueDepth = (LoadStagesA + LoadStagesB + 8) / slotsPerWk
+	queueDepth = (LoadStagesA + LoadStagesB + SoakStages + 8) / slotsPerWk
 )
 
 // The PoC's execution lease and start deadline. Short, so the

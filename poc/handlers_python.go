@@ -83,5 +83,7 @@ func (p *PythonStages) handlers(agentID string) []slots.Handler {
 		run(CapReview, "review.py", review...),
 		run(CapLoad, "load.py", "--steps", strconv.Itoa(LoadSteps), "--rounds", strconv.Itoa(LoadRounds),
 			"--step-ms", strconv.Itoa(int(LoadStepTime.Milliseconds()))),
+		run(CapSoak, "load.py", "--steps", strconv.Itoa(SoakSteps), "--rounds", strconv.Itoa(LoadRounds),
+			"--step-ms", strconv.Itoa(int(SoakStepTime.Milliseconds()))),
 	}
 }

@@ -92,9 +92,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	flush()
 
 	if c := r.Contention; c != nil {
-		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "SLOT TIME", "RUNS", "CARRIED IN")
+		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "LONGEST QUEUE FIRST", "SLOT TIME", "RUNS", "CARRIED IN")
 		for _, g := range c.Groups {
-			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmtMs(g.SlotMs), fmt.Sprint(g.Runs), fmtMs(g.CarriedMs))
+			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmt.Sprintf("%.1f%%", 100*g.LQFShare),
+				fmtMs(g.SlotMs), fmt.Sprint(g.Runs), fmtMs(g.CarriedMs))
 		}
 		flush()
 		verdict := "within"
@@ -114,7 +115,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if problems := r.Problems(); len(problems) == 0 {
 		ew.printf("\nRESULT: ok (every chosen fault injected and held, every invariant held)\n")
 	} else {
-		ew.printf("\nRESULT: FAILED (%d fault(s) not injected or not held, %d invariant(s) did not hold)\n", r.failedFaults(), r.failedInvariants())
+		unfair := ""
+		if c := r.Contention; c != nil && !c.Within {
+			unfair = ", contention not within the weight shares"
+		}
+		ew.printf("\nRESULT: FAILED (%d fault(s) not injected or not held, %d invariant(s) did not hold%s)\n", r.failedFaults(), r.failedInvariants(), unfair)
 		for _, p := range problems {
 			ew.printf("  %s\n", tableSafe(p))
 		}
