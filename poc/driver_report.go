@@ -85,6 +85,16 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 	rep.Groups = ComputeGroups(rep.Slots, arrivals, weights, end)
 	origin, _ := rep.Span()
 	rep.Contention = ComputeContention(rep.Slots, arrivals, weights, origin, end)
+	logs := map[string][]protocol.Event{}
+	for _, g := range r.missionGroups() {
+		if logs[g], _, err = readLog(svc, g); err != nil {
+			return nil, err
+		}
+	}
+	// Observations that cannot be read are a fault problem already; the
+	// preemptions then list none.
+	obs, _ := ReadObservations(st.Observations)
+	rep.Preemptions = ComputePreemptions(logs, obs, rep.Slots, stageNames(rep))
 	if err := WriteTimeline(r.path("timeline.svg"), rep); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 const (
 	LoadSteps     = 2
 	LoadRounds    = 20000
-	LoadStepTime  = 100 * time.Millisecond
+	LoadStepTime  = 30 * time.Millisecond
 	loadStepLabel = "load step "
 )
 

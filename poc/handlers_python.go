@@ -34,6 +34,11 @@ func InstallPythonStages(dir string) (*PythonStages, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The stages run in their slot's directory: a relative --data path
+	// would name the scripts from there.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
 	if err := python.Install(dir); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ type Report struct {
 	// Contention is the window in which every Group had work waiting, with
 	// each Group's share of slot-time in it (nil: there was none).
 	Contention *Contention `json:"contention,omitempty"`
+	// Preemptions are the cooperative preemptions of the run, each from
+	// request to the start of the item it made room for.
+	Preemptions []PreemptionMoment `json:"preemptions"`
 }
 
 // MissionReport is one Mission's final state and its stage timeline.
@@ -196,6 +199,7 @@ func (r *Report) normalized() *Report {
 	c.Groups = nonNil(c.Groups)
 	c.Approvals = nonNil(c.Approvals)
 	c.Injections = nonNil(c.Injections)
+	c.Preemptions = nonNil(c.Preemptions)
 	if c.Contention != nil {
 		cc := *c.Contention
 		cc.Groups = nonNil(cc.Groups)

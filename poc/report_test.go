@@ -125,7 +125,7 @@ func TestReportJSONShape(t *testing.T) {
 	}
 	first := func(name string) any { return doc[name].([]any)[0] }
 	for _, c := range []struct{ got, want string }{
-		{keys(doc), "approvals,contention,faults,groups,injections,invariants,missions,ok,problems,slots"},
+		{keys(doc), "approvals,contention,faults,groups,injections,invariants,missions,ok,preemptions,problems,slots"},
 		{keys(doc["contention"]), "fromMs,groups,toMs,withinTolerance"},
 		{keys(doc["contention"].(map[string]any)["groups"].([]any)[0]), "carriedMs,groupId,longestQueueFirstShare,runs,slotMs,slotShare,weightShare"},
 		{keys(first("missions")), "finalState,group,id,stages"},

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // stripWidth is the number of time buckets in a slot's occupancy strip.
@@ -104,6 +106,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		ew.printf("every Group had work waiting from %s to %s (%s): the slot shares of the runs started in it are %s %.0f points of the weight shares (runs started before it, carried in, are not counted)\n",
 			off(from.Add(time.Duration(c.FromMs)*time.Millisecond)), off(from.Add(time.Duration(c.ToMs)*time.Millisecond)), fmtMs(c.ToMs-c.FromMs), verdict, 100*ContentionTolerance)
+	}
+
+	if len(r.Preemptions) > 0 {
+		section("PREEMPTIONS", "VICTIM", "STAGE", "PHASE", "FOR", "RUN START", "REQUEST", "SAFE POINT", "SLOT FREED", "STARTED")
+		opt := func(t *protocol.Time) string {
+			if t == nil {
+				return "-"
+			}
+			return off(t.Time)
+		}
+		for _, p := range r.Preemptions {
+			row(p.Group+"/"+p.Victim, p.Stage, p.Phase, p.For, off(p.RunStartedAt.Time), off(p.RequestedAt.Time),
+				fmt.Sprintf("%s (+%s)", off(p.SafePointAt.Time), fmtMs(p.ToSafePointMs)), opt(p.SlotFreedAt), opt(p.ForStartedAt))
+		}
+		flush()
 	}
 
 	section("APPROVALS", "MISSION", "GROUP", "AT", "DECISION")
