@@ -92,3 +92,16 @@ func (p *PythonStages) handlers(agentID string) []slots.Handler {
 			"--step-ms", strconv.Itoa(int(SoakStepTime.Milliseconds()))),
 	}
 }
+
+// pythonKinds are the stage kinds whose handlers are Python when python3
+// is there (PythonStages.handlers); the others run in Go.
+var pythonKinds = map[StageKind]bool{StageRequirements: true, StageReview: true, StageLoad: true, StageSoak: true}
+
+// HandlerLanguage is the language of the handler that runs a stage of
+// kind k: "python" or "go" (every stage is Go without python3).
+func HandlerLanguage(k StageKind, python bool) string {
+	if python && pythonKinds[k] {
+		return "python"
+	}
+	return "go"
+}

@@ -184,3 +184,24 @@ func TestPythonLoadPreemptResume(t *testing.T) {
 		t.Fatalf("report %+v, want chain %s", rep, want)
 	}
 }
+
+// The report's handler language says what runs: a stage kind is "python"
+// exactly when a Python handler serves its capability.
+func TestHandlerLanguage(t *testing.T) {
+	py := map[string]bool{}
+	for _, h := range (&PythonStages{Exe: "python3", Dir: "/nowhere"}).handlers("agent") {
+		py[h.Capability().ID] = true
+	}
+	for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
+		want := "go"
+		if py[templateFor(k, Feature{}).capability] {
+			want = "python"
+		}
+		if got := HandlerLanguage(k, true); got != want {
+			t.Errorf("%s: %s, a %s handler serves it", k, got, want)
+		}
+		if got := HandlerLanguage(k, false); got != "go" {
+			t.Errorf("%s without python3: %s", k, got)
+		}
+	}
+}

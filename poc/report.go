@@ -50,6 +50,9 @@ type StageReport struct {
 	FinishedAt *protocol.Time `json:"finishedAt,omitempty"`
 	Worker     string         `json:"worker,omitempty"`
 	Slot       *int           `json:"slot,omitempty"`
+	// Handler is the language of the handler that runs the stage: python
+	// (an external handler on the shipped helper) or go.
+	Handler string `json:"handler"`
 }
 
 // FaultResult says whether a fault of the spec 22 suite was injected and

@@ -43,10 +43,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	flush := func() { _ = tw.Flush() }
 
-	section("MISSIONS", "MISSION", "GROUP", "FINAL", "STAGE", "ITEM", "STATE", "START", "END", "WORKER/SLOT")
+	section("MISSIONS", "MISSION", "GROUP", "FINAL", "STAGE", "ITEM", "STATE", "START", "END", "WORKER/SLOT", "HANDLER")
 	for _, m := range r.Missions {
 		if len(m.Stages) == 0 {
-			row(m.ID, m.Group, m.FinalState, "-", "", "", "", "", "")
+			row(m.ID, m.Group, m.FinalState, "-", "", "", "", "", "", "")
 		}
 		for i, s := range m.Stages {
 			id, group, final := m.ID, m.Group, m.FinalState
@@ -63,7 +63,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if s.Slot != nil {
 				where = fmt.Sprintf("%s/%d", s.Worker, *s.Slot)
 			}
-			row(id, group, final, s.Name, s.WorkItemID, s.State, start, end, where)
+			row(id, group, final, s.Name, s.WorkItemID, s.State, start, end, where, s.Handler)
 		}
 	}
 	flush()
