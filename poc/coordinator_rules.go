@@ -83,9 +83,9 @@ func (r Rules) stageRules(in coordinator.ReviewInput, data map[string][]byte) []
 		if r.Patch != patch {
 			p = append(p, "the test report is for "+r.Patch+", not the input patch "+patch)
 		}
-	case StageLoad:
+	case StageLoad, StageSoak:
 		_, patch, _ := in.Input(OutPatch)
-		p = append(p, checkLoad(data[MediaJSON], in.Stage.WorkItemID, patch)...)
+		p = append(p, checkLoad(data[MediaJSON], in.Stage.WorkItemID, patch, r.Mission.kindOf(in.Stage.WorkItemID) == StageSoak)...)
 	case StageIntegration:
 		var r Receipt
 		if err := json.Unmarshal(data[MediaJSON], &r); err != nil {

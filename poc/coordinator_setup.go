@@ -34,7 +34,7 @@ func AssignCoordinator(ctx context.Context, owner *authoritylite.Principal, spec
 
 // WorkerCapabilities are the capabilities of a worker running Handlers.
 func WorkerCapabilities() []protocol.Capability {
-	return []protocol.Capability{capability(CapRequirements), capability(CapImplement), capability(CapTest), capability(CapReview), capability(CapIntegrate), capability(CapLoad)}
+	return []protocol.Capability{capability(CapRequirements), capability(CapImplement), capability(CapTest), capability(CapReview), capability(CapIntegrate), capability(CapLoad), capability(CapSoak)}
 }
 
 // AgentCard is the card of a PoC agent (workers pass WorkerCapabilities,

@@ -5,13 +5,18 @@
 // The run (driver*.go): authority-lite embedded and served over real wss on
 // 127.0.0.1; worker-1 (runtime.Worker, two slots) serves Mission A (grp-a,
 // priority high: requirements → implementation → testing → code review and
-// sixteen parallel load stages → integration → human approval) and Mission B
-// (grp-b, normal: implementation → testing → review and eight load stages)
-// at the same time. The load stages (handlers_load.go: checkpointed steps
-// of a SHA-256 chain the reviewer recomputes) keep both Groups backlogged
-// on the shared worker at once (it takes them all: queueDepth), so the report's contention window
-// (ComputeContention) shows each Group's share of slot-time against its
-// weight; worker-2 is
+// sixteen parallel load stages → two soak stages → integration → human
+// approval) and Mission B (grp-b, normal: implementation → testing → review
+// and sixteen load stages) at the same time. The load stages
+// (handlers_load.go: checkpointed steps of a SHA-256 chain the reviewer
+// recomputes) keep both Groups backlogged on the shared worker at once (it
+// takes them all: queueDepth), equal backlogs against 4:2 weights, so the
+// report's contention window (ComputeContention) shows each Group's share
+// of slot-time against its weight and against what longest-queue-first
+// would have given. While the soak stages (safe points a second apart, low
+// urgency) fill both slots, the driver offers a critical hotfix in every
+// run (driver_hotfix.go): a busy soak run is asked to yield and does at its
+// next safe point (ComputePreemptions); worker-2 is
 // registered and started only when a fault needs a second worker. Each
 // Mission has an in-process coordinator agent: package coordinator driving
 // the Mission graph as a plan (plans.go: MissionSpec.Plan), which adds

@@ -49,6 +49,28 @@ type Options struct {
 	// moment (defaultMomentWait).
 	thwart     FaultName
 	momentWait time.Duration
+	// weightBlind gives the workers' schedulers equal effective weights
+	// for every Group: a scheduler blind to the weights, which the
+	// contention check must fail (weightBlindWeights).
+	weightBlind bool
+}
+
+// groupWeights are the Groups' own weights on the workers: none (1 each,
+// so the Missions' priority classes alone set the shares), or with
+// weightBlind the weights that cancel the classes out.
+func (r *run) groupWeights() map[string]int64 {
+	if !r.opts.weightBlind {
+		return nil
+	}
+	prod := int64(1)
+	for _, spec := range r.specs {
+		prod *= classWeight(spec.PriorityClass)
+	}
+	w := map[string]int64{}
+	for _, spec := range r.specs {
+		w[spec.GroupID] = prod / classWeight(spec.PriorityClass)
+	}
+	return w
 }
 
 // The run's cast.
@@ -59,7 +81,7 @@ const (
 	slotsPerWk = 2
 	// queueDepth is the commitments per slot a PoC worker takes: room
 	// for every stage both Missions have ready at once.
-	queueDepth = (LoadStagesA + LoadStagesB + 8) / slotsPerWk
+	queueDepth = (LoadStagesA + LoadStagesB + SoakStages + 8) / slotsPerWk
 )
 
 // The PoC's execution lease and start deadline. Short, so the
@@ -282,7 +304,8 @@ func (r *run) startWorker(id string, groups []string) error {
 		// the worker's commitments and the other's were refused and taken
 		// one at a time as commitments ended, so the scheduler never had
 		// both backlogs to share (the contention window fell apart).
-		QueueDepth: queueDepth,
+		QueueDepth:   queueDepth,
+		GroupWeights: r.groupWeights(),
 		// A short reconnect cap: the injected outages end at known times
 		// and the run should not wait out a 30 s backoff after them, nor
 		// lose a lease to a slow reconnection.

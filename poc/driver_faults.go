@@ -21,10 +21,12 @@ import (
 // first safe point on worker-1, both slots busy, nothing offered or
 // accepted in flight (the next stages wait for these), only lease
 // renewals going out. There, in turn: group-disconnect, worker-restart
-// (the held runs checkpoint at the shutdown, resume and are held again),
-// priority-arrival; then the holds are released. lease-expiry once Mission
-// A's integration is held before its first checkpoint on worker-1 (after
-// priority-arrival has settled and Mission B's work is done);
+// (the held runs checkpoint at the shutdown, resume and are held again);
+// then the holds are released. priority-arrival is the critical hotfix
+// every run gets while Mission A's soak stages run (driver_hotfix.go),
+// journaled when chosen. lease-expiry once Mission A's integration is
+// held before its first checkpoint on worker-1 (after the hotfix has
+// settled and Mission B's work is done);
 // change-request on Mission A's first submission for approval.
 type faultPlan struct {
 	r    *run
@@ -44,11 +46,12 @@ type faultPlan struct {
 	seen        map[string]uint64 // group -> events already scanned
 
 	// The quiet point: the testing stages held on worker-1 while
-	// group-disconnect, worker-restart and priority-arrival are injected;
-	// with priority-arrival the holds are released once the critical item
-	// started (or after momentWait), else once the other two are done.
-	quietHolds   []*Hold
-	quietItems   [][2]string // group, item
+	// group-disconnect and worker-restart are injected; released once
+	// both are done.
+	quietHolds []*Hold
+	quietItems [][2]string // group, item
+	// The critical hotfix (driver_hotfix.go), in every run.
+	soakSeen     map[string]time.Time // soak item -> first seen running on worker-1
 	prioOffered  time.Time
 	prioGaveUp   bool
 	prioObserved bool
@@ -63,7 +66,7 @@ type faultPlan struct {
 }
 
 func newFaultPlan(r *run, names []FaultName) *faultPlan {
-	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{},
+	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{}, soakSeen: map[string]time.Time{},
 		momentWait: r.opts.momentWait, thwart: r.opts.thwart, giveUpAt: time.Now().Add(r.opts.Timeout / 2)}
 	if f.momentWait <= 0 {
 		f.momentWait = defaultMomentWait
@@ -72,7 +75,7 @@ func newFaultPlan(r *run, names []FaultName) *faultPlan {
 		f.want[n] = true
 	}
 	a := r.specs[0]
-	if f.want[FaultPriorityArrival] || f.want[FaultGroupDisconnect] || f.want[FaultWorkerRestart] {
+	if f.want[FaultGroupDisconnect] || f.want[FaultWorkerRestart] {
 		for _, spec := range r.specs {
 			if id := stageOf(spec, StageTesting); id != "" {
 				f.quietHolds = append(f.quietHolds, r.holds.Arm(worker1, spec.GroupID, id, HoldAtSafePoint))
@@ -135,6 +138,9 @@ func (f *faultPlan) scan() {
 // step injects whatever fault is due now.
 func (f *faultPlan) step() error {
 	r := f.r
+	if err := f.hotfixStep(); err != nil {
+		return err
+	}
 	if len(f.want) == 0 {
 		return nil
 	}
@@ -203,32 +209,18 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// priority-arrival: at the quiet point again (after the restart, the
-	// held runs resumed and are held again), a critical item while both of
-	// worker-1's slots are busy.
-	if f.want[FaultPriorityArrival] && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
-		if err := f.priorityArrival(a, now); err != nil {
-			return err
-		}
-	} else if !f.want[FaultPriorityArrival] && f.disconnectDone() && !f.pending(FaultWorkerRestart) {
+	// The quiet point is over once the disconnect and the restart are.
+	if f.disconnectDone() && !f.pending(FaultWorkerRestart) {
 		for _, h := range f.quietHolds {
 			h.Release()
 		}
 	}
 	// lease-expiry: once Mission A's integration is held on worker-1 before its
-	// first checkpoint (after the priority arrival, which needs worker-1
+	// first checkpoint (after the critical hotfix, which needs worker-1
 	// connected, after the disconnect and the restart, whose own cut or
 	// new connection would end the stall early, and once Mission B's work
 	// is done), cut worker-1 off past the lease; worker-2 (started now)
 	// takes the re-offer.
-	if f.want[FaultPriorityArrival] && f.done[FaultPriorityArrival] && !f.prioObserved && f.priorityDone() {
-		// The worker's log of the preemptions it asked for, while it is
-		// short: the check reads the request of the critical item there.
-		f.prioObserved = true
-		if err := r.observe(worker1, string(FaultPriorityArrival)+momentAfter); err != nil {
-			return err
-		}
-	}
 	if f.pending(FaultLeaseExpiry) && f.priorityDone() && f.disconnectDone() && !f.pending(FaultWorkerRestart) && f.missionWorkDone(b) {
 		if err := f.leaseExpiry(a, now); err != nil {
 			return err
@@ -482,60 +474,6 @@ func (f *faultPlan) finished() bool {
 	return true
 }
 
-// hotfixID is the critical WorkItem priority-arrival injects into Mission A.
-const hotfixID = "wi-a-hotfix"
-
-// priorityArrival: once both testing stages are held at their first
-// safe point on worker-1 (so both of its slots are busy and neither frees
-// itself), Mission A's coordinator authority authorizes and offers a
-// critical-urgency item to worker-1 (a second requirements analysis on
-// the same feature request); the worker's scheduler must preempt a
-// running item at its safe point to give the critical item a slot. The
-// holds are released once the critical item started (or after
-// momentWait). The driver reviews the hotfix itself, since it is not part
-// of the coordinator's graph.
-func (f *faultPlan) priorityArrival(a MissionSpec, now time.Time) error {
-	r := f.r
-	if f.done[FaultPriorityArrival] {
-		f.releasePriorityHolds(a, now)
-		return f.acceptHotfix(a)
-	}
-	if !f.quiet() {
-		return nil
-	}
-	src, ok := r.svc.WorkItem(a.GroupID, a.WorkStages()[0].WorkItemID)
-	m, ok2 := r.svc.Mission(a.GroupID)
-	if !ok || !ok2 || m.Coordinator == nil || len(src.Contract.Inputs) == 0 {
-		return nil
-	}
-	coord := r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: m.Coordinator.AgentID}, r.keys[m.Coordinator.AgentID])
-	c := src.Contract
-	c.ContractID, c.Revision, c.Urgency, c.BusinessImpact = "wc-"+hotfixID, 1, protocol.UrgencyCritical, protocol.ImpactCritical
-	c.Dependencies = protocol.List[protocol.Dependency]{}
-	c.Deadline = protocol.NewTime(now.Add(time.Hour))
-	c.Goal = "Hotfix: " + c.Goal
-	if _, err := coord.Do(r.ctx, protocol.CmdWorkAuthorize, a.GroupID, &protocol.AuthorizeWorkPayload{WorkItemID: hotfixID, MissionID: a.MissionID, Contract: c}); err != nil {
-		return fmt.Errorf("priority-arrival: authorize: %w", err)
-	}
-	to := worker1
-	if f.thwart == FaultPriorityArrival {
-		to = worker2 // not running: the critical item never reaches a slot
-	}
-	basis := protocol.SelectionBasis{
-		CapabilityMatches:     protocol.List[protocol.CapabilityMatch]{{ID: c.RequiredCapabilities[0].ID, Required: c.RequiredCapabilities[0].Version, Offered: "1.0.0"}},
-		AuthorizationEligible: true, AvailabilityEstimate: protocol.AvailabilityEstimate{EarliestStart: protocol.NewTime(now), Confidence: 0.5},
-		ExpectedCost: protocol.Budgets{WallClockSeconds: protocol.Float64(5)}, ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
-		PolicyRulesApplied: protocol.List[string]{"critical-arrival"},
-	}
-	if _, err := coord.Do(r.ctx, protocol.CmdWorkOffer, a.GroupID, &protocol.OfferWorkPayload{WorkItemID: hotfixID, OfferID: "off-" + hotfixID, Contract: c,
-		Candidates: protocol.List[protocol.OfferCandidate]{{AgentID: to, SelectionBasis: basis}}, ExpiresAt: protocol.NewTime(now.Add(time.Minute))}); err != nil {
-		return fmt.Errorf("priority-arrival: offer: %w", err)
-	}
-	f.prioOffered = now
-	return f.record(Injection{Fault: FaultPriorityArrival, Group: a.GroupID, WorkItem: hotfixID,
-		Detail: fmt.Sprintf("critical %s offered to %s while %s", hotfixID, to, f.heldText())})
-}
-
 // quiet reports whether the quiet point is reached: both testing stages
 // wait at their holds on worker-1, each with worker-1's lease.
 func (f *faultPlan) quiet() bool {
@@ -560,34 +498,6 @@ func (f *faultPlan) heldText() string {
 	return fmt.Sprintf("its %d slots were held by %s", slotsPerWk, strings.Join(held, ", "))
 }
 
-// releasePriorityHolds lets the held testing runs go once the critical
-// item has a slot, or once momentWait has passed without it getting one.
-func (f *faultPlan) releasePriorityHolds(a MissionSpec, now time.Time) {
-	if f.prioGaveUp || len(f.quietHolds) == 0 || f.quietHolds[0].Released() {
-		return
-	}
-	w, ok := f.r.svc.WorkItem(a.GroupID, hotfixID)
-	started := ok && (w.Lease != nil || w.State == protocol.WorkSubmitted || w.State == protocol.WorkVerified)
-	if !started && now.Sub(f.prioOffered) < f.momentWait {
-		return
-	}
-	for _, h := range f.quietHolds {
-		h.Release()
-	}
-	if started {
-		return
-	}
-	f.prioGaveUp = true
-	fmt.Fprintf(f.r.out, "fault %s: %s got no slot within %s; the held runs go on and it is cancelled\n", FaultPriorityArrival, hotfixID, f.momentWait)
-	// Cancelled, so the Mission can still be submitted for approval.
-	if m, ok := f.r.svc.Mission(a.GroupID); ok && m.Coordinator != nil {
-		coord := f.r.svc.Principal(protocol.Actor{Kind: protocol.ActorAgent, ID: m.Coordinator.AgentID}, f.r.keys[m.Coordinator.AgentID])
-		if _, err := coord.Do(f.r.ctx, protocol.CmdWorkCancel, a.GroupID, &protocol.CancelWorkPayload{WorkItemID: hotfixID, Reason: "the critical item got no slot"}); err != nil {
-			f.r.fail(fmt.Errorf("priority-arrival: cancel %s: %w", hotfixID, err))
-		}
-	}
-}
-
 // acceptHotfix reviews the injected item like the coordinator would: its
 // submission is accepted under the current coordinator epoch.
 func (f *faultPlan) acceptHotfix(a MissionSpec) error {
@@ -604,41 +514,4 @@ func (f *faultPlan) acceptHotfix(a MissionSpec) error {
 	_, err := coord.Do(r.ctx, protocol.CmdWorkAcceptResult, a.GroupID, &protocol.AcceptResultPayload{WorkItemID: hotfixID, ContractRevision: w.Contract.Revision,
 		Comment: "hotfix reviewed by the PoC driver"})
 	return err
-}
-
-// priorityDone reports whether priority-arrival is over: not chosen, or
-// injected and its critical item settled (the preemption and the resume
-// happen while worker-1 is left undisturbed).
-func (f *faultPlan) priorityDone() bool {
-	if !f.want[FaultPriorityArrival] {
-		return true
-	}
-	if !f.done[FaultPriorityArrival] {
-		return false
-	}
-	if f.prioGaveUp {
-		return true
-	}
-	w, ok := f.r.svc.WorkItem(f.r.specs[0].GroupID, hotfixID)
-	if ok && w.State != protocol.WorkVerified && w.State != protocol.WorkFailed && w.State != protocol.WorkCancelled {
-		return false
-	}
-	// The critical item may have taken a slot that freed by itself while
-	// the victim was still on its way to a safe point: the cycle is over
-	// only once every run worker-1 was asked to preempt has stopped (its
-	// checkpoint is in the log, or it ran to its end).
-	wr := f.r.worker(worker1)
-	if wr == nil {
-		return true
-	}
-	for _, p := range wr.w.Status().Preemptions {
-		if p.Reason != "scheduler" {
-			continue
-		}
-		v, ok := f.r.svc.WorkItem(p.GroupID, p.WorkItemID)
-		if ok && v.State == protocol.WorkActive && v.Checkpoint == nil {
-			return false
-		}
-	}
-	return true
 }

@@ -85,6 +85,16 @@ func (r *run) report(start, end time.Time) (*Report, error) {
 	rep.Groups = ComputeGroups(rep.Slots, arrivals, weights, end)
 	origin, _ := rep.Span()
 	rep.Contention = ComputeContention(rep.Slots, arrivals, weights, origin, end)
+	logs := map[string][]protocol.Event{}
+	for _, g := range r.missionGroups() {
+		if logs[g], _, err = readLog(svc, g); err != nil {
+			return nil, err
+		}
+	}
+	// Observations that cannot be read are a fault problem already; the
+	// preemptions then list none.
+	obs, _ := ReadObservations(st.Observations)
+	rep.Preemptions = ComputePreemptions(logs, obs, rep.Slots, stageNames(rep))
 	if err := WriteTimeline(r.path("timeline.svg"), rep); err != nil {
 		return nil, err
 	}
@@ -175,7 +185,7 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 		delete(open, item)
 	}
 	for _, s := range spec.WorkStages() {
-		sr := StageReport{WorkItemID: s.WorkItemID, Name: s.Name, Worker: owner[s.WorkItemID]}
+		sr := StageReport{WorkItemID: s.WorkItemID, Name: s.Name, Worker: owner[s.WorkItemID], Handler: HandlerLanguage(s.Kind, r.python != nil)}
 		if w, ok := svc.WorkItem(spec.GroupID, s.WorkItemID); ok {
 			sr.State = string(w.State)
 		} else {

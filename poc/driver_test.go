@@ -159,3 +159,26 @@ func TestRunFaultSwitchedOff(t *testing.T) {
 		})
 	}
 }
+
+// TestRunWeightBlindSchedulerFails: with the workers' schedulers blind to
+// the Groups' weights (equal effective weights), the equal backlogs are
+// served about half each, and the run fails on the contention check: the
+// check is one a wrong scheduler does not pass.
+func TestRunWeightBlindSchedulerFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a PoC run takes a few seconds")
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Out: &out, weightBlind: true})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if rep.Contention == nil {
+		t.Fatalf("no contention window\n%s", out.String())
+	}
+	p := rep.Problems()
+	if rep.OK() || len(p) == 0 || !strings.HasPrefix(p[0], "contention not fair: ") {
+		t.Fatalf("a weight-blind scheduler passed: problems %q, contention %+v", p, rep.Contention)
+	}
+	t.Logf("%s", p[0])
+}

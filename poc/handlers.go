@@ -76,7 +76,7 @@ func Handlers(cfg HandlerConfig) []slots.Handler {
 	}
 	return []slots.Handler{
 		&RequirementsHandler{c}, &ImplementationHandler{c}, &TestingHandler{c}, &ReviewHandler{c}, &IntegrationHandler{c},
-		&LoadHandler{c},
+		&LoadHandler{cfg: c}, &LoadHandler{cfg: c, soak: true},
 	}
 }
 

@@ -24,8 +24,16 @@ import (
 const (
 	LoadSteps     = 2
 	LoadRounds    = 20000
-	LoadStepTime  = 100 * time.Millisecond
+	LoadStepTime  = 30 * time.Millisecond
 	loadStepLabel = "load step "
+)
+
+// Soak stages: the same chain in SoakSteps steps of at least SoakStepTime,
+// so a soak run is busy between safe points a second apart.
+const (
+	SoakStages   = 2
+	SoakSteps    = 2
+	SoakStepTime = time.Second
 )
 
 // LoadReport is a load stage's output: the chain's head after Steps steps
@@ -39,10 +47,27 @@ type LoadReport struct {
 	Chain      string `json:"chain"`
 }
 
-// LoadHandler runs load stages.
-type LoadHandler struct{ cfg *HandlerConfig }
+// LoadHandler runs load stages, or soak stages when soak is set.
+type LoadHandler struct {
+	cfg  *HandlerConfig
+	soak bool
+}
 
-func (h *LoadHandler) Capability() protocol.Capability { return capability(CapLoad) }
+func (h *LoadHandler) Capability() protocol.Capability {
+	if h.soak {
+		return capability(CapSoak)
+	}
+	return capability(CapLoad)
+}
+
+// stepsOf is the number and least length of the steps of a load (false)
+// or soak (true) stage.
+func stepsOf(soak bool) (int, time.Duration) {
+	if soak {
+		return SoakSteps, SoakStepTime
+	}
+	return LoadSteps, LoadStepTime
+}
 
 func loadSeed(workItemID, patch string) string { return workItemID + " " + patch }
 
@@ -67,6 +92,7 @@ func LoadChain(workItemID, patch string, steps, rounds int) string {
 
 // Run implements slots.Handler.
 func (h *LoadHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
+	nSteps, stepTime := stepsOf(h.soak)
 	steps := []step{{name: "read patch", setup: true, fn: func(_ context.Context, j *job) error {
 		_, d, err := j.input(OutPatch)
 		if err != nil {
@@ -78,9 +104,9 @@ func (h *LoadHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, err
 		j.scr["patch"] = d
 		return nil
 	}}}
-	for i := range LoadSteps {
+	for i := range nSteps {
 		steps = append(steps, step{name: loadStepLabel + strconv.Itoa(i+1), fn: func(ctx context.Context, j *job) error {
-			t := time.NewTimer(LoadStepTime)
+			t := time.NewTimer(stepTime)
 			defer t.Stop()
 			j.st.Vals["chain"] = chainStep(j.st.Vals["chain"], LoadRounds)
 			select {
@@ -92,7 +118,7 @@ func (h *LoadHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, err
 		}})
 	}
 	steps = append(steps, step{name: "write load report", fn: func(ctx context.Context, j *job) error {
-		rep := LoadReport{WorkItemID: j.w.Slot().WorkItemID, Patch: j.scr["patch"].(string), Steps: LoadSteps, Rounds: LoadRounds, Chain: j.st.Vals["chain"]}
+		rep := LoadReport{WorkItemID: j.w.Slot().WorkItemID, Patch: j.scr["patch"].(string), Steps: nSteps, Rounds: LoadRounds, Chain: j.st.Vals["chain"]}
 		raw, err := json.Marshal(rep)
 		if err != nil {
 			return err
@@ -101,14 +127,16 @@ func (h *LoadHandler) Run(ctx context.Context, w *slots.Work) (slots.Result, err
 		if err != nil {
 			return err
 		}
-		j.record(EvLoadChain, true, "SHA-256 chain from the patch", fmt.Sprintf("%d steps of %d rounds", LoadSteps, LoadRounds), d)
+		j.record(EvLoadChain, true, "SHA-256 chain from the patch", fmt.Sprintf("%d steps of %d rounds", nSteps, LoadRounds), d)
 		return nil
 	}})
 	return h.cfg.runSteps(ctx, w, steps)
 }
 
 // checkLoad is the reviewer's deterministic check of a load report.
-func checkLoad(raw []byte, workItemID, patch string) []string {
+// A soak report is checked against SoakSteps.
+func checkLoad(raw []byte, workItemID, patch string, soak bool) []string {
+	nSteps, _ := stepsOf(soak)
 	var r LoadReport
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return []string{"load report: " + err.Error()}
@@ -119,8 +147,8 @@ func checkLoad(raw []byte, workItemID, patch string) []string {
 	if r.Patch != patch {
 		return []string{"the load report is for " + r.Patch + ", not the input patch " + patch}
 	}
-	if r.Steps != LoadSteps || r.Rounds != LoadRounds {
-		return []string{fmt.Sprintf("the load report did %d×%d rounds, the stage asks %d×%d", r.Steps, r.Rounds, LoadSteps, LoadRounds)}
+	if r.Steps != nSteps || r.Rounds != LoadRounds {
+		return []string{fmt.Sprintf("the load report did %d×%d rounds, the stage asks %d×%d", r.Steps, r.Rounds, nSteps, LoadRounds)}
 	}
 	if want := LoadChain(workItemID, patch, r.Steps, r.Rounds); r.Chain != want {
 		return []string{"the load chain does not recompute: " + r.Chain + " is not " + want}

@@ -34,6 +34,11 @@ func InstallPythonStages(dir string) (*PythonStages, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The stages run in their slot's directory: a relative --data path
+	// would name the scripts from there.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
 	if err := python.Install(dir); err != nil {
 		return nil, err
 	}
@@ -83,5 +88,20 @@ func (p *PythonStages) handlers(agentID string) []slots.Handler {
 		run(CapReview, "review.py", review...),
 		run(CapLoad, "load.py", "--steps", strconv.Itoa(LoadSteps), "--rounds", strconv.Itoa(LoadRounds),
 			"--step-ms", strconv.Itoa(int(LoadStepTime.Milliseconds()))),
+		run(CapSoak, "load.py", "--steps", strconv.Itoa(SoakSteps), "--rounds", strconv.Itoa(LoadRounds),
+			"--step-ms", strconv.Itoa(int(SoakStepTime.Milliseconds()))),
 	}
+}
+
+// pythonKinds are the stage kinds whose handlers are Python when python3
+// is there (PythonStages.handlers); the others run in Go.
+var pythonKinds = map[StageKind]bool{StageRequirements: true, StageReview: true, StageLoad: true, StageSoak: true}
+
+// HandlerLanguage is the language of the handler that runs a stage of
+// kind k: "python" or "go" (every stage is Go without python3).
+func HandlerLanguage(k StageKind, python bool) string {
+	if python && pythonKinds[k] {
+		return "python"
+	}
+	return "go"
 }

@@ -87,7 +87,7 @@ func TestPythonStagesMatchGo(t *testing.T) {
 	if a, b := g.artifact(goLoad, "{"), p.artifact(pyLoad, "{"); !bytes.Equal(a, b) {
 		t.Fatalf("the load reports differ:\ngo     %s\npython %s", a, b)
 	}
-	if problems := checkLoad(p.artifact(pyLoad, "{"), rigItem(StageLoad), patch); problems != nil {
+	if problems := checkLoad(p.artifact(pyLoad, "{"), rigItem(StageLoad), patch, false); problems != nil {
 		t.Fatal(problems)
 	}
 }
@@ -182,5 +182,26 @@ func TestPythonLoadPreemptResume(t *testing.T) {
 	item := rigItem(StageLoad)
 	if want := LoadChain(item, patch, LoadSteps, LoadRounds); rep.Chain != want || rep.WorkItemID != item {
 		t.Fatalf("report %+v, want chain %s", rep, want)
+	}
+}
+
+// The report's handler language says what runs: a stage kind is "python"
+// exactly when a Python handler serves its capability.
+func TestHandlerLanguage(t *testing.T) {
+	py := map[string]bool{}
+	for _, h := range (&PythonStages{Exe: "python3", Dir: "/nowhere"}).handlers("agent") {
+		py[h.Capability().ID] = true
+	}
+	for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
+		want := "go"
+		if py[templateFor(k, Feature{}).capability] {
+			want = "python"
+		}
+		if got := HandlerLanguage(k, true); got != want {
+			t.Errorf("%s: %s, a %s handler serves it", k, got, want)
+		}
+		if got := HandlerLanguage(k, false); got != "go" {
+			t.Errorf("%s without python3: %s", k, got)
+		}
 	}
 }

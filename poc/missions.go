@@ -17,6 +17,7 @@ const (
 	CapReview       = "dev.review"
 	CapIntegrate    = "dev.integrate"
 	CapLoad         = "dev.load"
+	CapSoak         = "dev.soak"
 
 	HandlerVersion = "1.0.0"
 	capRange       = "1.x"
@@ -37,7 +38,12 @@ const (
 	StageIntegration    StageKind = "integration"
 	// StageLoad is a load stage (handlers_load.go): parallel branches that
 	// keep both Groups backlogged so weighted sharing shows.
-	StageLoad     StageKind = "load"
+	StageLoad StageKind = "load"
+	// StageSoak is a long load stage (handlers_load.go, SoakSteps of
+	// SoakStepTime: a safe point every second) run at low urgency, the
+	// run a critical arrival preempts while it is busy between two safe
+	// points.
+	StageSoak     StageKind = "soak"
 	StageApproval StageKind = "approval"
 )
 
@@ -152,6 +158,16 @@ func MissionA(base time.Time) MissionSpec {
 		stage(base, m, "code review", StageReview, p+"review", []string{p + "impl", p + "test"}),
 	}
 	loads := loadStages(base, m, p, LoadStagesA)
+	// Two soak stages after the loads keep both slots busy with long runs
+	// when the critical hotfix arrives (driver_hotfix.go).
+	var loadIDs []string
+	for _, l := range loads {
+		loadIDs = append(loadIDs, l.WorkItemID)
+	}
+	for i := range SoakStages {
+		n := strconv.Itoa(i + 1)
+		loads = append(loads, stage(base, m, "soak "+n, StageSoak, p+"soak-"+n, append([]string{p + "impl", p + "test"}, loadIDs...)))
+	}
 	// Integration comes last, after the load branches as well: the change
 	// goes in once everything about it is verified.
 	integDeps := []string{p + "impl", p + "review"}
@@ -189,16 +205,19 @@ func MissionB(base time.Time) MissionSpec {
 	return m
 }
 
-// Load stages per Mission, in proportion to the Groups' weights (4:2), so
-// both backlogs drain at about the same time under weighted fair sharing
-// and the window in which both wait is as long as the work. Many short
-// ones rather than a few long ones: weighted fair sharing keeps a Group
-// within about one run of its share, so the share a window shows is as
-// fine as the runs in it (twelve runs of half a second put one run at
-// eight share points; two dozen shorter ones, at about four).
+// Load stages per Mission: the same number for both, not in the ratio of
+// the weights (4:2). With backlogs in that ratio any scheduler that keeps
+// both queues moving (longest queue first, round robin by item, FIFO
+// over a joint arrival) lands near the weight shares; with equal backlogs
+// only weighted fair sharing gives grp-a two thirds of the slot-time while
+// both wait (longest-queue-first gives about half, which the report shows
+// beside it). The window lasts until grp-a's sixteen have started, with
+// some eight of grp-b's: many short runs rather than a few long ones, since
+// weighted fair sharing keeps a Group within about one run of its share,
+// and two dozen runs put one run at about four share points.
 const (
 	LoadStagesA = 16
-	LoadStagesB = 8
+	LoadStagesB = 16
 )
 
 // loadStages are a Mission's n parallel load branches, each after the
@@ -279,9 +298,13 @@ func templateFor(k StageKind, f Feature) stageTemplate {
 			},
 			tools: []string{IntegrationTool}, ops: []string{"read", IntegrationOperation}, risk: protocol.RiskMedium, sideEffect: 1,
 		}
-	case StageLoad:
+	case StageLoad, StageSoak:
+		capID := CapLoad
+		if k == StageSoak {
+			capID = CapSoak
+		}
 		return stageTemplate{
-			goal: "Recompute the SHA-256 load chain of the " + fn + " patch in checkpointed steps", capability: CapLoad,
+			goal: "Recompute the SHA-256 load chain of the " + fn + " patch in checkpointed steps", capability: capID,
 			outputs: []protocol.OutputSpec{{Name: OutLoadReport, MediaType: MediaJSON}},
 			criteria: []protocol.AcceptanceCriterion{
 				ac("ac-load-chain", "The load report's chain recomputes from the input patch", EvLoadChain),
@@ -301,7 +324,11 @@ func stage(base time.Time, m MissionSpec, name string, k StageKind, id string, d
 		ds[i] = protocol.Dependency{WorkItemID: d, Policy: protocol.DependencyVerified}
 	}
 	urgency, impact := protocol.UrgencyNormal, protocol.ImpactMedium
-	if m.PriorityClass.Rank() >= protocol.PriorityHigh.Rank() {
+	switch {
+	case k == StageSoak:
+		// Background work: the first to yield to anything more urgent.
+		urgency, impact = protocol.UrgencyLow, protocol.ImpactLow
+	case m.PriorityClass.Rank() >= protocol.PriorityHigh.Rank():
 		urgency, impact = protocol.UrgencyHigh, protocol.ImpactHigh
 	}
 	money, cost := 2.0, 2.0
@@ -360,7 +387,7 @@ func ReworkStages(m MissionSpec, round int, changeRequest, basePatch string) []S
 		if s.Kind == StageImplementation {
 			started = true
 		}
-		if s.Kind == StageLoad {
+		if s.Kind == StageLoad || s.Kind == StageSoak {
 			// Load stages are not redone (they show scheduling, not the
 			// change), and nothing of the rework waits for them.
 			load[s.WorkItemID] = true

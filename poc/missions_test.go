@@ -77,6 +77,9 @@ func TestMissionContractsValid(t *testing.T) {
 	for range LoadStagesA {
 		want = append(want, StageLoad)
 	}
+	for range SoakStages {
+		want = append(want, StageSoak)
+	}
 	if want = append(want, StageIntegration, StageApproval); !slices.Equal(kinds, want) {
 		t.Errorf("mission A stages %v", kinds)
 	}

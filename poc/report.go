@@ -2,6 +2,7 @@ package poc
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 
@@ -25,6 +26,9 @@ type Report struct {
 	// Contention is the window in which every Group had work waiting, with
 	// each Group's share of slot-time in it (nil: there was none).
 	Contention *Contention `json:"contention,omitempty"`
+	// Preemptions are the cooperative preemptions of the run, each from
+	// request to the start of the item it made room for.
+	Preemptions []PreemptionMoment `json:"preemptions"`
 }
 
 // MissionReport is one Mission's final state and its stage timeline.
@@ -46,6 +50,9 @@ type StageReport struct {
 	FinishedAt *protocol.Time `json:"finishedAt,omitempty"`
 	Worker     string         `json:"worker,omitempty"`
 	Slot       *int           `json:"slot,omitempty"`
+	// Handler is the language of the handler that runs the stage: python
+	// (an external handler on the shipped helper) or go.
+	Handler string `json:"handler"`
 }
 
 // FaultResult says whether a fault of the spec 22 suite was injected and
@@ -145,6 +152,14 @@ func (r *Report) Problems() []string {
 	if r.Contention == nil && len(r.Groups) > 1 {
 		out = append(out, "contention not shown: no span in which every Group had work waiting")
 	}
+	if c := r.Contention; c != nil && !c.Within {
+		for _, g := range c.Groups {
+			if d := g.SlotShare - g.WeightShare; d > ContentionTolerance || d < -ContentionTolerance {
+				out = append(out, fmt.Sprintf("contention not fair: %s had %.3f of the slot-time against a weight share of %.3f (more than %.0f points off)",
+					g.GroupID, g.SlotShare, g.WeightShare, ContentionTolerance*100))
+			}
+		}
+	}
 	return out
 }
 
@@ -187,6 +202,7 @@ func (r *Report) normalized() *Report {
 	c.Groups = nonNil(c.Groups)
 	c.Approvals = nonNil(c.Approvals)
 	c.Injections = nonNil(c.Injections)
+	c.Preemptions = nonNil(c.Preemptions)
 	if c.Contention != nil {
 		cc := *c.Contention
 		cc.Groups = nonNil(cc.Groups)

@@ -40,6 +40,10 @@ type ContentionShare struct {
 	// CarriedMs is the slot-time inside the window of the Group's runs
 	// started before it.
 	CarriedMs int64 `json:"carriedMs"`
+	// LQFShare is the share longest-queue-first would have given it on
+	// the same backlogs and slots (LongestQueueFirst): a check that a
+	// naive policy also passes proves nothing.
+	LQFShare float64 `json:"longestQueueFirstShare"`
 }
 
 // ComputeContention finds the contention window of a run and each Group's
@@ -98,8 +102,10 @@ func ComputeContention(slots []SlotUsage, arrivals []Arrival, weights map[string
 			}
 		}
 	}
+	lqf := LongestQueueFirst(backlog(slots, arrivals, best[0], best[1], end), slotsIn(slots, best))
 	for _, g := range groups {
 		cs := by[g]
+		cs.LQFShare = lqf[g]
 		cs.WeightShare = float64(weights[g]) / float64(weightSum)
 		if total > 0 {
 			cs.SlotShare = float64(cs.SlotMs) / float64(total)

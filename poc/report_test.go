@@ -125,12 +125,12 @@ func TestReportJSONShape(t *testing.T) {
 	}
 	first := func(name string) any { return doc[name].([]any)[0] }
 	for _, c := range []struct{ got, want string }{
-		{keys(doc), "approvals,contention,faults,groups,injections,invariants,missions,ok,problems,slots"},
+		{keys(doc), "approvals,contention,faults,groups,injections,invariants,missions,ok,preemptions,problems,slots"},
 		{keys(doc["contention"]), "fromMs,groups,toMs,withinTolerance"},
-		{keys(doc["contention"].(map[string]any)["groups"].([]any)[0]), "carriedMs,groupId,runs,slotMs,slotShare,weightShare"},
+		{keys(doc["contention"].(map[string]any)["groups"].([]any)[0]), "carriedMs,groupId,longestQueueFirstShare,runs,slotMs,slotShare,weightShare"},
 		{keys(first("missions")), "finalState,group,id,stages"},
-		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,name,slot,startedAt,state,workItemId,worker"},
-		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "name,state,workItemId"},
+		{keys(first("missions").(map[string]any)["stages"].([]any)[0]), "finishedAt,handler,name,slot,startedAt,state,workItemId,worker"},
+		{keys(first("missions").(map[string]any)["stages"].([]any)[2]), "handler,name,state,workItemId"},
 		{keys(first("faults")), "detail,evidence,held,injected,name"},
 		{keys(first("invariants")), "detail,held,name"},
 		{keys(first("slots")), "intervals,slot,worker"},
@@ -168,8 +168,18 @@ func TestReportJSONShape(t *testing.T) {
 	}
 }
 
+// makeFair gives the sample's contention window (too short to be fair)
+// the weight shares.
+func makeFair(r *Report) {
+	for i := range r.Contention.Groups {
+		r.Contention.Groups[i].SlotShare = r.Contention.Groups[i].WeightShare
+	}
+	r.Contention.Within = true
+}
+
 func TestReportText(t *testing.T) {
 	r := sampleReport()
+	makeFair(r)
 	r.Faults[0].Detail = "tab\there\x1b[31m"
 	r.Faults[1].Injected, r.Faults[1].Held = true, true
 	var buf bytes.Buffer
@@ -218,10 +228,16 @@ func TestReportVerdict(t *testing.T) {
 			[]string{"fault duplicate event delivery did not hold: 3 duplicates dropped by eventId"}},
 		{"invariant", func(r *Report) { r.Invariants[0].Held = false }, false,
 			[]string{"invariant no duplicate side effects did not hold: toolkey ledger: 0 repeats"}},
+		{"contention off its weights", func(r *Report) {
+			r.Contention.Groups[0].SlotShare, r.Contention.Groups[1].SlotShare, r.Contention.Within = 0.5, 0.5, false
+		}, false, []string{
+			"contention not fair: grp-a had 0.500 of the slot-time against a weight share of 0.667 (more than 10 points off)",
+			"contention not fair: grp-b had 0.500 of the slot-time against a weight share of 0.333 (more than 10 points off)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := sampleReport()
 			r.Faults = r.Faults[:1]
+			makeFair(r)
 			c.change(r)
 			if r.OK() != c.ok || !slices.Equal(r.Problems(), c.problems) {
 				t.Fatalf("ok %v problems %q, want %v %q", r.OK(), r.Problems(), c.ok, c.problems)

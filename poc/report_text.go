@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // stripWidth is the number of time buckets in a slot's occupancy strip.
@@ -41,10 +43,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	flush := func() { _ = tw.Flush() }
 
-	section("MISSIONS", "MISSION", "GROUP", "FINAL", "STAGE", "ITEM", "STATE", "START", "END", "WORKER/SLOT")
+	section("MISSIONS", "MISSION", "GROUP", "FINAL", "STAGE", "ITEM", "STATE", "START", "END", "WORKER/SLOT", "HANDLER")
 	for _, m := range r.Missions {
 		if len(m.Stages) == 0 {
-			row(m.ID, m.Group, m.FinalState, "-", "", "", "", "", "")
+			row(m.ID, m.Group, m.FinalState, "-", "", "", "", "", "", "")
 		}
 		for i, s := range m.Stages {
 			id, group, final := m.ID, m.Group, m.FinalState
@@ -61,7 +63,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if s.Slot != nil {
 				where = fmt.Sprintf("%s/%d", s.Worker, *s.Slot)
 			}
-			row(id, group, final, s.Name, s.WorkItemID, s.State, start, end, where)
+			row(id, group, final, s.Name, s.WorkItemID, s.State, start, end, where, s.Handler)
 		}
 	}
 	flush()
@@ -92,9 +94,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	flush()
 
 	if c := r.Contention; c != nil {
-		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "SLOT TIME", "RUNS", "CARRIED IN")
+		section("CONTENTION", "GROUP", "WEIGHT SHARE", "SLOT SHARE", "LONGEST QUEUE FIRST", "SLOT TIME", "RUNS", "CARRIED IN")
 		for _, g := range c.Groups {
-			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmtMs(g.SlotMs), fmt.Sprint(g.Runs), fmtMs(g.CarriedMs))
+			row(g.GroupID, fmt.Sprintf("%.1f%%", 100*g.WeightShare), fmt.Sprintf("%.1f%%", 100*g.SlotShare), fmt.Sprintf("%.1f%%", 100*g.LQFShare),
+				fmtMs(g.SlotMs), fmt.Sprint(g.Runs), fmtMs(g.CarriedMs))
 		}
 		flush()
 		verdict := "within"
@@ -103,6 +106,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		ew.printf("every Group had work waiting from %s to %s (%s): the slot shares of the runs started in it are %s %.0f points of the weight shares (runs started before it, carried in, are not counted)\n",
 			off(from.Add(time.Duration(c.FromMs)*time.Millisecond)), off(from.Add(time.Duration(c.ToMs)*time.Millisecond)), fmtMs(c.ToMs-c.FromMs), verdict, 100*ContentionTolerance)
+	}
+
+	if len(r.Preemptions) > 0 {
+		section("PREEMPTIONS", "VICTIM", "STAGE", "PHASE", "FOR", "RUN START", "REQUEST", "SAFE POINT", "SLOT FREED", "STARTED")
+		opt := func(t *protocol.Time) string {
+			if t == nil {
+				return "-"
+			}
+			return off(t.Time)
+		}
+		for _, p := range r.Preemptions {
+			row(p.Group+"/"+p.Victim, p.Stage, p.Phase, p.For, off(p.RunStartedAt.Time), off(p.RequestedAt.Time),
+				fmt.Sprintf("%s (+%s)", off(p.SafePointAt.Time), fmtMs(p.ToSafePointMs)), opt(p.SlotFreedAt), opt(p.ForStartedAt))
+		}
+		flush()
 	}
 
 	section("APPROVALS", "MISSION", "GROUP", "AT", "DECISION")
@@ -114,7 +132,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if problems := r.Problems(); len(problems) == 0 {
 		ew.printf("\nRESULT: ok (every chosen fault injected and held, every invariant held)\n")
 	} else {
-		ew.printf("\nRESULT: FAILED (%d fault(s) not injected or not held, %d invariant(s) did not hold)\n", r.failedFaults(), r.failedInvariants())
+		unfair := ""
+		if c := r.Contention; c != nil && !c.Within {
+			unfair = ", contention not within the weight shares"
+		}
+		ew.printf("\nRESULT: FAILED (%d fault(s) not injected or not held, %d invariant(s) did not hold%s)\n", r.failedFaults(), r.failedInvariants(), unfair)
 		for _, p := range problems {
 			ew.printf("  %s\n", tableSafe(p))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -128,8 +129,8 @@ func TestTimelineMarksFaultsStallsAndIdle(t *testing.T) {
 	svg := buf.String()
 	wellFormed(t, svg)
 	for s, n := range map[string]int{
-		`>lease-expiry</text>`:                 1,
-		`>duplicate-delivery</text>`:           1,
+		`1 lease-expiry +10.0s`:                1,
+		`2 duplicate-delivery +10.2s`:          1,
 		`fill="url(#stall)"`:                   1,
 		`worker-2 / slot 0`:                    1,
 		`font-size="10">implementation</text>`: 3,
@@ -146,6 +147,30 @@ func TestTimelineMarksFaultsStallsAndIdle(t *testing.T) {
 	ax := newAxis(at(0).Time, at(60).Time, [][2]time.Time{{at(0).Time, at(12).Time}}, nil, 0, 1000)
 	if x := ax.x(at(12).Time); x < 1000-tlBreakW-1 {
 		t.Errorf("the end of the work is drawn at %.1f of 1000", x)
+	}
+}
+
+// Notes under the plot fit the width, wrapped between their parts.
+func TestTimelineNotesWrap(t *testing.T) {
+	var parts []string
+	for i := range 40 {
+		parts = append(parts, fmt.Sprintf("stage number %d +%d.0s–%d.5s", i, i, i))
+	}
+	lines := wrapNote(strings.Join(parts, " · "), "#000", "")
+	if len(lines) < 2 {
+		t.Fatalf("not wrapped: %+v", lines)
+	}
+	for i, l := range lines {
+		if n := len([]rune(l.text)); n > tlNoteChars || l.cont != (i > 0) || strings.HasPrefix(l.text, "·") || strings.HasSuffix(l.text, "·") {
+			t.Errorf("line %d (%d chars): %q", i, n, l.text)
+		}
+	}
+	m := MissionReport{ID: "mis-a", Stages: []StageReport{{Name: "testing", StartedAt: ptrTime(0), FinishedAt: ptrTime(1)},
+		{Name: "load 1", StartedAt: ptrTime(2), FinishedAt: ptrTime(3)}, {Name: "load 2", StartedAt: ptrTime(1.5), FinishedAt: ptrTime(4)},
+		{Name: "integration"}}}
+	off := func(x time.Time) string { return "+" + fmtSpan(x.Sub(t0)) }
+	if got, want := stageList(m, off), "testing +0.0s–1.0s · load 1–2 +1.5s–4.0s · integration not run"; got != want {
+		t.Errorf("stage list %q, want %q", got, want)
 	}
 }
 

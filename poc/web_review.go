@@ -3,6 +3,7 @@ package poc
 import (
 	"context"
 	"mime"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,11 +24,14 @@ type missionReview struct {
 	PendingMission
 	// Changes are the diffs, the last one first (the final change).
 	Changes []inlineArtifact
-	// Outputs are the other text outputs, in stage order.
-	Outputs []inlineArtifact
-	Methods []string
-	Rows    []evidenceRow
-	Budgets []budgetLine
+	// Outputs are the other text outputs, in stage order; LoadOutputs the
+	// load and soak stages' reports, shown behind one line (dozens of
+	// alike SHA-256 chains the coordinator recomputed).
+	Outputs     []inlineArtifact
+	LoadOutputs []inlineArtifact
+	Methods     []string
+	Rows        []evidenceRow
+	Budgets     []budgetLine
 }
 
 type inlineArtifact struct {
@@ -81,6 +85,8 @@ func reviewOf(ctx context.Context, src ApprovalSource, p PendingMission) mission
 		if isDiff(m.MediaType) {
 			a.Lines = diffLines(a.Text)
 			r.Changes = append(r.Changes, a)
+		} else if loadItem.MatchString(m.WorkItemID) {
+			r.LoadOutputs = append(r.LoadOutputs, a)
 		} else {
 			r.Outputs = append(r.Outputs, a)
 		}
@@ -89,6 +95,10 @@ func reviewOf(ctx context.Context, src ApprovalSource, p PendingMission) mission
 	r.Budgets = budgetLines(p.Used, p.Budgets)
 	return r
 }
+
+// loadItem matches the WorkItems of load and soak stages (loadStages and
+// MissionA name them).
+var loadItem = regexp.MustCompile(`-(load|soak)-[0-9]+$`)
 
 // stageOrder is the artifacts in the order their stages first appear in the
 // evidence (the coordinator submits it in stage order), the rest after.

@@ -80,6 +80,15 @@ func TestReviewShowsTheWorkInline(t *testing.T) {
 	if len(r.Outputs) != 1 || r.Outputs[0].Text != "" || !strings.Contains(r.Outputs[0].Problem, "SCHEMA_VALIDATION_FAILED") {
 		t.Fatalf("outputs %+v: a forged artifact must show its problem, not its bytes", r.Outputs)
 	}
+	// Load and soak reports go behind one line.
+	for _, id := range []string{"wi-a-load-1", "wi-a-load-2", "wi-a-soak-1"} {
+		data := []byte(`{"chain":"` + id + `"}`)
+		p.Artifacts = append(p.Artifacts, protocol.ArtifactManifest{ContentHash: protocol.Digest(data), MediaType: "application/json", WorkItemID: id, Size: uint64(len(data))})
+		f.auth.artifacts[protocol.Digest(data)] = data
+	}
+	if r := reviewOf(context.Background(), f.auth, p); len(r.LoadOutputs) != 3 || len(r.Outputs) != 1 {
+		t.Errorf("load outputs %d, outputs %d: want the three load and soak reports apart", len(r.LoadOutputs), len(r.Outputs))
+	}
 	for _, o := range append(r.Changes, r.Outputs...) {
 		if strings.Contains(o.Manifest.MediaType, "html") || strings.Contains(o.Manifest.MediaType, "octet") {
 			t.Errorf("%s shown inline", o.Manifest.MediaType)
