@@ -51,7 +51,7 @@ func coordinatorCommand() *cli.Command {
 				&cli.DurationFlag{Name: "lease", Usage: "the coordinator lease it renews at half-life", Value: 10 * time.Minute, Sources: cli.EnvVars("MWP_COORDINATOR_LEASE")},
 				&cli.DurationFlag{Name: "offer-ttl", Usage: "how long an offer stands", Value: time.Minute, Sources: cli.EnvVars("MWP_OFFER_TTL")},
 				&cli.IntFlag{Name: "max-candidates", Usage: "bound of an urgent item's candidate set", Value: 3, Sources: cli.EnvVars("MWP_MAX_CANDIDATES")},
-			}, append(remoteFlags(), opsFlags()...)...),
+			}, append(requiring(remoteFlags(), "authority-key"), opsFlags()...)...),
 			Action: coordinatorRun,
 		}, coordinatorEnrollmentCommand()},
 	}

@@ -265,7 +265,7 @@ func TestCoordinatorRunPlanArguments(t *testing.T) {
 	echo := "../../examples/plans/echo-hello.yaml"
 	raw := string(mustRead(t, echo))
 	sameGroup := writeTemp(t, strings.Replace(raw, "id: mis-echo-hello", "id: mis-echo-hello-2", 1))
-	flags := []string{"--key", "coord.key", "--worker", "w1", "--authority", "wss://127.0.0.1:1/mwp"}
+	flags := []string{"--key", "coord.key", "--worker", "w1", "--authority", "wss://127.0.0.1:1/mwp", "--authority-key", "authority.pub"}
 	for _, tc := range []struct {
 		name  string
 		plans []string

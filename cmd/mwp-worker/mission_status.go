@@ -216,7 +216,7 @@ func missionStatusCommand() *cli.Command {
 			"--watch it follows the log until the Mission is approved, cancelled or terminated: on a\n" +
 			"terminal the display is redrawn, otherwise one line is appended per change. --json prints the\n" +
 			"status object (docs/shapes.md), one per line and per change with --watch.",
-		Flags: append(authorityFlags(),
+		Flags: append(requiring(authorityFlags(), "authority-key"),
 			&cli.BoolFlag{Name: "watch", Usage: "follow the Mission until it ends"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON objects, one per line"},
 		),
@@ -292,4 +292,15 @@ func missionStatusCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// requiring marks the flag name of flags required: commands that read
+// events need --authority-key, which the other mission commands do not.
+func requiring(flags []cli.Flag, name string) []cli.Flag {
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == name {
+			sf.Required = true
+		}
+	}
+	return flags
 }
