@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,11 +187,24 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 	r.enroll(cEnroll)
 	args := append([]string{"coordinator", "run"}, planFiles...)
 	args = append(args, "--key", filepath.Join(r.keys, "coord.key"),
-		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub)
+		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub, "--metrics-listen", "127.0.0.1:0")
 	for _, w := range r.workers {
 		args = append(args, "--worker", w)
 	}
 	coord := startProc(t, r.bin, args...)
+	ops := coord.await(t, regexp.MustCompile(`metrics listening on (http://127\.0\.0\.1:\d+)/metrics`), 10*time.Second)[1]
+	// Connected and idle, no Mission names it yet: ready all the same.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if code, _ := httpGet(t, ops+"/readyz"); code == 200 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("coordinator /readyz %d while connected and idle:\n%s", code, coord.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v := metricValue(t, ops, `mwp_coordinator_missions{state="pending"}`); v != float64(len(planFiles)) {
+		t.Fatalf("Missions pending before mission start: %v, want %d", v, len(planFiles))
+	}
 	owner := filepath.Join(r.keys, "owner.key")
 	for i, f := range planFiles {
 		pl, _ := plan.Parse(f, mustRead(t, f))
@@ -215,12 +229,28 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 		}
 		return string(s.State)
 	}
-	for _, mission := range missions {
+	seen := map[string]bool{} // the first Mission's stage states its metrics showed
+	for i, mission := range missions {
 		for deadline := time.Now().Add(90 * time.Second); state(mission) != "awaiting_approval"; {
 			if time.Now().After(deadline) {
 				t.Fatalf("Mission %s never awaited approval; %s", mission, logs())
 			}
-			time.Sleep(100 * time.Millisecond)
+			if i == 0 {
+				for _, st := range stageStates {
+					if metricValue(t, ops, fmt.Sprintf(`mwp_coordinator_stages{mission=%q,state=%q}`, mission, st)) > 0 {
+						seen[string(st)] = true
+					}
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		pl, _ := plan.Parse(planFiles[i], mustRead(t, planFiles[i]))
+		waitMetric(t, ops, fmt.Sprintf(`mwp_coordinator_stages{mission=%q,state="verified"}`, mission), float64(len(pl.Stages)))
+		if v := metricValue(t, ops, fmt.Sprintf(`mwp_coordinator_reviews_total{mission=%q,result="accepted"}`, mission)); v < float64(len(pl.Stages)) {
+			t.Fatalf("Mission %s: %v reviews accepted, want one per stage at least", mission, v)
+		}
+		if i == 0 && !(seen["offered"] || seen["queued"] || seen["active"] || seen["submitted"]) {
+			t.Fatalf("the metrics never showed a stage of %s on its way (states seen %v)", mission, seen)
 		}
 		if out, code := r.run("mission", "approve", mission, "--owner-key", owner, "--comment", "looks right"); code != 0 ||
 			!strings.HasPrefix(out, "mission "+mission+" approved event ") {
