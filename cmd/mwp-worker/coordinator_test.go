@@ -252,6 +252,13 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 		if i == 0 && !(seen["offered"] || seen["queued"] || seen["active"] || seen["submitted"]) {
 			t.Fatalf("the metrics never showed a stage of %s on its way (states seen %v)", mission, seen)
 		}
+		if i == 0 {
+			out, code := r.run("mission", "status", mission, "--owner-key", owner)
+			if code != 0 {
+				t.Fatalf("mission status: exit %d\n%s", code, out)
+			}
+			checkReviewView(t, out, pl, owner)
+		}
 		if out, code := r.run("mission", "approve", mission, "--owner-key", owner, "--comment", "looks right"); code != 0 ||
 			!strings.HasPrefix(out, "mission "+mission+" approved event ") {
 			t.Fatalf("mission approve: exit %d\n%s", code, out)
@@ -311,5 +318,50 @@ func TestCoordinatorRunPlanArguments(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// checkReviewView checks `mission status` of a Mission awaiting approval:
+// its stages in plan order in aligned columns, then per stage the
+// handler's evidence, its outputs by name with a preview and the review in
+// one line, then the command that approves.
+func checkReviewView(t *testing.T, out string, pl *plan.Plan, owner string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) < len(pl.Stages)+1 || strings.Contains(out, "log at") {
+		t.Fatalf("mission status:\n%s", out)
+	}
+	col := -1
+	for i, st := range pl.Stages {
+		l := lines[1+i]
+		if !strings.HasPrefix(l, "  "+st.WorkItemID+" ") {
+			t.Fatalf("stage line %d is %q, want stage %s (plan order):\n%s", i, l, st.WorkItemID, out)
+		}
+		c := strings.Index(l, "verified")
+		if col >= 0 && c != col {
+			t.Fatalf("the state column is not aligned:\n%s", out)
+		}
+		col = c
+	}
+	for _, st := range pl.Stages {
+		if !strings.Contains(out, "\nstage "+st.WorkItemID+": verified\n") {
+			t.Fatalf("no review section of stage %s:\n%s", st.ID, out)
+		}
+		for _, o := range st.Outputs {
+			if !strings.Contains(out, "  output    "+o.Name+" ("+o.MediaType+", ") {
+				t.Fatalf("no output %s of stage %s by name:\n%s", o.Name, st.ID, out)
+			}
+		}
+	}
+	for _, want := range []string{"  evidence  [pass] ", "  review    artifact-integrity: pass; deterministic-checks",
+		"to approve:          mwp-worker mission approve " + pl.Mission.ID + " --owner-key " + owner} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in mission status:\n%s", want, out)
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "sha256:") && !strings.HasPrefix(l, "  output    ") {
+			t.Fatalf("mission status shows a bare digest: %q\n%s", l, out)
+		}
 	}
 }

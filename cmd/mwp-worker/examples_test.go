@@ -264,7 +264,7 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stages [][]string // instructions per stage
+	var stages [][]string       // instructions per stage
 	args := map[string]string{} // global ARG defaults, for FROM ${NAME}
 	for _, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
