@@ -326,7 +326,7 @@ func (r *upRun) approve(ctx context.Context) error {
 		_, err := poc.AutoApprove(ctx, src, r.approver, clock.Real{}, "approved by mwp-worker up --auto-approve")
 		return err
 	case isTerminal(r.in):
-		err := poc.ApproveFromTerminal(ctx, r.in, r.out, src, r.approver, clock.Real{}, r.plan.Mission.ID)
+		err := poc.AskDecision(ctx, r.in, r.out, src, r.approver, clock.Real{}, r.plan.Mission.ID, r.showReview(ctx, src))
 		if errors.Is(err, poc.ErrNoDecision) {
 			r.waiting()
 			return nil
