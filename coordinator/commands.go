@@ -141,6 +141,7 @@ func (c *Coordinator) review(ctx context.Context, p *plan.Plan, a action, now ti
 	if err != nil {
 		return false, err // transient: reviewed again after a back-off
 	}
+	c.countReview(a.stage, rec)
 	if c.cfg.OnReview != nil {
 		c.cfg.OnReview(rec)
 	}

@@ -79,6 +79,7 @@ type Coordinator struct {
 
 	mu    sync.Mutex
 	epoch uint64 // the coordinator epoch held, 0 before assignment
+	stats Stats  // what Stats returns, refreshed by Run
 	poke  chan struct{}
 }
 
@@ -155,6 +156,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	retry := time.Duration(0)
 	for {
 		done, err := c.round(ctx)
+		c.setFailing(err)
 		switch {
 		case err == nil && done:
 			return nil
@@ -327,6 +329,7 @@ func (c *Coordinator) catchUp(ctx context.Context) error {
 	} else if e := c.v.assigned[c.cfg.AgentID]; e > c.epoch {
 		c.epoch = e // held once and replaced since: fenced below
 	}
+	c.logStatsLocked()
 	c.mu.Unlock()
 	return nil
 }

@@ -25,12 +25,26 @@ var ErrNoDecision = errors.New("poc: no decision taken")
 // approver at the time clk tells, and prints what the authority answered.
 // A refusal is returned as an error wrapping the *protocol.Error.
 func ApproveFromTerminal(ctx context.Context, in io.Reader, out io.Writer, src ApprovalSource, approver Approver, clk clock.Clock, missionID string) error {
+	return AskDecision(ctx, in, out, src, approver, clk, missionID, func(w io.Writer, p PendingMission) error {
+		ew := &errWriter{w: w}
+		printPending(ew, p)
+		return ew.err
+	})
+}
+
+// AskDecision is ApproveFromTerminal with the evidence shown by show: a
+// caller that knows the plan (mwp-worker up) shows each stage's evidence
+// and outputs by name, which the approval projection does not carry.
+func AskDecision(ctx context.Context, in io.Reader, out io.Writer, src ApprovalSource, approver Approver, clk clock.Clock, missionID string,
+	show func(io.Writer, PendingMission) error) error {
 	p, err := FindPending(ctx, src, missionID)
 	if err != nil {
 		return err
 	}
+	if err := show(out, p); err != nil {
+		return err
+	}
 	w := &errWriter{w: out}
-	printPending(w, p)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 4096), maxCommentBytes+1)
 	d := Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision}
@@ -77,9 +91,10 @@ func ApproveFromTerminal(ctx context.Context, in io.Reader, out io.Writer, src A
 
 // ApproveNonInteractive is ApproveFromTerminal for scripts: the decision
 // comes in (approve, or request changes with one change per non-blank line
-// of comment) instead of being asked. It prints the same evidence summary
-// and answer, signs the same Command with approver and submits it the same
-// way; a refusal is returned as an error wrapping the *protocol.Error.
+// of comment) instead of being asked. It signs the same Command with
+// approver, submits it the same way and prints one line, `mission M: TYPE
+// accepted, event E (G #SEQ)`: a script read the evidence beforehand. A
+// refusal is returned as an error wrapping the *protocol.Error.
 func ApproveNonInteractive(ctx context.Context, out io.Writer, src ApprovalSource, approver Approver, clk clock.Clock, missionID string, approve bool, comment string) error {
 	if !approve && len(ChangeLines(comment)) == 0 {
 		return fmt.Errorf("%w: requesting changes needs at least one change (a non-blank comment line)", ErrNoDecision)
@@ -89,8 +104,22 @@ func ApproveNonInteractive(ctx context.Context, out io.Writer, src ApprovalSourc
 		return err
 	}
 	w := &errWriter{w: out}
-	printPending(w, p)
-	return submit(ctx, w, approver, clk, Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision, Approve: approve, Comment: comment}, p)
+	d := Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision, Approve: approve, Comment: comment}
+	cmd, rec, err := approver.Decide(ctx, d, p, clk.Now())
+	if err != nil {
+		w.printf("mission %s: refused: %s: %s\n", terminalSafe(p.MissionID), protocol.CodeOf(err), terminalSafe(err.Error()))
+		return err
+	}
+	w.printf("mission %s: %s accepted", terminalSafe(p.MissionID), cmd.Type)
+	for _, e := range rec.Events {
+		if e.Sequence != nil {
+			w.printf(", event %s (%s #%d)", terminalSafe(e.EventID), terminalSafe(e.GroupID), *e.Sequence)
+		} else {
+			w.printf(", event %s (%s)", terminalSafe(e.EventID), terminalSafe(e.GroupID))
+		}
+	}
+	w.printf("\n")
+	return w.err
 }
 
 // submit signs and sends d and prints what the authority answered.

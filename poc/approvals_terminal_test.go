@@ -144,8 +144,8 @@ func TestApproveNonInteractive(t *testing.T) {
 			if strings.Join(p.Changes, "|") != strings.Join(tc.wantChanges, "|") || p.Comment != tc.comment {
 				t.Errorf("payload %s", cmds[0].Payload)
 			}
-			if text := out.String(); !strings.Contains(text, "Mission mis-a") || !strings.Contains(text, "Accepted: "+string(tc.wantType)) {
-				t.Errorf("output:\n%s", text)
+			if text := out.String(); strings.Count(text, "\n") != 1 || !strings.HasPrefix(text, "mission mis-a: "+string(tc.wantType)+" accepted, event ") {
+				t.Errorf("output, want one line:\n%s", text)
 			}
 		})
 	}

@@ -67,17 +67,21 @@ func ComputeContention(slots []SlotUsage, arrivals []Arrival, weights map[string
 	for _, g := range groups[1:] {
 		common = intersect(common, waiting[g])
 	}
-	// Of the spans in which every Group waited, the one with the most
-	// slot-time: waiting while no slot runs (a worker restarting) is no
-	// contention for slots.
+	// Of the spans in which every Group waited, the one in which the
+	// scheduler started the most runs (then the most slot-time): the
+	// shares are of its decisions, and a span holding two long runs
+	// started before it says little about them. Waiting while no slot
+	// runs (a worker restarting) is no contention for slots.
 	var best [2]time.Time
+	var bestRuns int
 	var bestMs int64
 	for _, sp := range common {
-		if ms := slotMsIn(slots, sp); ms > bestMs {
-			best, bestMs = sp, ms
+		runs, ms := runsStartedIn(slots, sp), slotMsIn(slots, sp)
+		if runs > bestRuns || runs == bestRuns && ms > bestMs {
+			best, bestRuns, bestMs = sp, runs, ms
 		}
 	}
-	if bestMs == 0 {
+	if bestRuns == 0 || bestMs == 0 {
 		return nil
 	}
 	c := &Contention{FromMs: best[0].Sub(origin).Milliseconds(), ToMs: best[1].Sub(origin).Milliseconds(), Within: true}
@@ -117,6 +121,19 @@ func ComputeContention(slots []SlotUsage, arrivals []Arrival, weights map[string
 	}
 	slices.SortFunc(c.Groups, func(a, b ContentionShare) int { return cmp.Compare(a.GroupID, b.GroupID) })
 	return c
+}
+
+// runsStartedIn counts the runs started inside span.
+func runsStartedIn(slots []SlotUsage, span [2]time.Time) int {
+	n := 0
+	for _, s := range slots {
+		for _, iv := range s.Intervals {
+			if !iv.From.Before(span[0]) && !iv.From.After(span[1]) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // slotMsIn is the slot-time of every run inside span.

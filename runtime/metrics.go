@@ -132,10 +132,11 @@ var (
 	descOfflineFor = prometheus.NewDesc("mwp_worker_offline_seconds", "How long the worker has been offline now (0 when online).", nil, nil)
 	descBuffered   = prometheus.NewDesc("mwp_worker_offline_buffered_commands", "Signed commands in the offline buffer, waiting for reconciliation.", nil, nil)
 	descSession    = prometheus.NewDesc("mwp_worker_session_epoch", "The agent's current session epoch (0 before the first session).", nil, nil)
+	descGroupBusy  = prometheus.NewDesc("mwp_worker_group_busy_slots", "Execution slots running a WorkItem of the Group: its share of the busy slots is the fair-share scheduler at work.", []string{"group"}, nil)
 )
 
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descQueued, descItems, descCursor, descGap, descDiverged, descConnected, descOnline, descOfflineFor, descBuffered, descSession} {
+	for _, d := range []*prometheus.Desc{descSlots, descQueued, descItems, descCursor, descGap, descDiverged, descConnected, descOnline, descOfflineFor, descBuffered, descSession, descGroupBusy} {
 		ch <- d
 	}
 }
@@ -164,7 +165,12 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 			held[b.GroupID] = b.Events
 		}
 	}
+	busy := map[string]int{}
+	for _, r := range st.Running {
+		busy[r.GroupID]++
+	}
 	for _, g := range st.Groups {
+		gauge(descGroupBusy, float64(busy[g.GroupID]), g.GroupID)
 		gauge(descCursor, float64(g.Cursor), g.GroupID)
 		gauge(descGap, float64(held[g.GroupID]), g.GroupID)
 		if store == nil {

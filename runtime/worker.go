@@ -211,6 +211,16 @@ func (w *Worker) openSession(ctx context.Context, store *queue.Store) (agentSess
 		if err != nil {
 			return agentSession{}, err
 		}
+		if !enrolled && epoch == 0 && cfg.Enroll != nil {
+			// A first start on an authority that can enroll in process:
+			// register before HELLO, which an unknown agent's would fail
+			// (and log as a disconnection) on every fresh `up`.
+			if err := cfg.Enroll(ctx, register); err == nil {
+				enrolled = true
+			} else {
+				w.log.Debug("early enrollment failed; trying HELLO first", "err", err)
+			}
+		}
 		err = w.bootstrap(ctx, store, epoch, register, s)
 		var pe *protocol.Error
 		switch {

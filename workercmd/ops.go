@@ -34,6 +34,7 @@ func NewLogger(cmd *cli.Command, w io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		opts.ReplaceAttr = jsonAttr
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", f)

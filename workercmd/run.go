@@ -155,11 +155,11 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 		case <-ctx.Done():
 			return
 		}
-		fmt.Fprintln(stderr, "run: stopping at the next safe points (signal again to exit now)")
+		log.Info("run: stopping at the next safe points (signal again to exit now)")
 		cancel()
 		<-sigs
 		n := slots.KillAllHandlers()
-		fmt.Fprintf(stderr, "run: second signal: killed %d running handler process group(s); exiting now (the next start resumes from the last checkpoints)\n", n)
+		log.Warn("run: second signal: killed the running handler process groups; exiting now (the next start resumes from the last checkpoints)", "killed", n)
 		os.Exit(130)
 	}(ctx)
 

@@ -61,6 +61,7 @@ func UpCommand(opts Options) *cli.Command {
 			"the keys of the plan's first approver (the Mission's human owner), of agent " + upCoordinator + " and of agent\n" +
 			upWorker + ", runs the worker with the handlers of --handler-exec (as `run` takes them; none: the demo handler)\n" +
 			"and the coordinator of the plan, creates the Mission as its owner and assigns the coordinator.\n" +
+			"Without --data, DATA is a new temporary directory, removed when up exits.\n" +
 			"Each stage's state changes are printed one line each. When the Mission is submitted for approval,\n" +
 			"--auto-approve approves it as the owner; otherwise a terminal is shown the evidence and asked, and\n" +
 			"without one a line says what awaits approval and up waits. Exit 0 once approved; 1 when the Mission\n" +
@@ -70,7 +71,7 @@ func UpCommand(opts Options) *cli.Command {
 			handlerClarifyFlag(),
 			InputFlag(),
 			&cli.BoolFlag{Name: "auto-approve", Usage: "approve the Mission as its owner once it is submitted", Sources: cli.EnvVars("MWP_AUTO_APPROVE")},
-			&cli.StringFlag{Name: "data", Usage: "the data directory (authority, worker store, keys); default a new temporary directory, printed", Sources: cli.EnvVars("MWP_DATA")},
+			&cli.StringFlag{Name: "data", Usage: "the data directory (authority, worker store, keys), kept; default a new temporary directory, printed and removed at exit", Sources: cli.EnvVars("MWP_DATA")},
 			&cli.IntFlag{Name: "slots", Usage: "the worker's execution slots", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
 		}, OpsFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error { return upMission(ctx, cmd, opts) },
@@ -118,8 +119,13 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 		if dir, err = os.MkdirTemp("", "mwp-up-"); err != nil {
 			return fail("%v", err)
 		}
+		// Deferred first, so it runs after the authority and the
+		// worker closed their stores in it.
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(out, "data directory %s (temporary: removed when up exits; --data DIR keeps one)\n", dir)
+	} else {
+		fmt.Fprintf(out, "data directory %s\n", dir)
 	}
-	fmt.Fprintf(out, "data directory %s\n", dir)
 	owner := protocol.Actor{Kind: protocol.ActorHuman, ID: p.Approval.Approvers[0]}
 	keys := map[string]protocol.PrivateKey{}
 	for _, a := range []protocol.Actor{owner, {Kind: protocol.ActorAgent, ID: upCoordinator}, {Kind: protocol.ActorAgent, ID: upWorker}} {
@@ -149,8 +155,11 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// No Groups: the Mission's does not exist yet (a SUBSCRIBE would be
+	// refused GROUP_NOT_FOUND and logged); the authority tells the worker
+	// once the coordinator makes it a member.
 	wcfg := runtime.WorkerConfig{Dir: filepath.Join(dir, "worker"), Key: keys[upWorker], AgentID: upWorker, Handlers: handlers,
-		Groups: []string{p.Mission.GroupID}, Card: protocol.AgentCard{MaxConcurrency: uint64(max(cmd.Int("slots"), 1)), AgentVersion: "0.1.0"}, Logger: log}
+		Card: protocol.AgentCard{MaxConcurrency: uint64(max(cmd.Int("slots"), 1)), AgentVersion: "0.1.0"}, Logger: log}
 	wcfg.UseInProcess(emb)
 	w, err := runtime.NewWorker(wcfg)
 	if err != nil {

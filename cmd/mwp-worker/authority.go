@@ -159,10 +159,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	id := svc.Identity()
 	fmt.Fprintf(out, "log %s created %s\n", id.LogID, id.CreatedAt.Format(time.RFC3339))
 	limits.Logger = log
-	backpressure := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mwp_authority_backpressure_total",
-		Help: "Times a Group's event stream to a connection paused on a full send queue (a BACKPRESSURE to a slow subscriber), by Group.",
-	}, []string{"group"})
+	backpressure := backpressureCounter()
 	limits.OnBackpressure = func(g string) { backpressure.WithLabelValues(g).Inc() }
 	limits.Routes = httpapi.New(svc)
 	server := wss.NewServer(svc, limits)
@@ -178,6 +175,15 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 		return fail("%v", err)
 	}
 	return failedWrite(stderr, "authority serve", svc)
+}
+
+// backpressureCounter counts a Group's stream pausing on a connection's
+// full send queue.
+func backpressureCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mwp_authority_backpressure_total",
+		Help: "Times a Group's event stream to a connection paused on a full send queue (a BACKPRESSURE to a slow subscriber), by Group.",
+	}, []string{"group"})
 }
 
 const connectionsHelp = "Connections the binding holds, by state: admitted (handshaking or in session; at most --max-conns), in_session (of those, HELLO completed) or refusing (accepted only to be answered 503 over a cap)."

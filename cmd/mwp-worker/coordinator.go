@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v3"
 
 	plancoord "github.com/missionweave/mwp-worker/coordinator"
@@ -53,7 +54,7 @@ func coordinatorCommand() *cli.Command {
 				&cli.DurationFlag{Name: "offer-ttl", Usage: "how long an offer stands", Value: time.Minute, Sources: cli.EnvVars("MWP_OFFER_TTL")},
 				&cli.IntFlag{Name: "max-candidates", Usage: "bound of an urgent item's candidate set", Value: 3, Sources: cli.EnvVars("MWP_MAX_CANDIDATES")},
 				workercmd.InputFlag(),
-			}, append(remoteFlags(), opsFlags()...)...),
+			}, append(requiring(remoteFlags(), "authority-key"), opsFlags()...)...),
 			Action: coordinatorRun,
 		}, coordinatorEnrollmentCommand()},
 	}
@@ -209,19 +210,8 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 			return usagef(cmd, "%v", err)
 		}
 	}
-	ready := func() error {
-		var waiting []string
-		for i, c := range coords {
-			if c.Epoch() == 0 {
-				waiting = append(waiting, plans[i].Mission.ID)
-			}
-		}
-		if len(waiting) > 0 {
-			return fmt.Errorf("not yet assigned as the coordinator of %s", strings.Join(waiting, ", "))
-		}
-		return nil
-	}
-	if err := startOps(ctx, cmd, cmd.Root().Writer, log, nil, ops.Checks{Live: func() error { return nil }, Ready: ready}); err != nil {
+	if err := startOps(ctx, cmd, cmd.Root().Writer, log, []prometheus.Collector{coordinatorMetrics{coords}},
+		ops.Checks{Live: func() error { return nil }, Ready: coordinatorReady(coords)}); err != nil {
 		return fail("", err)
 	}
 	stdout := &syncWriter{W: cmd.Root().Writer}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,11 +187,24 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 	r.enroll(cEnroll)
 	args := append([]string{"coordinator", "run"}, planFiles...)
 	args = append(args, "--key", filepath.Join(r.keys, "coord.key"),
-		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub)
+		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub, "--metrics-listen", "127.0.0.1:0")
 	for _, w := range r.workers {
 		args = append(args, "--worker", w)
 	}
 	coord := startProc(t, r.bin, args...)
+	ops := coord.await(t, regexp.MustCompile(`metrics listening on (http://127\.0\.0\.1:\d+)/metrics`), 10*time.Second)[1]
+	// Connected and idle, no Mission names it yet: ready all the same.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if code, _ := httpGet(t, ops+"/readyz"); code == 200 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("coordinator /readyz %d while connected and idle:\n%s", code, coord.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v := metricValue(t, ops, `mwp_coordinator_missions{state="pending"}`); v != float64(len(planFiles)) {
+		t.Fatalf("Missions pending before mission start: %v, want %d", v, len(planFiles))
+	}
 	owner := filepath.Join(r.keys, "owner.key")
 	for i, f := range planFiles {
 		pl, _ := plan.Parse(f, mustRead(t, f))
@@ -215,12 +229,35 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 		}
 		return string(s.State)
 	}
-	for _, mission := range missions {
+	seen := map[string]bool{} // the first Mission's stage states its metrics showed
+	for i, mission := range missions {
 		for deadline := time.Now().Add(90 * time.Second); state(mission) != "awaiting_approval"; {
 			if time.Now().After(deadline) {
 				t.Fatalf("Mission %s never awaited approval; %s", mission, logs())
 			}
-			time.Sleep(100 * time.Millisecond)
+			if i == 0 {
+				for _, st := range stageStates {
+					if metricValue(t, ops, fmt.Sprintf(`mwp_coordinator_stages{mission=%q,state=%q}`, mission, st)) > 0 {
+						seen[string(st)] = true
+					}
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		pl, _ := plan.Parse(planFiles[i], mustRead(t, planFiles[i]))
+		waitMetric(t, ops, fmt.Sprintf(`mwp_coordinator_stages{mission=%q,state="verified"}`, mission), float64(len(pl.Stages)))
+		if v := metricValue(t, ops, fmt.Sprintf(`mwp_coordinator_reviews_total{mission=%q,result="accepted"}`, mission)); v < float64(len(pl.Stages)) {
+			t.Fatalf("Mission %s: %v reviews accepted, want one per stage at least", mission, v)
+		}
+		if i == 0 && !(seen["offered"] || seen["queued"] || seen["active"] || seen["submitted"]) {
+			t.Fatalf("the metrics never showed a stage of %s on its way (states seen %v)", mission, seen)
+		}
+		if i == 0 {
+			out, code := r.run("mission", "status", mission, "--owner-key", owner)
+			if code != 0 {
+				t.Fatalf("mission status: exit %d\n%s", code, out)
+			}
+			checkReviewView(t, out, pl, owner)
 		}
 		if out, code := r.run("mission", "approve", mission, "--owner-key", owner, "--comment", "looks right"); code != 0 ||
 			!strings.HasPrefix(out, "mission "+mission+" approved event ") {
@@ -265,7 +302,7 @@ func TestCoordinatorRunPlanArguments(t *testing.T) {
 	echo := "../../examples/plans/echo-hello.yaml"
 	raw := string(mustRead(t, echo))
 	sameGroup := writeTemp(t, strings.Replace(raw, "id: mis-echo-hello", "id: mis-echo-hello-2", 1))
-	flags := []string{"--key", "coord.key", "--worker", "w1", "--authority", "wss://127.0.0.1:1/mwp"}
+	flags := []string{"--key", "coord.key", "--worker", "w1", "--authority", "wss://127.0.0.1:1/mwp", "--authority-key", "authority.pub"}
 	for _, tc := range []struct {
 		name  string
 		plans []string
@@ -281,5 +318,50 @@ func TestCoordinatorRunPlanArguments(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// checkReviewView checks `mission status` of a Mission awaiting approval:
+// its stages in plan order in aligned columns, then per stage the
+// handler's evidence, its outputs by name with a preview and the review in
+// one line, then the command that approves.
+func checkReviewView(t *testing.T, out string, pl *plan.Plan, owner string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) < len(pl.Stages)+1 || strings.Contains(out, "log at") {
+		t.Fatalf("mission status:\n%s", out)
+	}
+	col := -1
+	for i, st := range pl.Stages {
+		l := lines[1+i]
+		if !strings.HasPrefix(l, "  "+st.WorkItemID+" ") {
+			t.Fatalf("stage line %d is %q, want stage %s (plan order):\n%s", i, l, st.WorkItemID, out)
+		}
+		c := strings.Index(l, "verified")
+		if col >= 0 && c != col {
+			t.Fatalf("the state column is not aligned:\n%s", out)
+		}
+		col = c
+	}
+	for _, st := range pl.Stages {
+		if !strings.Contains(out, "\nstage "+st.WorkItemID+": verified\n") {
+			t.Fatalf("no review section of stage %s:\n%s", st.ID, out)
+		}
+		for _, o := range st.Outputs {
+			if !strings.Contains(out, "  output    "+o.Name+" ("+o.MediaType+", ") {
+				t.Fatalf("no output %s of stage %s by name:\n%s", o.Name, st.ID, out)
+			}
+		}
+	}
+	for _, want := range []string{"  evidence  [pass] ", "  review    artifact-integrity: pass; deterministic-checks",
+		"to approve:          mwp-worker mission approve " + pl.Mission.ID + " --owner-key " + owner} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in mission status:\n%s", want, out)
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "sha256:") && !strings.HasPrefix(l, "  output    ") {
+			t.Fatalf("mission status shows a bare digest: %q\n%s", l, out)
+		}
 	}
 }

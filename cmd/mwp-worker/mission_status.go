@@ -51,10 +51,26 @@ type missionView struct {
 	last    uint64
 	eta     map[string]protocol.Time
 	members map[protocol.Actor]uint64 // active members' membership epochs
+	// order is the WorkItems in the order they entered the log: the
+	// coordinator authorizes a plan's stages in plan order.
+	order []string
+	// work is what a reviewer reads of each WorkItem: the handler's last
+	// submission and the review that accepted it.
+	work map[string]*stageWork
+	// manifests are the published artifacts by content hash.
+	manifests map[string]protocol.ArtifactManifest
+}
+
+// stageWork is a WorkItem's last submission and its accepting review.
+type stageWork struct {
+	artifacts []string
+	evidence  []protocol.Evidence // the handler's
+	review    []protocol.Evidence // the coordinator's, one per review step
 }
 
 func newMissionView(groupID string) *missionView {
-	return &missionView{g: group.NewGroup(groupID, group.Limits{}), eta: map[string]protocol.Time{}, members: map[protocol.Actor]uint64{}}
+	return &missionView{g: group.NewGroup(groupID, group.Limits{}), eta: map[string]protocol.Time{}, members: map[protocol.Actor]uint64{},
+		work: map[string]*stageWork{}, manifests: map[string]protocol.ArtifactManifest{}}
 }
 
 // add folds one verified event's bytes.
@@ -83,9 +99,25 @@ func (v *missionView) add(raw []byte) error {
 		Principal          protocol.Actor               `json:"principal"`
 		MembershipEpoch    uint64                       `json:"membershipEpoch"`
 		State              string                       `json:"state"`
+		Artifacts          []string                     `json:"artifacts"`
+		Evidence           []protocol.Evidence          `json:"evidence"`
+		Manifest           *protocol.ArtifactManifest   `json:"manifest"`
 	}
 	_ = json.Unmarshal(ev.Payload, &p)
+	if _, ok := v.g.Items[p.WorkItemID]; ok && !slices.Contains(v.order, p.WorkItemID) {
+		v.order = append(v.order, p.WorkItemID)
+	}
 	switch ev.Type {
+	case protocol.EvtWorkSubmitted:
+		v.work[p.WorkItemID] = &stageWork{artifacts: p.Artifacts, evidence: p.Evidence}
+	case protocol.EvtWorkResultAccepted:
+		if w := v.work[p.WorkItemID]; w != nil {
+			w.review = p.Evidence
+		}
+	case protocol.EvtArtifactPublished:
+		if p.Manifest != nil {
+			v.manifests[p.Manifest.ContentHash] = *p.Manifest
+		}
 	case protocol.EvtWorkOfferAccepted:
 		if p.ScheduleDisclosure != nil {
 			v.eta[p.WorkItemID] = p.ScheduleDisclosure.EstimatedCompletion
@@ -126,7 +158,13 @@ func (v *missionView) status() missionStatus {
 			s.Coordinator = m.Coordinator.AgentID
 		}
 	}
+	ids := slices.Clone(v.order)
 	for _, id := range slices.Sorted(maps.Keys(v.g.Items)) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range ids {
 		w := v.g.Items[id]
 		st := stageStatus{WorkItemID: id, Goal: w.Contract.Goal, State: w.State}
 		if w.Ownership != nil && !w.State.Terminal() {
@@ -140,26 +178,38 @@ func (v *missionView) status() missionStatus {
 	return s
 }
 
-// render writes the status as text: a Mission line, then one per stage.
+// render writes the status as text: a Mission line, then one per stage
+// in plan order, in aligned columns.
 func (s missionStatus) render(w io.Writer) {
-	fmt.Fprintf(w, "mission %s (%s) %s", s.MissionID, s.GroupID, s.State)
+	fmt.Fprintf(w, "mission %s (group %s): %s", s.MissionID, s.GroupID, s.State)
 	if s.Coordinator != "" {
 		fmt.Fprintf(w, ", coordinator %s", s.Coordinator)
 	}
-	fmt.Fprintf(w, ", %d stages, log at %d\n", len(s.Stages), s.Sequence)
+	fmt.Fprintf(w, ", %d stages\n", len(s.Stages))
+	idw, statew := columnWidths(s.Stages)
 	for _, st := range s.Stages {
-		fmt.Fprintf(w, "  %s\n", st.line())
+		fmt.Fprintf(w, "  %s\n", st.lineIn(idw, statew))
 	}
 }
 
-func (st stageStatus) line() string {
+// columnWidths are the widths of the id and state columns.
+func columnWidths(stages []stageStatus) (id, state int) {
+	for _, st := range stages {
+		id, state = max(id, len(st.WorkItemID)), max(state, len(st.State))
+	}
+	return id, state
+}
+
+func (st stageStatus) line() string { return st.lineIn(len(st.WorkItemID), len(st.State)) }
+
+func (st stageStatus) lineIn(idw, statew int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %-18s", st.WorkItemID, st.State)
+	fmt.Fprintf(&b, "%-*s  %-*s", idw, st.WorkItemID, statew, st.State)
 	if st.Owner != "" {
-		fmt.Fprintf(&b, " owner %s", st.Owner)
+		fmt.Fprintf(&b, "  owner %s", st.Owner)
 	}
 	if st.ETA != nil {
-		fmt.Fprintf(&b, " eta %s", st.ETA)
+		fmt.Fprintf(&b, "  eta %s", st.ETA)
 	}
 	return strings.TrimRight(b.String(), " ")
 }
@@ -216,7 +266,7 @@ func missionStatusCommand() *cli.Command {
 			"--watch it follows the log until the Mission is approved, cancelled or terminated: on a\n" +
 			"terminal the display is redrawn, otherwise one line is appended per change. --json prints the\n" +
 			"status object (docs/shapes.md), one per line and per change with --watch.",
-		Flags: append(authorityFlags(),
+		Flags: append(requiring(authorityFlags(), "authority-key"),
 			&cli.BoolFlag{Name: "watch", Usage: "follow the Mission until it ends"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON objects, one per line"},
 		),
@@ -253,6 +303,10 @@ func missionStatusCommand() *cli.Command {
 					for _, l := range changes(*prev, s) {
 						fmt.Fprintln(out, l)
 					}
+				}
+				if !cmd.Bool("json") && s.State == protocol.MissionAwaitingApproval && (prev == nil || redraw || prev.State != s.State) {
+					v.renderReview(ctx, out, s, a.Artifact)
+					decideLines(out, s.MissionID, cmd.String("owner-key"))
 				}
 				return nil
 			}
@@ -292,4 +346,15 @@ func missionStatusCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// requiring marks the flag name of flags required: commands that read
+// events need --authority-key, which the other mission commands do not.
+func requiring(flags []cli.Flag, name string) []cli.Flag {
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == name {
+			sf.Required = true
+		}
+	}
+	return flags
 }

@@ -159,7 +159,7 @@ func TestMultiProcessMission(t *testing.T) {
 	if len(s.Stages) != 1 || s.Stages[0].WorkItemID != auth.WorkItemID || s.Stages[0].State != protocol.WorkOpen {
 		t.Fatalf("status after work.authorize: %+v", s)
 	}
-	if out, _, code := k.mission("alice", "status", "mis-fix-4711"); code != 0 || !strings.Contains(out, "mission mis-fix-4711 (grp-fix-4711) active, coordinator coord") ||
+	if out, _, code := k.mission("alice", "status", "mis-fix-4711"); code != 0 || !strings.Contains(out, "mission mis-fix-4711 (group grp-fix-4711): active, coordinator coord") ||
 		!strings.Contains(out, auth.WorkItemID) {
 		t.Fatalf("status text: %d %s", code, out)
 	}
@@ -178,7 +178,7 @@ func TestMultiProcessMission(t *testing.T) {
 	// A watch (not a terminal: appended lines) ends with the cancellation.
 	watch := startProc(t, k.bin, "mission", "status", "mis-fix-4711", "--watch", "--authority", k.url, "--authority-fingerprint", k.fp,
 		"--authority-key", k.authPub, "--owner-key", filepath.Join(k.keys, "alice.key"))
-	watch.await(t, regexp.MustCompile(`mission mis-fix-4711 \(grp-fix-4711\) active`), 10*time.Second)
+	watch.await(t, regexp.MustCompile(`mission mis-fix-4711 \(group grp-fix-4711\): active`), 10*time.Second)
 	out, errs, code := k.mission("alice", "cancel", "mis-fix-4711", "--comment", "no longer needed")
 	if code != 0 || !regexp.MustCompile(`^mission mis-fix-4711 cancelled event \d+\n$`).MatchString(out) {
 		t.Fatalf("cancel: %d %q %s", code, out, errs)

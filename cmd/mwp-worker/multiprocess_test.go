@@ -494,6 +494,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 	// A second item is running when the worker is interrupted.
 	k.offer("wi-2")
 	co.waitState("wi-2", protocol.WorkActive)
+	waitMetric(t, k.workerOps, `mwp_worker_group_busy_slots{group="grp-a"}`, 1)
 	// `status` shows the run, its lease and the connection.
 	out, err := exec.Command(k.bin, "status", "--data", k.workerDir, "--json").CombinedOutput()
 	if err != nil {

@@ -94,13 +94,13 @@ func TestPocApproveScripted(t *testing.T) {
 	awaitPending(t, p, dir, "mis-a")
 	out, errOut, code := runPocCLI(t, bin, nil, "poc", "approve", "--data", dir, "--decision", "request-changes",
 		"--comment", "document Clamp in the README\nkeep the old API", "mis-a")
-	if code != 0 || !strings.Contains(out, "Accepted: mission.request_changes") || !strings.Contains(out, "Mission mis-a") {
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "mission mis-a: mission.request_changes accepted, event ") {
 		t.Fatalf("request changes: exit %d\n%s%s", code, out, errOut)
 	}
 	refuse(nil, "not awaiting approval", "--decision", "approve", "mis-a") // being reworked
 	awaitPending(t, p, dir, "mis-b")
 	if out, errOut, code := runPocCLI(t, bin, nil, "poc", "approve", "--data", dir, "--decision", "approve", "--comment", "fine", "mis-b"); code != 0 ||
-		!strings.Contains(out, "Accepted: mission.approve") {
+		strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "mission mis-b: mission.approve accepted") {
 		t.Fatalf("approve mis-b: exit %d\n%s%s", code, out, errOut)
 	}
 	awaitPending(t, p, dir, "mis-a") // the rework resubmitted

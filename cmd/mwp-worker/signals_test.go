@@ -53,7 +53,7 @@ while :; do sleep 1; done
 	if code := k.waitExit(k.worker, 10*time.Second); code != 130 {
 		t.Fatalf("exit %d after two signals, want 130:\n%s", code, k.worker.logs())
 	}
-	if !strings.Contains(k.worker.logs(), "killed 1 running handler process group") {
+	if !strings.Contains(k.worker.logs(), "second signal: killed the running handler process groups") || !strings.Contains(k.worker.logs(), "killed=1") {
 		t.Fatalf("the exit does not say what it killed:\n%s", k.worker.logs())
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -83,7 +83,10 @@ func printStatus(w io.Writer, live queue.Live, st statusView) {
 		held[b.GroupID] = b
 	}
 	for _, g := range st.Groups {
-		line := fmt.Sprintf("group %s: cursor %d, %d items", g.GroupID, g.Cursor, g.Items)
+		// g.Items counts the WorkItems this worker is handling (offered
+		// to it, queued or running here), not the Group's: `inspect`
+		// lists those; "0 items" beside its "4 verified" read as a bug.
+		line := fmt.Sprintf("group %s: cursor %d, %d WorkItems in this worker's hands (offered, queued or running here)", g.GroupID, g.Cursor, g.Items)
 		if b, ok := held[g.GroupID]; ok && b.Events > 0 {
 			line += fmt.Sprintf(", %d events held beyond a gap after %d", b.Events, b.Cursor)
 		}

@@ -299,6 +299,7 @@ func (c *Client) Run(ctx context.Context) error {
 	}()
 
 	attempt, prev := 0, time.Duration(0)
+	var redials redialLog
 	for {
 		c.setState(StateChange{State: StateConnecting})
 		start := c.cfg.Clock.Now()
@@ -327,7 +328,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if established && c.cfg.Clock.Now().Sub(start) >= stableAfter {
 			attempt, prev = 0, 0
 		}
-		c.log.Info("disconnected from authority", "err", err)
+		redials.failed(c.log, established, err)
 		c.setState(StateChange{State: StateDisconnected, Err: err})
 		prev = c.cfg.Backoff.delay(attempt, prev, c.cfg.Rand())
 		attempt++
@@ -385,5 +386,32 @@ func (c *Client) transport() *http.Transport {
 		TLSClientConfig:     c.tls.Clone(),
 		TLSHandshakeTimeout: c.cfg.HandshakeTimeout,
 		ForceAttemptHTTP2:   false,
+	}
+}
+
+// redialLog keeps a client's log readable while its authority is down:
+// one line when a connection ends (or when the first dial fails), then one
+// at each doubling of the failed redials with their count, not a
+// "disconnected" line per redial; every redial is at DEBUG.
+type redialLog struct {
+	failures  int  // failed dials since the last established connection
+	announced bool // the outage has had its line
+}
+
+func (r *redialLog) failed(log *slog.Logger, established bool, err error) {
+	if established {
+		r.failures, r.announced = 0, true
+		log.Info("disconnected from authority", "err", err)
+		return
+	}
+	r.failures++
+	switch n := r.failures; {
+	case !r.announced:
+		r.announced = true
+		log.Info("could not connect to the authority; retrying with back-off", "err", err)
+	case n >= 2 && n&(n-1) == 0:
+		log.Info("authority still unreachable", "attempts", n, "err", err)
+	default:
+		log.Debug("authority still unreachable", "attempts", n, "err", err)
 	}
 }
