@@ -152,9 +152,10 @@ var rules = map[string]rule{
 	// authority it talks to.
 	"authority-lite/embed": {imports: []string{"authority-lite", "authority-lite/wss", "authority-lite/httpapi", "internal/clock", "protocol", "group"}},
 	// The wss client knows the wire and the store, not the worker; its
-	// timers come from Config.Clock so tests step them.
+	// timers come from Config.Clock so tests step them. group: the check
+	// and state of a Group Snapshot it restores (group/snapshot.go).
 	"runtime/client": {
-		imports: []string{"protocol", "queue", "internal/clock", "internal/tlstrust"},
+		imports: []string{"protocol", "queue", "group", "internal/clock", "internal/tlstrust"},
 		never:   []string{mod + "authority-lite/...", mod + "runtime", mod + "poc"},
 		clock:   true,
 		allow: map[string]string{
@@ -179,9 +180,10 @@ var rules = map[string]rule{
 	// and humans that keep no worker store: coordinators, owners, tools.
 	// internal/tlstrust: the certificate pinning the worker's client uses;
 	// coordinator: only for its SignedEvent type, which coordinator.Authority's
-	// Events returns, so that remote.Authority implements that interface.
+	// Events returns, so that remote.Authority implements that interface;
+	// group: the Group Snapshot check it shares with the worker's store.
 	"remote": {
-		imports: []string{"protocol", "internal/clock", "internal/tlstrust", "coordinator"},
+		imports: []string{"protocol", "group", "internal/clock", "internal/tlstrust", "coordinator"},
 		never:   []string{mod + "authority-lite/...", mod + "runtime", mod + "poc", mod + "queue"},
 		clock:   true,
 	},
