@@ -225,7 +225,7 @@ func (s *Service) afterArchive(gs *groupState) {
 // clearDecisionRecords deletes what a released Group no longer needs on
 // disk: its WorkItem, proposal and lease records and its grants, leases
 // and Context Package heads. Its archive snapshot holds its WorkItems
-// (loadArchived reads them back); meta keeps what the stub and a
+// (archivedItems reads them back); meta keeps what the stub and a
 // subscription need: Mission, members, usage, artifact revisions,
 // descendants, first sequence, snapshot reference, stateSeq, archived.
 // Its receipts go by the time rule (pruneReceipts).

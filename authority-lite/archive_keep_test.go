@@ -102,8 +102,9 @@ func TestReceiptsTimeRule(t *testing.T) {
 			k.rebind(s)
 			w3 := k.join("w3")
 			k.clk.Advance(time.Second)
-			if got := k.s.ArchiveDue(context.Background()); len(got) != 1 || !k.s.Released("grp-a") {
-				t.Fatalf("archived %v", got)
+			// The background archiver may be the one that archives it.
+			if k.s.ArchiveDue(context.Background()); !k.s.Released("grp-a") {
+				t.Fatal("not archived")
 			}
 			// A late retry, within the clock skew of its issuedAt.
 			k.clk.Advance(time.Minute)
@@ -235,8 +236,9 @@ func TestPurgeArchivedGroup(t *testing.T) {
 	open()
 	ctx := context.Background()
 	k.clk.Advance(2 * time.Minute)
-	if got := k.s.ArchiveDue(ctx); len(got) != 1 {
-		t.Fatalf("archived %v", got)
+	// The background archiver may be the one that archives it.
+	if k.s.ArchiveDue(ctx); !k.s.Released("grp-a") {
+		t.Fatal("not archived")
 	}
 	snaps := func() int {
 		es, _ := os.ReadDir(filepath.Join(k.dir, "snapshots"))
@@ -251,6 +253,11 @@ func TestPurgeArchivedGroup(t *testing.T) {
 	k.s.ArchiveDue(ctx)
 	if _, err := k.s.Events("grp-a", 0, 0); protocol.CodeOf(err) != protocol.CodeCursorTooOld {
 		t.Fatalf("read from 0 before the purge: %v", err)
+	}
+	// Its WorkItem records are gone; a read finds the item in the archive
+	// snapshot, across the restart.
+	if w := k.item("wi-1"); w.State != protocol.WorkCancelled {
+		t.Fatalf("wi-1 read back from the archive snapshot: %s", w.State)
 	}
 	k.clk.Advance(2 * time.Minute)
 	k.s.ArchiveDue(ctx)

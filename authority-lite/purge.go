@@ -172,12 +172,15 @@ func (s *Service) pruneReceipts(now time.Time) error {
 // its id and last sequence in "purged".
 func (s *Service) purge(id string) error {
 	gs := s.rawGroup(id)
-	if gs == nil || !gs.stub.Load() || s.groupDamage(id) != nil {
+	if gs == nil || s.groupDamage(id) != nil {
 		return nil
 	}
 	s.peekGroup(id) // a placeholder's stub: its sequences
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	if !gs.archived {
+		return nil
+	}
 	var files []string
 	var dropped [][]byte
 	err := <-s.writer.submit(func(tx *bolt.Tx) error {
