@@ -1,7 +1,10 @@
 package authoritylite
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -20,12 +23,15 @@ import (
 // pipeline, each Group whose Mission is terminal, whose WorkItems are all
 // terminal, and whose last event is ArchiveAfter old. An archived Group
 // takes no more commands (decideInGroup). Once its group.archived is
-// durable the Group's records are checkpointed, its events before the
-// archive snapshot are deleted when retention is on (readers behind get
-// CURSOR_TOO_OLD with that snapshot), and its decision state is released:
-// memory keeps a stub (Mission, members, artifact revisions, sequences).
-// Open loads archived Groups as stubs too. A read that needs the whole
-// state (a WorkItem, a snapshot) loads it back (ensureLoaded).
+// durable its events before the archive snapshot are deleted when
+// retention is on (readers behind get CURSOR_TOO_OLD with that snapshot),
+// its WorkItem, proposal and lease records are deleted (the snapshot holds
+// the WorkItems), and its decision state is released: the store and
+// memory keep a stub (Mission, members, usage, artifact revisions,
+// sequences). Open loads archived Groups as stubs too. A read that needs
+// the WorkItems loads them back from the archive snapshot (ensureLoaded).
+// Its receipts, and with Config.PurgeAfter the whole Group, go later
+// (purge.go).
 
 // archiveScanEvery is how often the archiver looks for Groups to archive.
 func archiveScanEvery(after time.Duration) time.Duration {
@@ -116,7 +122,7 @@ func (s *Service) ArchiveDue(ctx context.Context) []string {
 			break
 		}
 		gs := s.rawGroup(id)
-		if gs.stub.Load() || s.groupDamage(id) != nil {
+		if gs == nil || gs.stub.Load() || s.groupDamage(id) != nil {
 			continue
 		}
 		gs.mu.Lock()
@@ -149,6 +155,9 @@ func (s *Service) ArchiveDue(ctx context.Context) []string {
 		delete(s.archiver.seen, id)
 		out = append(out, id)
 	}
+	if ctx.Err() == nil {
+		s.sweepReleased(s.clock.Now())
+	}
 	return out
 }
 
@@ -166,9 +175,9 @@ func (s *Service) archiveGroup(ctx context.Context, id string) error {
 }
 
 // afterArchive runs once a Group's group.archived is durable: with
-// retention on, its events before the archive snapshot go, and with them
-// the receipts of its commands (dropGroupReceipts); its state is
-// checkpointed and released.
+// retention on, its events before the archive snapshot go; its decision
+// records go too (the archive snapshot holds its WorkItems), and its state
+// is released. Its receipts go later (purge.go).
 func (s *Service) afterArchive(gs *groupState) {
 	defer s.memberNotice.notify() // MemberGroups leaves it out now
 	gs.mu.Lock()
@@ -190,21 +199,85 @@ func (s *Service) afterArchive(gs *groupState) {
 		s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
 		return
 	}
-	var dropped [][]byte
+	// Its receipts stay until no retry can come (purge.go); with retention
+	// off they stay for good.
+	now := s.clock.Now()
 	if err := s.applyRecords(gs.id, rec, func(gb *groupBuckets) error {
+		if err := clearDecisionRecords(gb, gs.id); err != nil {
+			return err
+		}
 		if s.retentionOn() {
-			var err error
-			if dropped, err = dropGroupReceipts(gb.tx, gs.id); err != nil {
+			if err := scheduleGroupReceipts(gb.tx, gs.id, now.Add(s.receiptWindow())); err != nil {
 				return err
 			}
 		}
-		return gb.tx.Bucket(bucketReleased).Put([]byte(gs.id), []byte{})
+		return gb.tx.Bucket(bucketReleased).Put([]byte(gs.id), binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())))
 	}); err != nil {
 		s.log.Error("checkpoint of an archived Group failed", "group", gs.id, "err", err)
 		return
 	}
-	s.recent.forget(dropped)
+	if s.cfg.PurgeAfter > 0 {
+		s.released.note(gs.id, now)
+	}
 	gs.release(s.cfg.Limits)
+}
+
+// clearDecisionRecords deletes what a released Group no longer needs on
+// disk: its WorkItem, proposal and lease records and its grants, leases
+// and Context Package heads. Its archive snapshot holds its WorkItems
+// (archivedItems reads them back); meta keeps what the stub and a
+// subscription need: Mission, members, usage, artifact revisions,
+// descendants, first sequence, snapshot reference, stateSeq, archived.
+// Its receipts go by the time rule (pruneReceipts).
+func clearDecisionRecords(gb *groupBuckets, groupID string) error {
+	g := gb.tx.Bucket(bucketGroups).Bucket([]byte(groupID))
+	for _, name := range [][]byte{bucketItems, bucketProposals, bucketLeases} {
+		if g.Bucket(name) == nil {
+			continue
+		}
+		if err := g.DeleteBucket(name); err != nil {
+			return err
+		}
+		if bytes.Equal(name, bucketLeases) {
+			continue
+		}
+		if _, err := g.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	for _, k := range [][]byte{keyGrants, keyLeases, keyContexts} {
+		if err := gb.meta.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// archivedItems reads a released Group's WorkItems (and their execution
+// approvals) from its archive snapshot, where they went when their
+// records were deleted.
+func (s *Service) archivedItems(ref *protocol.SnapshotRef) (map[string]*group.WorkItem, error) {
+	doc, err := s.Snapshot(*ref)
+	if err != nil {
+		return nil, err
+	}
+	var snap protocol.GroupSnapshot
+	if err := json.Unmarshal(doc, &snap); err != nil {
+		return nil, fmt.Errorf("archive snapshot %s: %v", ref.Digest, err)
+	}
+	approvals := map[string]protocol.Approval{}
+	for _, a := range snap.Approvals {
+		approvals[a.WorkItemID] = a
+	}
+	out := make(map[string]*group.WorkItem, len(snap.WorkItems))
+	for _, w := range snap.WorkItems {
+		it := &group.WorkItem{WorkItem: w}
+		if a, ok := approvals[w.WorkItemID]; ok {
+			it.ExecutionApproval = &a
+		}
+		out[w.WorkItemID] = it
+	}
+	return out, nil
 }
 
 func (s *Service) retentionOn() bool { return s.cfg.RetainEvents > 0 }
@@ -263,6 +336,13 @@ func (s *Service) ensureLoaded(gs *groupState) {
 		full, _, err = s.readGroup(tx, gs.id)
 		return err
 	})
+	if err == nil && len(full.g.Items) == 0 && full.archiveRef != nil {
+		var items map[string]*group.WorkItem
+		if items, err = s.archivedItems(full.archiveRef); err == nil {
+			full.g.Items = items
+			full.counts.count(items)
+		}
+	}
 	if err != nil {
 		if s.groupDamage(gs.id) == nil {
 			s.markDamaged(gs.id, err)
@@ -329,7 +409,7 @@ func (s *Service) fillStubs(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.peekGroup(id)
+		s.peekGroup(id) // nil once purged
 	}
 }
 

@@ -1,8 +1,10 @@
 package authoritylite
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,42 +64,56 @@ func TestArchivedStubReads(t *testing.T) {
 	}
 }
 
-// TestArchiveDropsReceipts: with retention on, an archived Group's
-// receipts go with its history, from the store and from memory; a
-// Group's that is not archived stay, and so do all with retention off.
-func TestArchiveDropsReceipts(t *testing.T) {
+// TestReceiptsTimeRule: an archived Group's receipts stay as long as a
+// retry can still arrive (receiptWindow from the archive), however short
+// the archive delay: a retry of its last command right after the archive
+// is answered with its receipt. Past the window, with retention on, they
+// go from the store and from memory; with retention off they stay.
+func TestReceiptsTimeRule(t *testing.T) {
 	cases := []struct {
 		name   string
 		retain uint64
-		want   bool // the receipt is still kept
+		want   bool // the receipt is still kept past the window
 	}{
-		{"retention on: dropped", 1000, false},
+		{"retention on: dropped past the window", 1000, false},
 		{"retention off: kept", 0, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newSvc(t)
 			k.toActive("wi-1")
-			r := k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "not needed"})
+			_, raw, err := k.coord.Build(protocol.CmdWorkCancel, "grp-a", &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "not needed"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := k.s.Submit(context.Background(), "", raw)
+			if err != nil {
+				t.Fatal(err)
+			}
 			k.ok(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: "mis-a", Reason: "done with it"})
 			if err := k.s.Close(); err != nil {
 				t.Fatal(err)
 			}
 			s, err := Open(Config{Dir: k.dir, Clock: k.clk, Key: k.akey, Limits: testLimits(), VerifyEvery: 1000 * time.Hour,
-				ArchiveAfter: time.Hour, RetainEvents: tc.retain})
+				ArchiveAfter: time.Nanosecond, RetainEvents: tc.retain})
 			if err != nil {
 				t.Fatal(err)
 			}
 			k.rebind(s)
-			// Warm the memory with the receipt, as a retry would.
-			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); !ok {
-				t.Fatal("no receipt before the archive")
+			w3 := k.join("w3")
+			k.clk.Advance(time.Second)
+			// The background archiver may be the one that archives it.
+			if k.s.ArchiveDue(context.Background()); !k.s.Released("grp-a") {
+				t.Fatal("not archived")
 			}
-			k.s.recent.add(string(receiptKey(k.coord.Actor, r.ActionID)), receiptRecord{Receipt: *r})
-			k.clk.Advance(2 * time.Hour)
-			if got := k.s.ArchiveDue(context.Background()); len(got) != 1 {
-				t.Fatalf("archived %v", got)
+			// A late retry, within the clock skew of its issuedAt.
+			k.clk.Advance(time.Minute)
+			again, err := k.s.Submit(context.Background(), "", raw)
+			if err != nil || again.ActionID != r.ActionID || len(again.Events) != len(r.Events) {
+				t.Fatalf("retry right after the archive: %+v %v, want %+v", again, err, r)
 			}
+			k.clk.Advance(k.s.receiptWindow())
+			k.s.ArchiveDue(context.Background())
 			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); ok != tc.want {
 				t.Fatalf("receipt kept %v, want %v", ok, tc.want)
 			}
@@ -109,7 +125,20 @@ func TestArchiveDropsReceipts(t *testing.T) {
 			if stored != tc.want {
 				t.Fatalf("receipt in the store %v, want %v", stored, tc.want)
 			}
-			// The Organization's receipts (agent registrations) stay.
+			// Organization commands' receipts (w3's card registration and
+			// session, all it did) go by their own age with retention on.
+			org := 0
+			_ = k.s.db.View(func(tx *bolt.Tx) error {
+				c := tx.Bucket(bucketReceipts).Cursor()
+				prefix := receiptKey(w3.Actor, "")
+				for key, _ := c.Seek(prefix); bytes.HasPrefix(key, prefix); key, _ = c.Next() {
+					org++
+				}
+				return nil
+			})
+			if (org > 0) != tc.want {
+				t.Fatalf("%d Organization receipts kept, want some %v", org, tc.want)
+			}
 			if _, ok := k.s.AgentCard("w1"); !ok {
 				t.Fatal("w1's card gone")
 			}
@@ -179,5 +208,80 @@ func TestArchiveKeepsOneSnapshot(t *testing.T) {
 	gs := k.s.peekGroup("grp-a")
 	if _, err := k.s.Snapshot(*gs.archiveRef); err != nil {
 		t.Fatalf("the archive snapshot: %v", err)
+	}
+}
+
+// TestPurgeArchivedGroup: with PurgeAfter, a released Group whose archive
+// is that old (and at least receiptWindow) is deleted: unknown to its
+// members (GROUP_NOT_FOUND), its snapshot files gone, its id never given
+// to a new Group; a restart and `authority check` agree, and an archived
+// Group not due yet keeps serving CURSOR_TOO_OLD with its snapshot.
+func TestPurgeArchivedGroup(t *testing.T) {
+	k := newSvc(t)
+	k.toActive("wi-1")
+	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "not needed"})
+	k.ok(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: "mis-a", Reason: "done with it"})
+	open := func() {
+		t.Helper()
+		if err := k.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(Config{Dir: k.dir, Clock: k.clk, Key: k.akey, Limits: testLimits(), VerifyEvery: 1000 * time.Hour,
+			ArchiveAfter: time.Minute, RetainEvents: 1000, PurgeAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.rebind(s)
+	}
+	open()
+	ctx := context.Background()
+	k.clk.Advance(2 * time.Minute)
+	// The background archiver may be the one that archives it.
+	if k.s.ArchiveDue(ctx); !k.s.Released("grp-a") {
+		t.Fatal("not archived")
+	}
+	snaps := func() int {
+		es, _ := os.ReadDir(filepath.Join(k.dir, "snapshots"))
+		return len(es)
+	}
+	if snaps() == 0 {
+		t.Fatal("no archive snapshot")
+	}
+	// Not due yet, and across a restart: still served.
+	open()
+	k.clk.Advance(59 * time.Minute)
+	k.s.ArchiveDue(ctx)
+	if _, err := k.s.Events("grp-a", 0, 0); protocol.CodeOf(err) != protocol.CodeCursorTooOld {
+		t.Fatalf("read from 0 before the purge: %v", err)
+	}
+	// Its WorkItem records are gone; a read finds the item in the archive
+	// snapshot, across the restart.
+	if w := k.item("wi-1"); w.State != protocol.WorkCancelled {
+		t.Fatalf("wi-1 read back from the archive snapshot: %s", w.State)
+	}
+	k.clk.Advance(2 * time.Minute)
+	k.s.ArchiveDue(ctx)
+	if !k.s.Purged("grp-a") || snaps() != 0 {
+		t.Fatalf("purged %v, snapshot files %d", k.s.Purged("grp-a"), snaps())
+	}
+	for i := 0; i < 2; i++ {
+		if err := k.s.Authorize("w1", "grp-a"); protocol.CodeOf(err) != protocol.CodeGroupNotFound {
+			t.Fatalf("a member reads a purged Group: %v", err)
+		}
+		if _, err := k.s.Events("grp-a", 0, 0); protocol.CodeOf(err) != protocol.CodeGroupNotFound {
+			t.Fatalf("events of a purged Group: %v", err)
+		}
+		if st := k.s.Status(); len(st.Groups) != 0 {
+			t.Fatalf("status lists %+v", st.Groups)
+		}
+		k.refuse(k.alice, protocol.CmdMissionCreate, &protocol.CreateMissionPayload{MissionID: "mis-b", Title: "again", Objective: "reuse the id", PriorityClass: protocol.PriorityNormal}, protocol.CodeInvalidStateTransition)
+		if err := k.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Check(filepath.Join(k.dir, LogFile), time.Second)
+		if err != nil || !rep.OK {
+			t.Fatalf("check: %v %+v", err, rep.Problems)
+		}
+		open()
 	}
 }

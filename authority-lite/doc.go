@@ -30,6 +30,7 @@
 // Retention (Config.RetainEvents) snapshots a Group and deletes its older
 // events (snapshot.go); archiving (Config.ArchiveAfter) archives finished
 // Groups through group_archive and releases their state to a stub that
-// Open does not read before serving (archive.go). CompactLog gives a
-// stopped log's free pages back.
+// Open does not read before serving (archive.go); receipts go once no
+// retry can come, and Config.PurgeAfter deletes archived Groups
+// (purge.go). CompactLog gives a stopped log's free pages back.
 package authoritylite

@@ -150,7 +150,7 @@ func (s *Service) createChild(o owed, now time.Time) error {
 	link := *o.fu.Child
 	s.orgMu.Lock()
 	defer s.orgMu.Unlock()
-	if s.peekGroup(link.GroupID) != nil {
+	if s.peekGroup(link.GroupID) != nil || s.Purged(link.GroupID) {
 		return protocol.InvalidTransition("group %s already exists", link.GroupID)
 	}
 	gs := newGroupState(link.GroupID, s.cfg.Limits)

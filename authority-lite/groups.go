@@ -27,7 +27,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		}
 		return nil, err
 	}
-	if existing := s.group(cmd.GroupID); existing != nil {
+	if existing := s.group(cmd.GroupID); existing != nil || s.Purged(cmd.GroupID) {
 		// Spec 15.1: mission.create carries the id of the Group it creates;
 		// a Group holds its one Mission for good.
 		return nil, protocol.WithDetails(protocol.InvalidTransition("group %s already exists and holds its Mission: a Group holds exactly one Mission, created with it (spec 15.1); create the Mission in a new Group", cmd.GroupID).At("/groupId"),
@@ -75,6 +75,9 @@ func newGroupState(id string, lim group.Limits) *groupState {
 func (s *Service) missionByID(id string) *protocol.Mission {
 	for _, gid := range s.GroupIDs() {
 		gs := s.peekGroup(gid) // a released Group keeps its Mission
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		m := gs.g.Mission
 		gs.mu.Unlock()

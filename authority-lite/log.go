@@ -37,7 +37,9 @@ import (
 //	receipts                  kind 0 actorId 0 actionId -> receipt record JSON
 //	audit                     index -> late result JSON (never applied)
 //	followups                 groupId 0 sequence index -> follow-up owed to another Group (followups.go)
-//	released                  groupId -> empty: archived Groups Open does not read (archive.go)
+//	released                  groupId -> archive time: archived Groups Open does not read (archive.go, purge.go)
+//	purged                    groupId -> last sequence: archived Groups deleted, ids kept (purge.go)
+//	receiptsDue               time (8 bytes BE) receipt key -> nil: receipts to delete then (purge.go)
 //	log/identity              the log's id, creation time and key (identity.go)
 var (
 	bucketGroups    = []byte("groups")
@@ -156,7 +158,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 }
 
 func createRootBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps, bucketReleased} {
+	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps, bucketReleased, bucketPurged, bucketReceiptsDue} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

@@ -45,6 +45,9 @@ func (s *Service) MemberGroups(agentID string) []string {
 	out := []string{}
 	for _, id := range s.GroupIDs() { // sorted
 		gs := s.peekGroup(id)
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		m, archived := gs.members[key], gs.archived
 		gs.mu.Unlock()

@@ -303,6 +303,9 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 	var revoked []*groupRevocation
 	for _, id := range ids {
 		gs := s.peekGroup(id)
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
 		if gs.archived {
@@ -403,7 +406,13 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 				return err
 			}
 		}
-		return tx.Bucket(bucketReceipts).Put(rkey, rval)
+		if err := tx.Bucket(bucketReceipts).Put(rkey, rval); err != nil {
+			return err
+		}
+		if !s.retentionOn() {
+			return nil
+		}
+		return tx.Bucket(bucketReceiptsDue).Put(dueKey(c.now.Add(s.receiptWindow()), rkey), nil)
 	})
 	s.endInflight(rkey, err)
 	if err != nil {

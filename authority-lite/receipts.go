@@ -132,19 +132,12 @@ func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, boo
 // Receipts are kept per (actor, actionId) across Groups, so a retry is
 // answered and a reuse refused (ACTION_ID_COLLISION) whatever the Group.
 // Each Group also indexes the receipts of its commands (bucket
-// receiptKeys inside its own), so that they can go with its history:
-// once an archived Group's events before its archive snapshot are deleted
-// (retention on), so are its receipts. Nothing can still need them: the
-// Group takes no command any more (a byte-identical retry is refused,
-// stale or INVALID_STATE_TRANSITION, instead of answered, and what it did
-// is in the archive snapshot). A resend comes within the 2-minute skew
-// of its issuedAt, or from an offline buffer within the worker's 2-minute
-// grace, both well inside the default archive delay (an hour) counted
-// from the Group's last event; an archive delay shorter than about four
-// minutes (tests) can turn a late retry of a command committed just
-// before the end into a refusal. An actor's actionId reused in another
-// Group after that is a new command: actionIds must be unique per Group
-// and action (docs/wire.md).
+// receiptKeys inside its own), so that they can go once its Group is
+// archived and no retry can come any more: with retention on, receiptWindow
+// after the archive (purge.go), however short the archive delay; an
+// Organization command's receipt goes receiptWindow after its own commit.
+// An actor's actionId reused after that is a new command: actionIds must
+// be unique per Group and action (docs/wire.md).
 
 // bucketGroupReceipts indexes a Group's receipts: receipt key -> empty.
 var bucketGroupReceipts = []byte("receiptKeys")

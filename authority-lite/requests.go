@@ -86,6 +86,9 @@ func (s *Service) AuthorizeActor(a protocol.Actor, groupID string) error {
 func (s *Service) MissionGroup(a protocol.Actor, missionID string) (string, error) {
 	for _, id := range s.GroupIDs() {
 		gs := s.peekGroup(id)
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		match := gs.g.Mission != nil && gs.g.Mission.MissionID == missionID && s.mayKnow(a, gs)
 		gs.mu.Unlock()
@@ -106,6 +109,9 @@ func (s *Service) MayPutArtifact(a protocol.Actor, tok *protocol.CapabilityToken
 	}
 	for _, id := range s.GroupIDs() {
 		gs := s.peekGroup(id)
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		ok := s.mayKnow(a, gs)
 		gs.mu.Unlock()

@@ -49,6 +49,13 @@ type Config struct {
 	// WorkItems are all terminal once its last event is that old
 	// (archive.go).
 	ArchiveAfter time.Duration
+	// PurgeAfter, when not zero, deletes a Group archived that long ago
+	// (and at least receiptWindow): its id and last sequence stay (purge.go).
+	PurgeAfter time.Duration
+	// ReceiptWindow, when not zero, replaces how long a receipt nothing
+	// else needs is kept (default: 2×MaxSkew + OfflineGrace, purge.go).
+	// Tests and soaks shorten it to see the store level off sooner.
+	ReceiptWindow time.Duration
 	// ClosedRegistration refuses self-signed Agent Cards of unknown agents;
 	// then only agents registered with RegisterAgent may join.
 	ClosedRegistration bool
@@ -133,6 +140,7 @@ type Service struct {
 	holdFollowUps bool
 	memberNotice  memberNotice
 	archiver      archiver
+	released      releasedTimes
 	// unread counts the placeholders whose stub is not read yet.
 	unread atomic.Int64
 }
@@ -391,8 +399,15 @@ func (s *Service) load() ([]string, error) {
 			return err
 		}
 		if rb := tx.Bucket(bucketReleased); rb != nil {
-			if err := rb.ForEach(func(k, _ []byte) error {
+			if err := rb.ForEach(func(k, v []byte) error {
 				s.groups[string(k)] = placeholder(string(k))
+				if s.cfg.PurgeAfter > 0 {
+					at, ok := releasedAt(v)
+					if !ok {
+						at = s.clock.Now() // released before the times were kept: from this start
+					}
+					s.released.note(string(k), at)
+				}
 				s.unread.Add(1)
 				return nil
 			}); err != nil {

@@ -210,6 +210,9 @@ func (s *Service) checkpointAll() error {
 			continue // its records may sit on the damaged pages
 		}
 		gs := s.peekGroup(id)
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		if gs.last > gs.saved.seq && !gs.stub.Load() {
 			rec := &recorder{}

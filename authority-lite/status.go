@@ -45,6 +45,9 @@ func (s *Service) Status() Status {
 	}
 	for _, id := range s.GroupIDs() {
 		gs := s.peekGroup(id) // an archived Group's items are not in memory
+		if gs == nil {
+			continue // purged since listed
+		}
 		gs.mu.Lock()
 		g := GroupStatus{GroupID: id, LastSequence: gs.last, Archived: gs.archived, Members: len(gs.members), Items: map[protocol.WorkItemState]int{}}
 		if m := gs.g.Mission; m != nil {

@@ -235,6 +235,9 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 			err = runErr(&run)
 		}
 		if err != nil {
+			if s.rawGroup(id) == nil {
+				return n // purged meanwhile
+			}
 			if s.groupDamage(id) == nil {
 				s.markDamaged(id, err)
 			}
@@ -273,7 +276,7 @@ func (s *Service) readMark(gs *groupState) bool {
 		return nil
 	})
 	if err != nil {
-		if s.groupDamage(gs.id) == nil {
+		if s.groupDamage(gs.id) == nil && s.rawGroup(gs.id) != nil { // not purged meanwhile
 			s.markDamaged(gs.id, err)
 		}
 		return false

@@ -42,13 +42,17 @@ type Config struct {
 	// NoSync opens the log without fsync (authoritylite.Config.NoSync):
 	// load generators measuring the cost of durability only.
 	NoSync bool
-	// RetainEvents and ArchiveAfter bound what the authority keeps
-	// (authoritylite.Config's, docs/operations.md "Retention, archiving
-	// and disk"). Zero keeps every event and never archives: `run`, `up`
-	// and the proof of concept leave them so, their Missions being few and
-	// short-lived; the soak sets them.
+	// RetainEvents, ArchiveAfter and PurgeAfter bound what the authority
+	// keeps (authoritylite.Config's, docs/operations.md "Retention,
+	// archiving and disk"). Zero keeps every event and never archives:
+	// `run`, `up` and the proof of concept leave them so, their Missions
+	// being few and short-lived; the soak sets them.
 	RetainEvents uint64
 	ArchiveAfter time.Duration
+	PurgeAfter   time.Duration
+	// ReceiptWindow shortens how long receipts are kept (tests only;
+	// authoritylite.Config's).
+	ReceiptWindow time.Duration
 }
 
 // Authority is authority-lite with its wss server on a loopback port.
@@ -71,7 +75,7 @@ func Start(cfg Config) (*Authority, error) {
 	}
 	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits,
 		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery, NoSync: cfg.NoSync,
-		RetainEvents: cfg.RetainEvents, ArchiveAfter: cfg.ArchiveAfter})
+		RetainEvents: cfg.RetainEvents, ArchiveAfter: cfg.ArchiveAfter, PurgeAfter: cfg.PurgeAfter, ReceiptWindow: cfg.ReceiptWindow})
 	if err != nil {
 		return nil, err
 	}

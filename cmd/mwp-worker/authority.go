@@ -51,6 +51,7 @@ func authorityCommand() *cli.Command {
 				&cli.BoolFlag{Name: "closed-registration", Usage: "refuse self-signed Agent Cards of unknown agents"},
 				&cli.IntFlag{Name: "retain-events", Usage: "events kept online per Group: past twice this many the Group is snapshotted and its older events deleted (readers behind restore the snapshot); 0 keeps every event (docs/operations.md, Retention)", Value: 10000, Sources: cli.EnvVars("MWP_RETAIN_EVENTS")},
 				&cli.DurationFlag{Name: "archive-after", Usage: "archive a Group whose Mission and WorkItems are all terminal once its last event is this old: it takes no more commands, and its state leaves memory; 0 never archives", Value: time.Hour, Sources: cli.EnvVars("MWP_ARCHIVE_AFTER")},
+				&cli.DurationFlag{Name: "purge-after", Usage: "delete an archived Group this long after its archive: its events, records and snapshot go, its id stays taken, and it answers GROUP_NOT_FOUND (its receipts go 6m after the archive either way); 0 keeps archived Groups for good; needs --archive-after (docs/operations.md, Retention)", Sources: cli.EnvVars("MWP_PURGE_AFTER")},
 				&cli.StringSliceFlag{Name: "enroll", Usage: "submit an agent's signed agent_card_register `FILE` at start (from run --enrollment; repeatable)"},
 				&cli.IntFlag{Name: "max-conns", Usage: "connections held at once, handshaking or not; more get HTTP 503 (docs/operations.md)", Value: 1024, Sources: cli.EnvVars("MWP_MAX_CONNS")},
 				&cli.IntFlag{Name: "max-conns-per-ip", Usage: "connections per remote IP address not yet authenticated (handshaking, or carrying an HTTPS route request); more get HTTP 503. One whose HELLO succeeded counts only toward --max-conns", Value: 64, Sources: cli.EnvVars("MWP_MAX_CONNS_PER_IP")},
@@ -96,11 +97,14 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if cmd.Int("retain-events") < 0 || cmd.Duration("archive-after") < 0 {
-		return fail("--retain-events and --archive-after must not be negative")
+	if cmd.Int("retain-events") < 0 || cmd.Duration("archive-after") < 0 || cmd.Duration("purge-after") < 0 {
+		return fail("--retain-events, --archive-after and --purge-after must not be negative")
+	}
+	if cmd.Duration("purge-after") > 0 && cmd.Duration("archive-after") == 0 {
+		return fail("--purge-after deletes archived Groups: it needs --archive-after")
 	}
 	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration"), Init: cmd.Bool("init"), Policy: policy,
-		RetainEvents: uint64(cmd.Int("retain-events")), ArchiveAfter: cmd.Duration("archive-after")})
+		RetainEvents: uint64(cmd.Int("retain-events")), ArchiveAfter: cmd.Duration("archive-after"), PurgeAfter: cmd.Duration("purge-after")})
 	if err != nil {
 		return fail("%v", err)
 	}

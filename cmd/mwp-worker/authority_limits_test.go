@@ -85,6 +85,25 @@ func TestAuthorityServeRefusesBadLimits(t *testing.T) {
 	}
 }
 
+// The retention flags: none negative, and a purge needs archiving; each
+// refusal is one line and exit 1, before anything opens.
+func TestAuthorityServeRefusesBadRetention(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--retain-events=-1"}, "must not be negative"},
+		{[]string{"--purge-after=-1s"}, "must not be negative"},
+		{[]string{"--archive-after=0s", "--purge-after=1h"}, "--purge-after deletes archived Groups: it needs --archive-after"},
+	} {
+		args := append([]string{"authority", "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-loopback"}, tc.flags...)
+		code, _, stderr := runCLI(t, args...)
+		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, tc.want) {
+			t.Fatalf("%v: exit %d, stderr %q", tc.flags, code, stderr)
+		}
+	}
+}
+
 // --route-rate and --hello-rate are token buckets, BURST/EVERY; a bad one
 // is one line and exit 1, before anything listens.
 func TestAuthorityServeRates(t *testing.T) {

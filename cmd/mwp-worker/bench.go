@@ -13,9 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/internal/bench"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
+	"github.com/missionweave/mwp-worker/runtime"
 	"github.com/urfave/cli/v3"
 )
 
@@ -61,6 +63,10 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "items-per-group", Usage: "soak: WorkItems of each Mission (its Group is finished, and a new one opened, after them)", Value: 100},
 			&cli.DurationFlag{Name: "interval", Usage: "soak: how often resources are read and printed", Value: 10 * time.Second},
 			&cli.DurationFlag{Name: "warmup", Usage: "soak: left out of the growth per hour", DefaultText: "a fifth of --duration"},
+			&cli.IntFlag{Name: "retain-events", Usage: "the embedded authority's retention, as authority serve's (0: every event kept)"},
+			&cli.DurationFlag{Name: "archive-after", Usage: "the embedded authority archives a finished Group once its last event is this old, as authority serve's (0: never)"},
+			&cli.DurationFlag{Name: "purge-after", Usage: "the embedded authority deletes an archived Group this long after its archive, as authority serve's (0: never; needs --archive-after)"},
+			&cli.DurationFlag{Name: "forget-grace", Usage: "each worker forgets a finished Group after this grace, as run's (0: never)", Value: runtime.DefaultForgetGrace},
 			&cli.StringFlag{Name: "authority-metrics", Usage: "soak with --authority: `URL` of its /metrics (authority serve --metrics-listen), to read its heap, goroutines and files"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -72,9 +78,13 @@ func benchCommand() *cli.Command {
 					return usagef(cmd, "--%s is only for a soak (--duration)", f)
 				}
 			}
+			tune, err := benchTuning(cmd)
+			if err != nil {
+				return err
+			}
 			cfg := bench.Config{Items: int(cmd.Int("items")), Lanes: int(cmd.Int("lanes")), Workers: int(cmd.Int("workers")),
 				Groups: int(cmd.Int("groups")), Slots: int(cmd.Int("slots")), Fsync: cmd.Bool("fsync"), Dir: cmd.String("dir"),
-				ItemTimeout: cmd.Duration("item-timeout")}
+				ItemTimeout: cmd.Duration("item-timeout"), Tune: tune}
 			remote, err := benchRemote(cmd)
 			if err != nil {
 				return err
@@ -191,4 +201,31 @@ func printBench(w io.Writer, r *bench.Result) {
 	fmt.Fprintf(w, "  CPU:  sign %.1f µs, verify %.1f µs → %.0f µs per item, %.1f%% of the CPU the run spent per item\n",
 		f.SignCPUUs, f.VerifyCPUUs, f.PerItemCPUUs, 100*f.CPUShare)
 	fmt.Fprintf(w, "load average %.2f %.2f %.2f\n", r.LoadAverage[0], r.LoadAverage[1], r.LoadAverage[2])
+}
+
+// benchTuning reads the retention, archive, purge and forget flags: the
+// embedded authority's are refused with --authority (set them on that
+// authority's serve), --forget-grace applies to the workers either way.
+func benchTuning(cmd *cli.Command) (*bench.Tuning, error) {
+	for _, f := range []string{"retain-events", "archive-after", "purge-after"} {
+		if cmd.IsSet(f) && cmd.String("authority") != "" {
+			return nil, usagef(cmd, "--%s tunes the embedded authority; a running one (--authority) has its own (authority serve --%s)", f, f)
+		}
+	}
+	retain, archive, purge, forget := cmd.Int("retain-events"), cmd.Duration("archive-after"), cmd.Duration("purge-after"), cmd.Duration("forget-grace")
+	switch {
+	case retain < 0 || archive < 0 || purge < 0 || forget < 0:
+		return nil, fmt.Errorf("bench: --retain-events, --archive-after, --purge-after and --forget-grace must not be negative")
+	case purge > 0 && archive == 0:
+		return nil, fmt.Errorf("bench: --purge-after deletes archived Groups: it needs --archive-after")
+	}
+	if forget == 0 {
+		forget = -1 // run's 0 is never; the runtime's is its default
+	}
+	return &bench.Tuning{
+		Authority: func(c *embed.Config) {
+			c.RetainEvents, c.ArchiveAfter, c.PurgeAfter = uint64(retain), archive, purge
+		},
+		Worker: func(c *runtime.WorkerConfig) { c.ForgetGrace = forget },
+	}, nil
 }

@@ -30,7 +30,11 @@ func soak(ctx context.Context, cmd *cli.Command) error {
 	if cmd.IsSet("warmup") {
 		warmup = cmd.Duration("warmup")
 	}
-	cfg := bench.SoakConfig{Duration: d, Rate: cmd.Float("rate"), ItemsPerGroup: int(cmd.Int("items-per-group")), Groups: int(cmd.Int("groups")),
+	tune, err := benchTuning(cmd)
+	if err != nil {
+		return err
+	}
+	cfg := bench.SoakConfig{Tune: tune, Duration: d, Rate: cmd.Float("rate"), ItemsPerGroup: int(cmd.Int("items-per-group")), Groups: int(cmd.Int("groups")),
 		Workers: int(cmd.Int("workers")), Slots: int(cmd.Int("slots")), Fsync: cmd.Bool("fsync"), Dir: cmd.String("dir"),
 		ItemTimeout: cmd.Duration("item-timeout"), Interval: cmd.Duration("interval"), Warmup: warmup}
 	remote, err := benchRemote(cmd)

@@ -152,6 +152,9 @@ func TestBenchSoakBadFlags(t *testing.T) {
 		{[]string{"--duration", "1m", "--rate", "0"}, 1, "--rate must be positive"},
 		{[]string{"--duration", "10s", "--warmup", "10s"}, 1, "--warmup 10s must be at least 0 and shorter than --duration 10s"},
 		{[]string{"--duration", "1m", "--items-per-group", "0"}, 1, "--items-per-group must be at least 1"},
+		{[]string{"--duration", "1m", "--purge-after", "1m"}, 1, "--purge-after deletes archived Groups: it needs --archive-after"},
+		{[]string{"--items", "5", "--forget-grace", "-1s"}, 1, "must not be negative"},
+		{[]string{"--duration", "1m", "--authority", "wss://127.0.0.1:1/mwp", "--archive-after", "1m"}, 2, "--archive-after tunes the embedded authority"},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, tc.args...)...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) || tc.code == 1 && strings.Count(errOut, "\n") != 1 {

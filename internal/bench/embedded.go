@@ -20,13 +20,16 @@ import (
 // wire, as a coordinator co-located with the authority would); the
 // workers still reach it over wss.
 type embedded struct {
-	auth  *embed.Authority
-	svc   *authoritylite.Service
-	owner *authoritylite.Principal
-	coord *authoritylite.Principal
-	reg   *prometheus.Registry
-	dir   string // the authority's data directory
-	file  string
+	auth *embed.Authority
+	svc  *authoritylite.Service
+	// purging: the authority purges archived Groups (PurgeAfter), so a
+	// finished Group is settled once purged.
+	purging bool
+	owner   *authoritylite.Principal
+	coord   *authoritylite.Principal
+	reg     *prometheus.Registry
+	dir     string // the authority's data directory
+	file    string
 
 	mu    sync.Mutex
 	heads map[string]uint64 // each open Group's head when open returned
@@ -44,7 +47,7 @@ func startEmbedded(ctx context.Context, cfg Config, dir string) (*embedded, erro
 		return nil, err
 	}
 	adir := filepath.Join(dir, "authority")
-	e := &embedded{auth: auth, svc: auth.Service, reg: prometheus.NewRegistry(), dir: adir, file: filepath.Join(adir, authoritylite.LogFile),
+	e := &embedded{auth: auth, svc: auth.Service, purging: ec.PurgeAfter > 0, reg: prometheus.NewRegistry(), dir: adir, file: filepath.Join(adir, authoritylite.LogFile),
 		heads: map[string]uint64{}}
 	for _, c := range e.svc.Collectors() {
 		if err := e.reg.Register(c); err != nil {
@@ -127,7 +130,12 @@ func (e *embedded) forget(g string) {
 	e.mu.Unlock()
 }
 
-func (e *embedded) released(g string) bool { return e.svc.Released(g) }
+func (e *embedded) released(g string) bool {
+	if e.purging {
+		return e.svc.Purged(g)
+	}
+	return e.svc.Released(g)
+}
 
 func (e *embedded) head(g string) (uint64, bool) { return e.svc.LastSequence(g), true }
 

@@ -528,7 +528,7 @@ func (s *soak) settle(ctx context.Context) error {
 }
 
 // releaser is an authority that tells when a Group is archived and
-// released (the embedded one).
+// released, or purged when it purges (the embedded one).
 type releaser interface{ released(g string) bool }
 
 // finishedGone reports the first finished Group still archived-pending at

@@ -25,18 +25,15 @@ const (
 	// finished Mission and worker (2×soakThird×2 = 16 on a build that
 	// keeps a stream per connection and Group).
 	goroutineTolerance = 2
-	// storeTolerance is the part of the first third's store growth the
-	// last third may add: retention and bbolt's reuse of freed pages keep
-	// the stores level once the first Missions have filled them. The
-	// workers' stores meet it (0.01-0.05x measured).
-	storeTolerance = 0.10
-	// archivedTolerance is the authority's bound while an archived Group
-	// still keeps its archive snapshot and its records for good (about
-	// 50-60 KB a Group of 10 items; docs/operations.md, "Retention,
-	// archiving and disk"): measured 0.24-0.38x, against 0.67x before
-	// receipts and superseded snapshots went with the archive. It guards
-	// what was given back; the goal is storeTolerance.
-	archivedTolerance = 0.50
+	// storeTolerance is the part of the first third's store growth (its
+	// high-water mark: what the Missions took while they ran) that the
+	// last third may add to the data the store still holds (liveSize):
+	// retention, archiving, purging and forgetting leave nearly nothing
+	// of a finished Mission. A purged Group leaves its id in the
+	// authority's log (about 30 bytes), a forgotten one a tombstone in a
+	// worker's store (about 150 bytes); measured 0.00× for both, and a
+	// leak of two pages a Mission fails it. It is the issue's 5% goal.
+	storeTolerance = 0.05
 )
 
 // A soak counted in Missions, never in time: three thirds of soakThird
@@ -45,23 +42,26 @@ const (
 // busy and the goroutines steady) before it is read. Missions that have
 // finished must cost nothing that stays: the goroutines of the authority
 // and the workers (all but the driver's) after the third third are those
-// after the first, and the stores (the bbolt
-// pages in use, up to the high-water mark, plus the checkpoint, artifact,
-// work and snapshot directories) grow in the third third by at most
-// storeTolerance of what they grew in the first.
+// after the first, and the data the stores hold (the bbolt pages in use
+// less the free ones, plus the checkpoint, artifact, work and snapshot
+// directories) grows in the third third by at most storeTolerance of what
+// the stores grew to (high-water mark) in the first.
 //
-// The authority retains soakRetain events per Group and archives a
-// finished Group at once, the workers forget it at once, and every
-// reading waits until each finished Group is archived and forgotten
-// (SettleFinished): what is left then is what a finished Mission leaves
-// for good, whatever the delays an operator sets.
+// The authority retains soakRetain events per Group, archives a finished
+// Group at once, purges it at once and drops the receipts no retry needs
+// at once; the workers forget it at once, and every reading waits until
+// each finished Group is purged and forgotten (SettleFinished): what is
+// left then is what a finished Mission leaves for good, whatever the
+// delays an operator sets.
 func TestSoakLevelsOff(t *testing.T) {
 	var marks []Sample
 	final, err := Soak(context.Background(), SoakConfig{Rate: 500, ItemsPerGroup: 10, Groups: 1, Workers: 2, Slots: 4, Interval: time.Hour,
 		StopAfterGroups: 3 * soakThird, MarkEveryGroups: soakThird, Dir: t.TempDir(), SettleFinished: true,
 		Tune: &Tuning{
-			Authority: func(c *embed.Config) { c.RetainEvents, c.ArchiveAfter = soakRetain, time.Nanosecond },
-			Worker:    func(c *runtime.WorkerConfig) { c.ForgetGrace = time.Nanosecond },
+			Authority: func(c *embed.Config) {
+				c.RetainEvents, c.ArchiveAfter, c.PurgeAfter, c.ReceiptWindow = soakRetain, time.Nanosecond, time.Nanosecond, time.Nanosecond
+			},
+			Worker: func(c *runtime.WorkerConfig) { c.ForgetGrace = time.Nanosecond },
 		},
 		OnSample: func(s Sample) {
 			if s.Kind == "start" || s.Kind == "mark" {
@@ -76,9 +76,9 @@ func TestSoakLevelsOff(t *testing.T) {
 	}
 	start, first, second := marks[0], marks[1], marks[2]
 	for _, s := range []Sample{start, first, second, *final} {
-		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use, %d free, dirs %v), workers' store %d (db %d in use, dirs %v)",
+		t.Logf("%-5s Missions %2d, items %3d: goroutines %d %v, heap %d, authority store %d (db %d in use, %d free, dirs %v), workers' store %d (db %d in use, %d free, dirs %v)",
 			s.Kind, s.Groups.Finished, s.Items.Completed, s.Process.Goroutines, s.Process.GoroutinesBy, s.Process.HeapInuseBytes,
-			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, s.Authority.Store.DBFreeBytes, s.Authority.Store.Dirs, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes, s.Workers.Store.Dirs)
+			storeSize(*s.Authority.Store), s.Authority.Store.DBUsedBytes, s.Authority.Store.DBFreeBytes, s.Authority.Store.Dirs, storeSize(s.Workers.Store), s.Workers.Store.DBUsedBytes, s.Workers.Store.DBFreeBytes, s.Workers.Store.Dirs)
 	}
 
 	// The driver's own goroutines (its dispatcher and sampler run at a mark,
@@ -93,24 +93,32 @@ func TestSoakLevelsOff(t *testing.T) {
 		start, first, second, final Store
 		tolerance                   float64
 	}{
-		{"authority", *start.Authority.Store, *first.Authority.Store, *second.Authority.Store, *final.Authority.Store, archivedTolerance},
+		{"authority", *start.Authority.Store, *first.Authority.Store, *second.Authority.Store, *final.Authority.Store, storeTolerance},
 		{"workers'", start.Workers.Store, first.Workers.Store, second.Workers.Store, final.Workers.Store, storeTolerance},
 	} {
 		firstGrew := storeSize(st.first) - storeSize(st.start)
-		lastGrew := storeSize(st.final) - storeSize(st.second)
+		lastGrew := liveSize(st.final) - liveSize(st.second)
 		if float64(lastGrew) > st.tolerance*float64(firstGrew) {
-			t.Errorf("the %s store grew %d bytes over the last %d Missions, %.2f× the %d of the first %d (at most %.2f×)",
+			t.Errorf("the %s store's live data grew %d bytes over the last %d Missions, %.3f× the store's %d growth over the first %d (at most %.2f×)",
 				st.name, lastGrew, soakThird, float64(lastGrew)/float64(firstGrew), firstGrew, soakThird, st.tolerance)
 		}
 	}
 }
 
-// storeSize is what a store holds: its bbolt pages in use and its
-// directories' files.
+// storeSize is what a store takes: its bbolt pages up to the high-water
+// mark and its directories' files.
 func storeSize(s Store) int64 {
 	n := s.DBUsedBytes
 	for _, v := range s.Dirs {
 		n += v
 	}
 	return n
+}
+
+// liveSize is what a store holds: its bbolt pages in use less those on
+// its freelist, and its directories' files. Unlike the high-water mark, it
+// does not jump when bbolt happens to extend the file for a run of pages
+// its free ones cannot serve.
+func liveSize(s Store) int64 {
+	return storeSize(s) - s.DBFreeBytes
 }
