@@ -37,6 +37,10 @@ type Config struct {
 	// (authoritylite.Config; zero: its default of 60 a minute).
 	RateBurst int
 	RateEvery time.Duration
+	// CreateBurst and CreateEvery bound each human's mission.create
+	// (authoritylite.Config; zero: its default of 20, then one every 3 s).
+	CreateBurst int
+	CreateEvery time.Duration
 	// Server tunes the WebSocket server (tests shorten its liveness).
 	Server wss.Options
 	// NoSync opens the log without fsync (authoritylite.Config.NoSync):
@@ -74,7 +78,7 @@ func Start(cfg Config) (*Authority, error) {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	svc, err := authoritylite.Open(authoritylite.Config{Dir: cfg.Dir, Clock: cfg.Clock, Logger: cfg.Logger, Limits: cfg.Limits,
-		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery, NoSync: cfg.NoSync,
+		RateBurst: cfg.RateBurst, RateEvery: cfg.RateEvery, CreateBurst: cfg.CreateBurst, CreateEvery: cfg.CreateEvery, NoSync: cfg.NoSync,
 		RetainEvents: cfg.RetainEvents, ArchiveAfter: cfg.ArchiveAfter, PurgeAfter: cfg.PurgeAfter, ReceiptWindow: cfg.ReceiptWindow})
 	if err != nil {
 		return nil, err

@@ -141,3 +141,20 @@ func BenchmarkEndToEnd(b *testing.B) {
 		})
 	}
 }
+
+// More Groups than the authority's default mission.create burst (20 a
+// human) run: the embedded authority lifts the limits the bench says it
+// lifts (docs/shapes.md), or the 21st Mission is refused RATE_LIMITED.
+func TestRunManyGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an authority and a worker")
+	}
+	const groups = 24
+	res, err := Run(context.Background(), Config{Items: groups, Lanes: 4, Workers: 1, Groups: groups, Slots: 4, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verified != groups || res.Groups != groups {
+		t.Fatalf("verified %d items in %d groups, want %d in %d", res.Verified, res.Groups, groups, groups)
+	}
+}

@@ -38,7 +38,7 @@ type embedded struct {
 func startEmbedded(ctx context.Context, cfg Config, dir string) (*embedded, error) {
 	ec := embed.Config{Dir: filepath.Join(dir, "authority"), Logger: cfg.Logger, NoSync: !cfg.Fsync,
 		Limits:    group.Limits{LeaseDuration: 2 * time.Minute, StartWithin: 10 * time.Minute, MaxCandidates: 3, BlockedHold: 30 * time.Minute},
-		RateBurst: 1 << 30, RateEvery: time.Nanosecond}
+		RateBurst: 1 << 30, RateEvery: time.Nanosecond, CreateBurst: 1 << 30, CreateEvery: time.Nanosecond}
 	if cfg.Tune != nil && cfg.Tune.Authority != nil {
 		cfg.Tune.Authority(&ec)
 	}
