@@ -272,7 +272,7 @@ func (w *Worker) bootstrap(ctx context.Context, store *queue.Store, epoch uint64
 	ccfg.URL, ccfg.Trust, ccfg.AllowInsecureLoopback = cfg.URL, cfg.Trust, cfg.AllowInsecureLoopback
 	ccfg.AgentID, ccfg.Key, ccfg.SessionEpoch, ccfg.Store = cfg.AgentID, cfg.Key, epoch, store
 	ccfg.AuthorityKeys, ccfg.Clock, ccfg.Logger = cfg.AuthorityKeys, cfg.Clock, cfg.Logger
-	ccfg.Groups, ccfg.OnApplied = nil, nil
+	ccfg.Groups, ccfg.OnApplied, ccfg.IgnoreListed = nil, nil, true
 	if ccfg.Freshness == 0 {
 		ccfg.Freshness = commandFreshness // a previous run's outbox is never sent stale
 	}

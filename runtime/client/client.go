@@ -193,6 +193,9 @@ func (c *Client) undrop(g string) {
 // the tombstones of Groups no longer listed are dropped, so they stay
 // bounded by the list.
 func (c *Client) joined(groups []string) {
+	if c.cfg.IgnoreListed {
+		return
+	}
 	if ts, ok := c.cfg.Store.(Tombstones); ok && groups != nil {
 		if err := ts.KeepTombstones(groups); err != nil {
 			c.log.Warn("drop tombstones of Groups no longer listed", "err", err)

@@ -56,6 +56,11 @@ type Config struct {
 	Store Store
 	// Groups to subscribe besides those the store already knows.
 	Groups []string
+	// IgnoreListed leaves the Groups the authority lists (HELLO, GROUPS)
+	// unsubscribed: a connection that only opens the next session (the
+	// worker's bootstrap) would see its subscriptions refused
+	// AUTH_STALE_SESSION once that session replaces its own.
+	IgnoreListed bool
 
 	// AuthorityKeys verifies every event's signature before it reaches the
 	// store. nil skips the check: tests only.
