@@ -17,6 +17,8 @@ import (
 
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // Snapshots bound the online log (spec 16): Compact writes a signed Group
@@ -182,7 +184,7 @@ func (s *Service) writeSnapshot(digest string, doc []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFileSync(path, doc)
+	return atomicfile.WriteFile(path, doc, 0o600)
 }
 
 // Snapshot returns a stored snapshot document after checking its digest.
