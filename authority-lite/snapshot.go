@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -159,15 +160,6 @@ func announcedSnapshot(raw []byte) (protocol.SnapshotRef, bool) {
 	return ev.Payload.Snapshot, true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func (s *Service) snapshotPath(digest string) (string, error) {
 	h, ok := strings.CutPrefix(digest, "sha256:")
 	if _, err := hex.DecodeString(h); !ok || err != nil || len(h) != 64 {
@@ -259,7 +251,7 @@ func (s *Service) buildSnapshot(gs *groupState, now time.Time) (*protocol.GroupS
 	for _, k := range keys {
 		snap.Memberships = append(snap.Memberships, *gs.members[k])
 	}
-	for _, id := range sortedKeys(gs.g.Items) {
+	for _, id := range slices.Sorted(maps.Keys(gs.g.Items)) {
 		w := gs.g.Items[id]
 		snap.WorkItems = append(snap.WorkItems, w.WorkItem)
 		if w.ExecutionApproval != nil {
