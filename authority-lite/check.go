@@ -12,6 +12,8 @@ import (
 
 	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // Check verifies a stopped authority's log at path in full: its meta
@@ -208,26 +210,5 @@ func compactHead(dir, tmp string) error {
 		}
 		return nil
 	}
-	return writeFileSync(headPath(dir), fmt.Appendf(nil, "%s %020d\n", id.LogID, ms.Txid()))
-}
-
-// writeFileSync replaces path with data atomically and durably.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(headPath(dir), fmt.Appendf(nil, "%s %020d\n", id.LogID, ms.Txid()), 0o600)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,19 +157,7 @@ func (s *Service) markDamaged(groupID string, err error) *protocol.Error {
 func (s *Service) DamagedGroups() []string {
 	s.integrity.mu.Lock()
 	defer s.integrity.mu.Unlock()
-	out := make([]string, 0, len(s.integrity.groups))
-	for id := range s.integrity.groups {
-		out = append(out, id)
-	}
-	return sortedStrings(out)
-}
-
-func sortedStrings(ss []string) []string {
-	m := make(map[string]struct{}, len(ss))
-	for _, s := range ss {
-		m[s] = struct{}{}
-	}
-	return sortedKeys(m)
+	return slices.Sorted(maps.Keys(s.integrity.groups))
 }
 
 // groupView is a read of one Group's buckets: a panic in it marks that

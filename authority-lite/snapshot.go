@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // Snapshots bound the online log (spec 16): Compact writes a signed Group
@@ -157,15 +160,6 @@ func announcedSnapshot(raw []byte) (protocol.SnapshotRef, bool) {
 	return ev.Payload.Snapshot, true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func (s *Service) snapshotPath(digest string) (string, error) {
 	h, ok := strings.CutPrefix(digest, "sha256:")
 	if _, err := hex.DecodeString(h); !ok || err != nil || len(h) != 64 {
@@ -182,7 +176,7 @@ func (s *Service) writeSnapshot(digest string, doc []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFileSync(path, doc)
+	return atomicfile.WriteFile(path, doc, 0o600)
 }
 
 // Snapshot returns a stored snapshot document after checking its digest.
@@ -257,7 +251,7 @@ func (s *Service) buildSnapshot(gs *groupState, now time.Time) (*protocol.GroupS
 	for _, k := range keys {
 		snap.Memberships = append(snap.Memberships, *gs.members[k])
 	}
-	for _, id := range sortedKeys(gs.g.Items) {
+	for _, id := range slices.Sorted(maps.Keys(gs.g.Items)) {
 		w := gs.g.Items[id]
 		snap.WorkItems = append(snap.WorkItems, w.WorkItem)
 		if w.ExecutionApproval != nil {

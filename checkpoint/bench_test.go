@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // Every figure is a ratio to a baseline measured in the same run
@@ -71,7 +73,7 @@ func rawSave(b *testing.B, db *bolt.DB, dir string, i int, state []byte, blob bo
 		if err := os.Rename(tmp, filepath.Join(dir, "raw")); err != nil {
 			b.Fatal(err)
 		}
-		syncDir(dir)
+		atomicfile.SyncDir(dir)
 		val = []byte("ref")
 	}
 	err := db.Update(func(tx *bolt.Tx) error {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // tmpPrefix marks a blob still being written; GC removes such files.
@@ -45,7 +47,7 @@ func (s *Store) writeBlob(hexSum string, data []byte) error {
 		return fmt.Errorf("checkpoint: blob %s: %w", hexSum, err)
 	}
 	if s.sync {
-		if err := syncDir(s.dir); err != nil {
+		if err := atomicfile.SyncDir(s.dir); err != nil {
 			return fmt.Errorf("checkpoint: blob %s: %w", hexSum, err)
 		}
 	}
@@ -154,16 +156,4 @@ func isHexSum(s string) bool {
 		}
 	}
 	return true
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/missionweave/mwp-worker/protocol"
@@ -360,7 +361,7 @@ func (t *txn) acceptOffer() error {
 	if p.OfferID != o.OfferID {
 		return protocol.WithDetails(protocol.Errorf(protocol.CodeWorkOfferExpired, "offer %s was withdrawn or replaced", p.OfferID), "offerId", o.OfferID)
 	}
-	if !contains(o.Candidates, agent) {
+	if !slices.Contains(o.Candidates, agent) {
 		return protocol.Forbidden("%s is not a candidate of offer %s", agent, o.OfferID)
 	}
 	if !before(t.now, o.ExpiresAt) {
@@ -541,13 +542,4 @@ func (t *txn) insertDependency() error {
 		Dependencies: append([]protocol.Dependency(nil), p.Dependencies...),
 	})
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

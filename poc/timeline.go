@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // Timeline geometry, in SVG user units.
@@ -31,32 +31,13 @@ const (
 var groupPalette = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"}
 
 // WriteTimeline renders r's timeline and writes it to path atomically
-// (temporary file, fsync, rename), so a reader never sees half a picture.
+// (internal/atomicfile), so a reader never sees half a picture.
 func WriteTimeline(path string, r *Report) error {
 	var buf bytes.Buffer
 	if err := RenderTimeline(&buf, r); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".timeline-*.svg")
-	if err != nil {
-		return fmt.Errorf("poc: write timeline: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("poc: write timeline: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("poc: write timeline: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("poc: write timeline: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("poc: write timeline: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("poc: write timeline: %w", err)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // PrivateKey is an Ed25519 signing key with the key id that names it in
@@ -179,71 +181,23 @@ func WriteKeyFiles(dir, name string, k PrivateKey) (privPath, pubPath string, er
 	if err := writeFileAtomic(pubPath, append(pub, '\n'), 0o644, true); err != nil {
 		// Nobody can have used the new key yet; leave no half pair behind.
 		_ = os.Remove(privPath)
-		_ = syncDir(dir)
+		_ = atomicfile.SyncDir(dir)
 		return "", "", err
 	}
 	return privPath, pubPath, nil
 }
 
 // writeFileAtomic makes path appear complete or not at all. Without
-// replace, an existing file is an error; os.Link fails atomically when the
-// target exists, where a check followed by rename would race.
-func writeFileAtomic(path string, data []byte, mode os.FileMode, replace bool) (err error) {
-	dir := filepath.Dir(path)
-	if !replace {
-		if _, err := os.Lstat(path); err == nil {
-			return fmt.Errorf("protocol: %s already exists; refusing to overwrite a private key", path)
-		}
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if f != nil {
-			_ = f.Close()
-		}
-		_ = os.Remove(tmp)
-	}()
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	err = f.Close()
-	f = nil
-	if err != nil {
-		return err
-	}
+// replace, an existing file is an error.
+func writeFileAtomic(path string, data []byte, mode os.FileMode, replace bool) error {
 	if replace {
-		err = os.Rename(tmp, path)
-	} else {
-		err = os.Link(tmp, path)
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("protocol: %s already exists; refusing to overwrite a private key", path)
-		}
+		return atomicfile.WriteFile(path, data, mode)
 	}
-	if err != nil {
-		return err
+	err := atomicfile.CreateFile(path, data, mode)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("protocol: %s already exists; refusing to overwrite a private key", path)
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return err
 }
 
 // LoadPrivateKey reads a private key file. Like ssh, it refuses a file that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sync"
 	"time"
@@ -177,7 +178,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		sched.SetStartLatency(e.starts.mean)
 	}
 	e.observedSaved = cfg.Clock.Now()
-	e.shared.members = cloneMap(members)
+	e.shared.members = maps.Clone(members)
 	if e.notes, err = newNotices(store.DB(), cfg, cfg.Clock.Now()); err != nil {
 		return nil, err
 	}
@@ -221,14 +222,6 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		e.send = w.sendVia(e.send)
 	}
 	return e, nil
-}
-
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // run is the loop: it returns after a drain (ctx ended or a fatal error).

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"maps"
 	"time"
 
 	"github.com/missionweave/mwp-worker/queue"
@@ -171,7 +172,7 @@ func (e *engine) forgetState(g string) {
 	if _, ok := e.members[g]; ok {
 		delete(e.members, g)
 		e.shared.mu.Lock()
-		e.shared.members = cloneMap(e.members)
+		e.shared.members = maps.Clone(e.members)
 		e.shared.mu.Unlock()
 	}
 	e.w.forgetAdded(g)

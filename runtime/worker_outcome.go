@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/missionweave/mwp-worker/offline"
@@ -185,7 +186,7 @@ func (e *engine) onState(sc client.StateChange, now time.Time) {
 		e.mon.Connected(now)
 		if !e.reconciling {
 			e.reconciling = true
-			members := cloneMap(e.members)
+			members := maps.Clone(e.members)
 			go e.reconcile(members)
 		}
 	case client.StateDisconnected:
@@ -279,7 +280,7 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	if n, _, _ := e.buf.Len(); n > 0 {
 		if settled {
 			e.reconciling = true // appended meanwhile: settle those first
-			go e.reconcile(cloneMap(e.members))
+			go e.reconcile(maps.Clone(e.members))
 			return
 		}
 		e.log.Warn("buffered commands left unsettled until the next connection", "commands", n)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +38,7 @@ func (e *engine) onApplied(res queue.Result) {
 			delete(e.members, r.GroupID)
 		}
 		e.shared.mu.Lock()
-		e.shared.members = cloneMap(e.members)
+		e.shared.members = maps.Clone(e.members)
 		e.shared.mu.Unlock()
 		for _, it := range e.items { // commands that waited for the epoch
 			if it.key.group == r.GroupID {

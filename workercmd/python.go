@@ -7,6 +7,8 @@ import (
 
 	"github.com/missionweave/mwp-worker/handlers/python"
 	"github.com/missionweave/mwp-worker/protocol"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // handlerEnv is what every --handler-exec program gets in its otherwise
@@ -38,20 +40,5 @@ func helperDir() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".mwpslot-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(python.Module); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return "", err
-	}
-	return dir, os.Rename(tmp.Name(), want)
+	return dir, atomicfile.WriteFile(want, python.Module, 0o644)
 }

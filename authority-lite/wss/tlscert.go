@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // Certificate files written by LoadOrCreateCert.
@@ -156,41 +158,10 @@ func ClientTLSConfig(fingerprint string) *tls.Config {
 	}
 }
 
-// writeFileAtomic makes path appear complete or not at all: temporary file,
-// fsync, rename, fsync of the directory.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("wss: %w", err)
+// writeFileAtomic makes path appear complete or not at all.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := atomicfile.WriteFile(path, data, mode); err != nil {
+		return fmt.Errorf("wss: write %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-			err = fmt.Errorf("wss: write %s: %w", path, err)
-		}
-	}()
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }

@@ -65,18 +65,22 @@ var rules = map[string]rule{
 	// apart from key files (keys.go uses os): never a clock, a goroutine,
 	// a socket or a store.
 	"protocol": {
-		banned: []string{"net", "net/http/...", "os/exec", "syscall", "go.etcd.io/bbolt/...", "github.com/coder/websocket/..."},
-		never:  noStorage,
-		clock:  true,
-		noGo:   true,
+		banned:  []string{"net", "net/http/...", "os/exec", "syscall", "go.etcd.io/bbolt/...", "github.com/coder/websocket/..."},
+		imports: []string{"internal/atomicfile"},
+		never:   noStorage,
+		clock:   true,
+		noGo:    true,
 	},
 	"internal/clock": {},
+	// Replacing a file durably (temp file, fsync, rename, fsync of the
+	// directory): the one copy every store and key file uses.
+	"internal/atomicfile": {imports: []string{}, never: noStorage},
 	// Authenticating the authority's certificate: the wss client and
 	// package remote share one description of it.
 	"internal/tlstrust": {imports: []string{}, never: []string{mod + "queue", mod + "authority-lite/..."}},
 	// Surviving a damaged bbolt file: guarded transactions, meta pages,
 	// the check report both stores print.
-	"internal/storecheck": {imports: []string{"protocol"}},
+	"internal/storecheck": {imports: []string{"protocol", "internal/atomicfile"}},
 	"internal/deptest":    {},
 	// The operator's HTTP endpoints: metrics, health, pprof; status sockets.
 	"internal/ops": {},
@@ -128,14 +132,14 @@ var rules = map[string]rule{
 		noGo:    true,
 		files:   []string{"window.go", "check.go", "binding.go", "risk.go"},
 	},
-	"checkpoint": {imports: []string{"protocol", "internal/clock"}, clock: true},
+	"checkpoint": {imports: []string{"protocol", "internal/clock", "internal/atomicfile"}, clock: true},
 	"toolkeys":   {imports: []string{"protocol"}},
 	"queue":      {imports: []string{"protocol", "internal/clock", "group", "internal/storecheck"}},
 	"slots":      {imports: []string{"protocol", "checkpoint", "toolkeys", "internal/clock"}},
 	// The service reads only its injected clock (the decision core has no
 	// other time than its now argument).
 	"authority-lite": {
-		imports: []string{"protocol", "internal/clock", "offline", "authority-lite/wss", "group", "internal/storecheck"},
+		imports: []string{"protocol", "internal/clock", "offline", "authority-lite/wss", "group", "internal/storecheck", "internal/atomicfile"},
 		clock:   true,
 		allow: map[string]string{
 			"writer.go time.Sleep":    "backs off briefly when taking an ancestor's lock against the usual order; that wait decides nothing",
@@ -144,7 +148,7 @@ var rules = map[string]rule{
 			"writer.go time.NewTimer": "bounds how long the group commit gathers requests; the wait decides nothing",
 		},
 	},
-	"authority-lite/wss": {imports: []string{"protocol"}},
+	"authority-lite/wss": {imports: []string{"protocol", "internal/atomicfile"}},
 	// The HTTPS routes beside the binding, on its listener; they speak the
 	// binding's error form and event records.
 	"authority-lite/httpapi": {imports: []string{"protocol", "authority-lite/wss"}},
@@ -165,7 +169,7 @@ var rules = map[string]rule{
 		},
 	},
 	"runtime": {
-		imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline", "runtime/client"},
+		imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline", "runtime/client", "internal/atomicfile"},
 		never:   []string{mod + "authority-lite/...", mod + "poc"},
 	},
 	// A plan's coordinator: it reaches the authority only through its
@@ -190,7 +194,8 @@ var rules = map[string]rule{
 	// The PoC's coordinators are package coordinator running its Missions
 	// as plans.
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
-		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python", "plan", "coordinator"}},
+		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python", "plan", "coordinator",
+		"internal/atomicfile"}},
 	// The load generator behind `mwp-worker bench`: it runs the embedded
 	// authority and real workers side by side, as the PoC does.
 	"internal/bench": {
@@ -203,7 +208,7 @@ var rules = map[string]rule{
 	// the PoC.
 	"workercmd": {
 		imports: []string{"protocol", "checkpoint", "slots", "offline", "runtime", "runtime/client", "internal/ops",
-			"authority-lite", "authority-lite/embed", "remote", "plan", "coordinator", "group", "handlers/python"},
+			"authority-lite", "authority-lite/embed", "remote", "plan", "coordinator", "group", "handlers/python", "internal/atomicfile"},
 		never: []string{mod + "poc"},
 	},
 	// The Python helper module, embedded for programs that install it.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/internal/atomicfile"
 )
 
 // ErrInUse is returned by CompactFile for a store another process holds.
@@ -64,7 +66,7 @@ func CompactFile(path string, timeout time.Duration, after func(tmp string) erro
 		os.Remove(tmp)
 		return res, err
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		return res, err
 	}
 	if fi, err := os.Stat(path); err == nil {
@@ -99,15 +101,6 @@ func compactInto(src *bolt.DB, tmp string, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // holderOf names the process holding path's lock for a message, or
