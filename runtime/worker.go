@@ -36,6 +36,9 @@ type Worker struct {
 	m       *metrics
 	store   *queue.Store // while Run is active, for the metrics' gauges
 	offAt   time.Time    // when the worker went offline; zero while online
+	// attempts is the attempt running by lease id after a retry: set
+	// from a run's goroutine, read when status is published.
+	attempts map[string]uint64
 	// sendVia, set by tests before Run, wraps the command sender: faults
 	// between the worker and its authority.
 	sendVia func(sendFunc) sendFunc

@@ -72,6 +72,10 @@ type WorkerConfig struct {
 
 	Clock  clock.Timers // nil: clock.Real
 	Logger *slog.Logger
+	// OnRetry, when set, is told of every failed attempt the retry policy
+	// runs again (after the WARN line), from the run's goroutine: `up`
+	// prints it, as the authority's log never shows a retry.
+	OnRetry func(slots.Retry)
 
 	// GroupWeights and GroupQuotas set the scheduler's share per Group;
 	// absent Groups get weight 1, the Mission's priority class and no quota.
@@ -285,6 +289,10 @@ type RunStatus struct {
 	LeaseID        string    `json:"leaseId"`
 	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
 	Renewals       int       `json:"renewals"`
+	// Attempt is the attempt running now, 1-based across the item's
+	// acceptances: above 1 after a failed attempt the retry policy runs
+	// again inside this lease.
+	Attempt uint64 `json:"attempt"`
 }
 
 // GroupStatus is one Group's queue as the worker sees it.

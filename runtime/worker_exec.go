@@ -128,7 +128,7 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 	}
 	it.missionID, it.epoch, it.leaseID, it.expires = mission, en.OwnershipEpoch, l.LeaseID, l.ExpiresAt.Time
 	it.renewedAt, it.reportedAt, it.retryAt, it.lost, it.preempting = now, now, time.Time{}, false, false
-	it.askedAt = time.Time{}
+	it.askedAt, it.attempt = time.Time{}, priorAttempts(en)+1
 	idx := -1
 	if err == nil {
 		idx, err = e.pool.Start(slots.Assignment{
@@ -323,4 +323,18 @@ func (e *engine) retried(r slots.Retry) {
 	e.w.m.retries.WithLabelValues(s.Capability.ID).Inc()
 	e.log.Warn("attempt failed; retrying", "group", s.GroupID, "item", s.WorkItemID, "lease", s.LeaseID,
 		"attempt", r.Attempt, "retryIn", r.Delay.Seconds(), "err", r.Err)
+	e.w.mu.Lock()
+	if e.w.attempts == nil {
+		e.w.attempts = map[string]uint64{}
+	}
+	e.w.attempts[s.LeaseID] = r.Attempt + 1
+	for i := range e.w.status.Running { // the loop may not publish until the run ends
+		if run := &e.w.status.Running[i]; run.LeaseID == s.LeaseID {
+			run.Attempt = r.Attempt + 1
+		}
+	}
+	e.w.mu.Unlock()
+	if e.cfg.OnRetry != nil {
+		e.cfg.OnRetry(r)
+	}
 }

@@ -60,6 +60,7 @@ type item struct {
 	retryAt   time.Time // a failed renewal is retried from then
 	renewing  bool
 	renewals  int
+	attempt   uint64 // the run's first attempt, 1-based across acceptances
 
 	preempting bool
 	// askedAt and askedFor are the scheduler's preemption of this run:

@@ -139,7 +139,7 @@ func (e *engine) publishStatus() {
 		counts[it.key.group]++
 		if it.phase == phRunning {
 			st.Running = append(st.Running, RunStatus{GroupID: it.key.group, WorkItemID: it.key.id, Slot: it.slot,
-				LeaseID: it.leaseID, LeaseExpiresAt: it.expires, Renewals: it.renewals})
+				LeaseID: it.leaseID, LeaseExpiresAt: it.expires, Renewals: it.renewals, Attempt: it.attempt})
 		}
 	}
 	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Slot - b.Slot })
@@ -160,6 +160,17 @@ func (e *engine) publishStatus() {
 		st.LastError = e.fatal.Error()
 	}
 	e.w.mu.Lock()
+	running := map[string]bool{}
+	for i := range st.Running {
+		r := &st.Running[i]
+		running[r.LeaseID] = true
+		r.Attempt = max(r.Attempt, e.w.attempts[r.LeaseID])
+	}
+	for lease := range e.w.attempts {
+		if !running[lease] {
+			delete(e.w.attempts, lease)
+		}
+	}
 	e.w.status = st
 	e.w.mu.Unlock()
 }

@@ -161,6 +161,7 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 	wcfg := runtime.WorkerConfig{Dir: filepath.Join(dir, "worker"), Key: keys[upWorker], AgentID: upWorker, Handlers: handlers,
 		Card: protocol.AgentCard{MaxConcurrency: uint64(max(cmd.Int("slots"), 1)), AgentVersion: "0.1.0"}, Logger: log}
 	wcfg.UseInProcess(emb)
+	wcfg.OnRetry = func(r slots.Retry) { fmt.Fprintln(out, retryLine(p, r)) }
 	w, err := runtime.NewWorker(wcfg)
 	if err != nil {
 		return fail("worker: %v", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/plan"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/slots"
 )
 
 // progress turns a Mission's log into `up`'s progress lines (docs/shapes.md):
@@ -70,6 +71,12 @@ func (p *progress) apply(pl *plan.Plan, raw []byte) (lines []string, mission pro
 		lines = append(lines, line)
 	}
 	return lines, mission, reason, nil
+}
+
+// retryLine is `up`'s progress line for a failed attempt the stage's
+// retry policy runs again: the authority's log never shows it.
+func retryLine(p *plan.Plan, r slots.Retry) string {
+	return fmt.Sprintf("stage %s retrying: attempt %d failed: %s", stageID(p, r.Slot.WorkItemID), r.Attempt, OneLine(fmt.Sprint(r.Err)))
 }
 
 // stageID is the plan's stage id of a WorkItem (its id after the Mission's).

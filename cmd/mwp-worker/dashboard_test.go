@@ -114,7 +114,8 @@ func TestGrafanaDashboardNamesExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"mwp_worker_queue_items", "mwp_worker_group_busy_slots", "mwp_worker_slots", "mwp_worker_lease_renewals_total",
-		"mwp_worker_online", "mwp_worker_command_seconds_bucket", "mwp_authority_commit_seconds_count", "mwp_coordinator_missions", "mwp_coordinator_stages"} {
+		"mwp_worker_online", "mwp_worker_command_seconds_bucket", "mwp_authority_commit_seconds_count", "mwp_coordinator_missions", "mwp_coordinator_stages",
+		"mwp_worker_run_retries_total", "mwp_worker_events_uninterpreted_total"} {
 		if !used[want] {
 			t.Errorf("the dashboard does not show %s", want)
 		}

@@ -76,7 +76,7 @@ func printStatus(w io.Writer, live queue.Live, st statusView) {
 	}
 	fmt.Fprintf(w, "slots: %d busy of %d; %d queued; %d commands buffered offline\n", st.Slots-st.FreeSlots, st.Slots, st.Queued, st.Buffered)
 	for _, r := range st.Running {
-		fmt.Fprintf(w, "  slot %d: %s/%s lease %s until %s (%d renewals)\n", r.Slot, r.GroupID, r.WorkItemID, r.LeaseID, r.LeaseExpiresAt.UTC().Format(time.RFC3339), r.Renewals)
+		fmt.Fprintf(w, "  slot %d: %s/%s attempt %d, lease %s until %s (%d renewals)\n", r.Slot, r.GroupID, r.WorkItemID, r.Attempt, r.LeaseID, r.LeaseExpiresAt.UTC().Format(time.RFC3339), r.Renewals)
 	}
 	held := map[string]queue.BufferStatus{}
 	for _, b := range live.Buffers {
