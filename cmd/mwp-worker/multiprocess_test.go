@@ -509,7 +509,7 @@ func TestMultiProcessAuthorityAndWorker(t *testing.T) {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(k.bin, "status", "--data", k.workerDir).CombinedOutput(); err != nil ||
-		!strings.Contains(string(out), "worker w1, pid") || !strings.Contains(string(out), "slot 0: grp-a/wi-2 lease "+st.Worker.Running[0].LeaseID) {
+		!strings.Contains(string(out), "worker w1, pid") || !strings.Contains(string(out), "slot 0: grp-a/wi-2 attempt 1, lease "+st.Worker.Running[0].LeaseID) {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
 	if err := worker.cmd.Process.Signal(syscall.SIGINT); err != nil {
