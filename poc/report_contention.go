@@ -152,22 +152,7 @@ func slotMsIn(slots []SlotUsage, span [2]time.Time) int64 {
 // waitSpans is, per Group, the union of the spans in which one of its
 // items waited.
 func waitSpans(slots []SlotUsage, arrivals []Arrival, end time.Time) map[string][][2]time.Time {
-	starts := map[string][]time.Time{} // item -> run starts
-	queued := map[string][]time.Time{} // item -> moments it entered its queue
-	group := map[string]string{}
-	for _, s := range slots {
-		for _, iv := range s.Intervals {
-			starts[iv.Item] = append(starts[iv.Item], iv.From.Time)
-			group[iv.Item] = iv.Group
-			if iv.Outcome == OutcomePreempted || iv.Outcome == OutcomeExpired || iv.Outcome == OutcomeInterrupted {
-				queued[iv.Item] = append(queued[iv.Item], iv.To.Time)
-			}
-		}
-	}
-	for _, a := range arrivals {
-		queued[a.Item] = append(queued[a.Item], a.At)
-		group[a.Item] = a.Group
-	}
+	starts, queued, group := queueMoments(slots, arrivals)
 	spans := map[string][][2]time.Time{}
 	for item, qs := range queued {
 		for _, q := range qs {
@@ -219,4 +204,26 @@ func intersect(a, b [][2]time.Time) [][2]time.Time {
 		}
 	}
 	return out
+}
+
+// queueMoments is, per item, when its runs started, when it entered its
+// queue (its arrival, and the end of a run that put it back: preempted,
+// expired, interrupted) and its Group: the one rule both the contention
+// window and longest-queue-first read waiting from.
+func queueMoments(slots []SlotUsage, arrivals []Arrival) (starts, queued map[string][]time.Time, group map[string]string) {
+	starts, queued, group = map[string][]time.Time{}, map[string][]time.Time{}, map[string]string{}
+	for _, s := range slots {
+		for _, iv := range s.Intervals {
+			starts[iv.Item] = append(starts[iv.Item], iv.From.Time)
+			group[iv.Item] = iv.Group
+			if iv.Outcome == OutcomePreempted || iv.Outcome == OutcomeExpired || iv.Outcome == OutcomeInterrupted {
+				queued[iv.Item] = append(queued[iv.Item], iv.To.Time)
+			}
+		}
+	}
+	for _, a := range arrivals {
+		queued[a.Item] = append(queued[a.Item], a.At)
+		group[a.Item] = a.Group
+	}
+	return starts, queued, group
 }

@@ -65,22 +65,7 @@ func mean(xs []int64) int64 {
 // by end: from its arrival (or return to the queue) to its next run start
 // (end when it never started again).
 func itemWaits(slots []SlotUsage, arrivals []Arrival, end time.Time) map[string]map[string][2]time.Time {
-	starts := map[string][]time.Time{}
-	queued := map[string][]time.Time{}
-	group := map[string]string{}
-	for _, s := range slots {
-		for _, iv := range s.Intervals {
-			starts[iv.Item] = append(starts[iv.Item], iv.From.Time)
-			group[iv.Item] = iv.Group
-			if iv.Outcome == OutcomePreempted || iv.Outcome == OutcomeExpired || iv.Outcome == OutcomeInterrupted {
-				queued[iv.Item] = append(queued[iv.Item], iv.To.Time)
-			}
-		}
-	}
-	for _, a := range arrivals {
-		queued[a.Item] = append(queued[a.Item], a.At)
-		group[a.Item] = a.Group
-	}
+	starts, queued, group := queueMoments(slots, arrivals)
 	out := map[string]map[string][2]time.Time{}
 	for item, qs := range queued {
 		q := slices.MaxFunc(qs, func(a, b time.Time) int { return a.Compare(b) })
