@@ -40,6 +40,9 @@ type Options struct {
 	Timeout time.Duration
 	// OnApprovalPage is called with the approval page URL once it listens.
 	OnApprovalPage func(url string)
+	// GoHandlers runs every stage on its Go handler instead of the Python
+	// one (`poc --handlers go`); without python3 they run anyway.
+	GoHandlers bool
 
 	// For tests only: thwart names a fault whose moment the driver makes
 	// but whose effect it switches off while still journalling the
@@ -243,8 +246,15 @@ func (r *run) setup() error {
 	if r.journal, err = OpenJournal(r.path(JournalFile)); err != nil {
 		return err
 	}
-	if r.python, err = InstallPythonStages(r.path("python")); err != nil {
-		fmt.Fprintf(r.out, "Python stages not installed (%v): their Go twins run instead\n", err)
+	switch {
+	case r.opts.GoHandlers:
+		fmt.Fprintf(r.out, "stage handlers: Go (asked for)\n")
+	default:
+		if r.python, err = InstallPythonStages(r.path("python")); err != nil {
+			fmt.Fprintf(r.out, "Python stages not installed (%v): their Go twins run instead\n", err)
+			break
+		}
+		fmt.Fprintf(r.out, "stage handlers: Python for %s\n", r.python.KindList())
 	}
 	base := time.Now()
 	r.specs = []MissionSpec{MissionA(base), MissionB(base)}
@@ -467,6 +477,7 @@ func (r *run) shutdown() {
 		}
 	}
 	r.wg.Wait()
+	_ = r.python.Close()
 	for _, l := range r.links {
 		l.Close()
 	}

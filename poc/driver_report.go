@@ -185,7 +185,7 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 		delete(open, item)
 	}
 	for _, s := range spec.WorkStages() {
-		sr := StageReport{WorkItemID: s.WorkItemID, Name: s.Name, Worker: owner[s.WorkItemID], Handler: HandlerLanguage(s.Kind, r.python != nil)}
+		sr := StageReport{WorkItemID: s.WorkItemID, Name: s.Name, Worker: owner[s.WorkItemID], Handler: HandlerLanguage(s.Kind, r.python)}
 		if w, ok := svc.WorkItem(spec.GroupID, s.WorkItemID); ok {
 			sr.State = string(w.State)
 		} else {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/missionweave/mwp-worker/handlers/python"
 )
 
 // TestRunEndToEnd runs the whole proof of concept unattended and checks
@@ -18,10 +20,11 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var out bytes.Buffer
-	rep, err := Run(context.Background(), Options{Dir: dir, AutoApprove: true, Out: &out})
+	rep, err := Run(context.Background(), Options{Dir: dir, AutoApprove: true, Out: &out, GoHandlers: true})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
+	requireHandlers(t, rep, "go")
 	if p := problemsButFairness(t, rep); len(p) > 0 {
 		var b bytes.Buffer
 		_ = rep.WriteText(&b)
@@ -67,6 +70,12 @@ func TestRunFaultSuite(t *testing.T) {
 	}
 	var b bytes.Buffer
 	_ = rep.WriteText(&b)
+	if _, err := python.Find(); err == nil {
+		requireHandlers(t, rep, "python")
+	} else {
+		t.Logf("no python3 (%v): the Go handlers ran", err)
+		requireHandlers(t, rep, "go")
+	}
 	if len(rep.Faults) != len(AllFaults) {
 		t.Fatalf("%d fault results, want %d\n%s", len(rep.Faults), len(AllFaults), b.String())
 	}
@@ -77,6 +86,27 @@ func TestRunFaultSuite(t *testing.T) {
 	}
 	if p := problemsButFairness(t, rep); len(p) > 0 {
 		t.Fatalf("report not ok: %q\n%s\n%s", p, b.String(), out.String())
+	}
+}
+
+// requireHandlers fails unless every stage of both Missions names lang
+// as its handler's language.
+func requireHandlers(t *testing.T, rep *Report, lang string) {
+	t.Helper()
+	kinds := map[string]bool{}
+	for _, m := range rep.Missions {
+		for _, s := range m.Stages {
+			if s.WorkItemID == "" {
+				continue // the human approval
+			}
+			kinds[s.Name] = true
+			if s.Handler != lang {
+				t.Errorf("%s %s (%s): handler %q, want %q", m.ID, s.Name, s.WorkItemID, s.Handler, lang)
+			}
+		}
+	}
+	if len(kinds) < 7 {
+		t.Errorf("the report names %d stages: %v", len(kinds), kinds)
 	}
 }
 

@@ -57,8 +57,8 @@ type HandlerConfig struct {
 	Clock   clock.Clock
 	// Holds are the driver's hold points (nil: none); see Holds.
 	Holds *Holds
-	// Python, when set, runs the requirements, review and load stages as
-	// Python external handlers instead of their Go twins.
+	// Python, when set, runs the stages of Python.Kinds as Python external
+	// handlers instead of their Go twins.
 	Python *PythonStages
 }
 
@@ -71,13 +71,23 @@ func Handlers(cfg HandlerConfig) []slots.Handler {
 	if c.Project == nil {
 		c.Project = TinyProject()
 	}
+	twins := map[StageKind]slots.Handler{
+		StageRequirements: &RequirementsHandler{c}, StageImplementation: &ImplementationHandler{c}, StageTesting: &TestingHandler{c},
+		StageReview: &ReviewHandler{c}, StageIntegration: &IntegrationHandler{c}, StageLoad: &LoadHandler{cfg: c}, StageSoak: &LoadHandler{cfg: c, soak: true},
+	}
+	var hs []slots.Handler
 	if c.Python != nil {
-		return append([]slots.Handler{&ImplementationHandler{c}, &TestingHandler{c}, &IntegrationHandler{c}}, c.Python.handlers(c.AgentID)...)
+		hs = c.Python.handlers(c)
+		for k := range c.Python.Kinds() {
+			delete(twins, k)
+		}
 	}
-	return []slots.Handler{
-		&RequirementsHandler{c}, &ImplementationHandler{c}, &TestingHandler{c}, &ReviewHandler{c}, &IntegrationHandler{c},
-		&LoadHandler{cfg: c}, &LoadHandler{cfg: c, soak: true},
+	for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
+		if h := twins[k]; h != nil {
+			hs = append(hs, h)
+		}
 	}
+	return hs
 }
 
 // FindGo returns the go command: GOROOT/bin/go of this toolchain when it

@@ -29,6 +29,7 @@ func installPython(t *testing.T) *PythonStages {
 	if err != nil {
 		t.Skip(err)
 	}
+	t.Cleanup(func() { py.Close() })
 	return py
 }
 
@@ -43,8 +44,9 @@ func criteria(o slots.Outcome) []string {
 }
 
 // The Python stages do what their Go twins do, reading their inputs with
-// fetch: the same requirements note and load report, byte for byte, and
-// the same verdict on the review, with one passing Evidence per criterion.
+// fetch: the same requirements note, patch and load report, byte for
+// byte, the same test report and integration effect, and the same verdict
+// on the review, with one passing Evidence per criterion.
 func TestPythonStagesMatchGo(t *testing.T) {
 	py := installPython(t)
 	g := newHandlerRig(t)
@@ -59,14 +61,41 @@ func TestPythonStagesMatchGo(t *testing.T) {
 	if goNote, pyNote := g.artifact(goReq, "#"), p.artifact(pyReq, "#"); !bytes.Equal(goNote, pyNote) {
 		t.Fatalf("the notes differ:\ngo:\n%s\npython:\n%s", goNote, pyNote)
 	}
-	impl := g.run(StageImplementation, "lease-i", 1, map[string]string{OutRequirements: pyReq.Result.Artifacts[0]})
-	if !passed(impl) {
-		t.Fatalf("implementation from the Python note: %+v", impl)
+	in = map[string]string{OutRequirements: pyReq.Result.Artifacts[0]}
+	goImpl, pyImpl := g.run(StageImplementation, "lease-i", 1, in), p.run(StageImplementation, "lease-pi", 1, in)
+	if !passed(goImpl) || !passed(pyImpl) || !slices.Equal(criteria(goImpl), criteria(pyImpl)) {
+		t.Fatalf("implementation: go %v %s, python %v %s", criteria(goImpl), goImpl.Reason, criteria(pyImpl), pyImpl.Reason)
 	}
-	patch := impl.Result.Artifacts[0]
-	test := g.run(StageTesting, "lease-t", 1, map[string]string{OutPatch: patch})
-	if !passed(test) {
-		t.Fatalf("testing: %+v", test)
+	if a, b := g.artifact(goImpl, "---"), p.artifact(pyImpl, "---"); !bytes.Equal(a, b) {
+		t.Fatalf("the patches differ:\ngo:\n%s\npython:\n%s", a, b)
+	}
+	patch := pyImpl.Result.Artifacts[0]
+	in = map[string]string{OutPatch: patch}
+	goTest, test := g.run(StageTesting, "lease-t", 1, in), p.run(StageTesting, "lease-pt", 1, in)
+	if !passed(goTest) || !passed(test) {
+		t.Fatalf("testing: go %v %s, python %v %s", criteria(goTest), goTest.Reason, criteria(test), test.Reason)
+	}
+	var goRep, pyRep TestReport
+	mustJSON(t, g.artifact(goTest, "{"), &goRep)
+	mustJSON(t, p.artifact(test, "{"), &pyRep)
+	goRep.Output, pyRep.Output = "", ""
+	if goRep != pyRep {
+		t.Fatalf("the test reports differ: go %+v, python %+v", goRep, pyRep)
+	}
+	// Each rig has its own integration repository, from the same baseline.
+	in = map[string]string{OutPatch: patch}
+	goInt, pyInt := g.run(StageIntegration, "lease-g", 1, in), p.run(StageIntegration, "lease-pg", 1, in)
+	if !passed(goInt) || !passed(pyInt) {
+		t.Fatalf("integration: go %v %s, python %v %s", criteria(goInt), goInt.Reason, criteria(pyInt), pyInt.Reason)
+	}
+	var goRc, pyRc Receipt
+	mustJSON(t, g.artifact(goInt, "{"), &goRc)
+	mustJSON(t, p.artifact(pyInt, "{"), &pyRc)
+	if pyRc.Commit != goRc.Commit || !slices.Equal(pyRc.Files, goRc.Files) || pyRc.PatchDigest != patch || pyRc.Key == "" {
+		t.Fatalf("receipts: go %+v, python %+v", goRc, pyRc)
+	}
+	if recs, err := p.eff.Records(); err != nil || len(recs.Effects) != 1 || recs.Effects[0].Key != pyRc.Key {
+		t.Fatalf("the Python stage's effects: %+v %v", recs.Effects, err)
 	}
 	in = map[string]string{OutPatch: patch, OutTestReport: test.Result.Artifacts[0]}
 	goRev, pyRev := g.run(StageReview, "lease-v", 1, in), p.run(StageReview, "lease-pv", 1, in)
@@ -186,22 +215,72 @@ func TestPythonLoadPreemptResume(t *testing.T) {
 }
 
 // The report's handler language says what runs: a stage kind is "python"
-// exactly when a Python handler serves its capability.
+// exactly when a Python handler serves its capability, every kind of both
+// Missions is Python when gofmt is there, and all are Go without python3.
 func TestHandlerLanguage(t *testing.T) {
-	py := map[string]bool{}
-	for _, h := range (&PythonStages{Exe: "python3", Dir: "/nowhere"}).handlers("agent") {
-		py[h.Capability().ID] = true
+	for _, gofmt := range []string{"/bin/gofmt", ""} {
+		p := &PythonStages{Exe: "python3", Dir: t.TempDir(), Gofmt: gofmt}
+		py := map[string]bool{}
+		for _, h := range Handlers(HandlerConfig{AgentID: "agent", Python: p}) {
+			_, isPy := h.(pyHandler)
+			if py[h.Capability().ID] {
+				t.Fatalf("two handlers serve %s", h.Capability().ID)
+			}
+			py[h.Capability().ID] = isPy
+		}
+		for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
+			want := "go"
+			if py[templateFor(k, Feature{}).capability] {
+				want = "python"
+			}
+			if got := HandlerLanguage(k, p); got != want {
+				t.Errorf("%s: %s, a %s handler serves it", k, got, want)
+			}
+			if gofmt != "" && want != "python" {
+				t.Errorf("%s: a Go handler with python3 and gofmt there", k)
+			}
+			if got := HandlerLanguage(k, nil); got != "go" {
+				t.Errorf("%s without python3: %s", k, got)
+			}
+		}
+		if gofmt == "" && HandlerLanguage(StageImplementation, p) != "go" {
+			t.Error("the implementation is Python without gofmt to format its code")
+		}
 	}
-	for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
-		want := "go"
-		if py[templateFor(k, Feature{}).capability] {
-			want = "python"
+}
+
+// The Python implementation writes the Go twin's patch byte for byte for
+// both Missions' features, from the feature request (a mission without a
+// requirements stage) and for a rework on top of the verified patch with
+// the human's changes.
+func TestPythonImplementationMatchesGo(t *testing.T) {
+	py := installPython(t)
+	if py.Gofmt == "" {
+		t.Skip("no gofmt: the implementation runs in Go")
+	}
+	g := newHandlerRig(t)
+	p := newHandlerRigPython(t, nil, nil, py)
+	p.host.arts = g.host.arts
+	for i, f := range []Feature{MissionA(base).Feature, MissionB(base).Feature} {
+		first, err := ImplementFeature(TinyProject(), f, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := HandlerLanguage(k, true); got != want {
-			t.Errorf("%s: %s, a %s handler serves it", k, got, want)
+		cr, _ := json.Marshal(ChangeRequest{Changes: []string{"name  the\tbounds", "say why"}})
+		cases := map[string]map[string]string{
+			"request": {OutFeatureRequest: g.host.put(FeatureRequest(f))},
+			"rework": {OutFeatureRequest: g.host.put(FeatureRequest(f)), OutChangeRequest: g.host.put(cr),
+				OutBasePatch: g.host.put([]byte(UnifiedDiff(TinyProject(), first)))},
 		}
-		if got := HandlerLanguage(k, false); got != "go" {
-			t.Errorf("%s without python3: %s", k, got)
+		for name, in := range cases {
+			lease := strconv.Itoa(i) + name
+			o, q := g.run(StageImplementation, "lease-g"+lease, 1, in), p.run(StageImplementation, "lease-p"+lease, 1, in)
+			if !passed(o) || !passed(q) {
+				t.Fatalf("%s %s: go %v %s, python %v %s", f.ID, name, criteria(o), o.Reason, criteria(q), q.Reason)
+			}
+			if a, b := g.artifact(o, "---"), p.artifact(q, "---"); !bytes.Equal(a, b) {
+				t.Fatalf("%s %s: the patches differ:\ngo:\n%s\npython:\n%s", f.ID, name, a, b)
+			}
 		}
 	}
 }

@@ -82,21 +82,26 @@ type handlerRig struct {
 	host *memHost
 	eff  *EffectLog
 	dir  string
+	py   *PythonStages // nil: the Go handlers
 }
 
-func newHandlerRig(t *testing.T) *handlerRig { return newHandlerRigWith(t, nil) }
+// rigMaker makes a rig of one handler language sharing eff (nil: a fresh
+// integration repository) with the driver's holds (nil: none).
+type rigMaker func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig
 
-// newHandlerRigWith shares an integration repository between rigs (two
-// workers); nil opens a fresh one.
-func newHandlerRigWith(t *testing.T, eff *EffectLog) *handlerRig {
-	return newHandlerRigHolds(t, eff, nil)
+// eachLanguage runs fn for the Go handlers and for the Python stages
+// (skipped without python3), as subtests named go and python.
+func eachLanguage(t *testing.T, fn func(t *testing.T, lang string, rig rigMaker)) {
+	t.Run("go", func(t *testing.T) {
+		fn(t, "go", func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig { return newHandlerRigPython(t, eff, holds, nil) })
+	})
+	t.Run("python", func(t *testing.T) {
+		py := installPython(t)
+		fn(t, "python", func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig { return newHandlerRigPython(t, eff, holds, py) })
+	})
 }
 
-// newHandlerRigHolds runs the handlers with the driver's holds.
-func newHandlerRigHolds(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig {
-	t.Helper()
-	return newHandlerRigPython(t, eff, holds, nil)
-}
+func newHandlerRig(t *testing.T) *handlerRig { return newHandlerRigPython(t, nil, nil, nil) }
 
 // newHandlerRigPython runs the handlers with the Python stages py (nil: the Go ones).
 func newHandlerRigPython(t *testing.T, eff *EffectLog, holds *Holds, py *PythonStages) *handlerRig {
@@ -126,7 +131,7 @@ func newHandlerRigPython(t *testing.T, eff *EffectLog, holds *Holds, py *PythonS
 	}
 	t.Cleanup(func() { pool.Shutdown(context.Background()) })
 	h.pool = pool
-	return &handlerRig{t: t, host: h, eff: eff, dir: dir}
+	return &handlerRig{t: t, host: h, eff: eff, dir: dir, py: py}
 }
 
 // run runs stage s of Mission A with the named inputs under lease and
@@ -196,8 +201,10 @@ func passed(o slots.Outcome) bool {
 
 // The whole chain on real files: the implementation's patch makes the tiny
 // project's new test pass, and that test really checks the function.
-func TestHandlersChain(t *testing.T) {
-	r := newHandlerRig(t)
+func TestHandlersChain(t *testing.T) { eachLanguage(t, testHandlersChain) }
+
+func testHandlersChain(t *testing.T, _ string, rig rigMaker) {
+	r := rig(t, nil, nil)
 	f := MissionA(base).Feature
 	req := r.host.put(FeatureRequest(f))
 	o := r.run(StageRequirements, "lease-r", 1, map[string]string{OutFeatureRequest: req})
@@ -257,7 +264,7 @@ func TestHandlersChain(t *testing.T) {
 	in := map[string]string{OutPatch: patchD, OutReviewNotes: notesD}
 	first := r.run(StageIntegration, "lease-g1", 1, in)
 	again := r.run(StageIntegration, "lease-g2", 2, in)
-	other := newHandlerRigWith(t, r.eff)
+	other := rig(t, r.eff, nil)
 	other.host.arts = r.host.arts
 	third := other.run(StageIntegration, "lease-g3", 3, in)
 	// Only keys protect the repository: the same patch under a new key
@@ -293,8 +300,10 @@ func TestHandlersChain(t *testing.T) {
 // A patch whose test fails, and one that does not apply, are reported as
 // failures by the testing handler (a submission with failing evidence,
 // which review then rejects).
-func TestTestingHandlerReportsFailure(t *testing.T) {
-	r0 := newHandlerRig(t)
+func TestTestingHandlerReportsFailure(t *testing.T) { eachLanguage(t, testTestingHandlerReportsFailure) }
+
+func testTestingHandlerReportsFailure(t *testing.T, _ string, rig rigMaker) {
+	r0 := rig(t, nil, nil)
 	f := MissionA(base).Feature
 	f.Cases = append(f.Cases, TestCase{Args: "7, 0, 5", Want: "7"}) // wrong: Clamp(7,0,5) is 5
 	changed, err := ImplementFeature(TinyProject(), f, nil)
@@ -305,7 +314,7 @@ func TestTestingHandlerReportsFailure(t *testing.T) {
 	conflicting := r0.host.put([]byte("--- a/calc/calc.go\n+++ b/calc/calc.go\n@@ -1,1 +1,1 @@\n-package nope\n+package calc\n"))
 	for name, d := range map[string]string{"failing test": bad, "conflict": conflicting} {
 		t.Run(name, func(t *testing.T) {
-			r := newHandlerRig(t) // a fresh checkpoint store: no resume
+			r := rig(t, nil, nil) // a fresh checkpoint store: no resume
 			r.host.arts = r0.host.arts
 			o := r.run(StageTesting, "lease-"+name, 1, map[string]string{OutPatch: d})
 			if o.Kind != slots.Completed || len(o.Result.Evidence) != 1 || o.Result.Evidence[0].Result != protocol.EvidenceFail {
@@ -325,13 +334,21 @@ func TestTestingHandlerReportsFailure(t *testing.T) {
 
 // Preempted at its first safe point, the implementation handler yields
 // with a checkpoint; the next run resumes after it and does not redo it.
-func TestHandlerPreemptAndResume(t *testing.T) {
-	r := newHandlerRig(t)
+// The Go handler yields before the step whose progress asked it to, the
+// Python one after that step (at the checkpoint that follows it).
+func TestHandlerPreemptAndResume(t *testing.T) { eachLanguage(t, testHandlerPreemptAndResume) }
+
+func testHandlerPreemptAndResume(t *testing.T, lang string, rig rigMaker) {
+	r := rig(t, nil, nil)
 	r.host.preemptAt = "write code and test"
 	note, _ := RequirementsNote(MissionA(base).Feature, "sha256:"+strings.Repeat("0", 64))
 	in := map[string]string{OutRequirements: r.host.put(note)}
 	o := r.run(StageImplementation, "lease-1", 1, in)
-	if o.Kind != slots.Preempted || o.Checkpoint == nil || o.Checkpoint.Phase != "read requirements" {
+	yieldedAt, after := "read requirements", "read requirements,write code and test"
+	if lang == "python" {
+		yieldedAt, after = "write code and test", "read requirements,publish patch"
+	}
+	if o.Kind != slots.Preempted || o.Checkpoint == nil || o.Checkpoint.Phase != yieldedAt {
 		t.Fatalf("first run: %+v", o)
 	}
 	r.host.mu.Lock()
@@ -345,7 +362,7 @@ func TestHandlerPreemptAndResume(t *testing.T) {
 	defer r.host.mu.Unlock()
 	// The setup step is redone (the workspace is gone), the checkpointed
 	// work continues.
-	if got := strings.Join(r.host.phases, ","); got != "read requirements,write code and test" {
+	if got := strings.Join(r.host.phases, ","); got != after {
 		t.Fatalf("phases after resume: %s", got)
 	}
 }

@@ -32,6 +32,8 @@ func pocCommand() *cli.Command {
 			"one JSON object on stdout, progress on stderr). With --data DIR every store, the fault journal and\n" +
 			"timeline.svg stay in DIR (`mwp-worker inspect events --data DIR --json` prints the authority's events).\n" +
 			"Each fault's moment is made by the driver (hold points in worker-1's handlers), not waited for.\n" +
+			"Every stage handler is a Python program over mwp-slot/1 (--handlers go runs their Go twins; without\n" +
+			"python3 the Go ones run and the output says so); the report names each stage's handler language.\n" +
 			"Exit 0 only when both Missions are approved, every chosen fault was injected and held and every\n" +
 			"invariant held; otherwise one stderr line names each problem (poc: FAILED: ...).",
 		Flags: []cli.Flag{
@@ -41,6 +43,7 @@ func pocCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object", Local: true},
 			&cli.DurationFlag{Name: "timeout", Usage: "bound on the whole run", DefaultText: "3m, 30m when a human approves", Local: true},
 			&cli.BoolFlag{Name: "verbose", Usage: "log every component to stderr", Local: true},
+			&cli.StringFlag{Name: "handlers", Value: "python", Usage: "the stage handlers: python (the reference; Go when python3 is missing) or go", Local: true},
 		},
 		Action:   runPoc,
 		Commands: []*cli.Command{pocApproveCommand()},
@@ -116,6 +119,10 @@ func runPoc(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintln(stderr, "poc:", err)
 		return exitError{1}
 	}
+	if h := cmd.String("handlers"); h != "python" && h != "go" {
+		fmt.Fprintf(stderr, "poc: --handlers must be python or go, not %q\n", h)
+		return exitError{1}
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	progress := stdout
@@ -127,7 +134,7 @@ func runPoc(ctx context.Context, cmd *cli.Command) error {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	rep, runErr := poc.Run(ctx, poc.Options{Dir: cmd.String("data"), AutoApprove: cmd.Bool("auto-approve"), Faults: faults,
-		Out: progress, Logger: logger, Timeout: cmd.Duration("timeout")})
+		Out: progress, Logger: logger, Timeout: cmd.Duration("timeout"), GoHandlers: cmd.String("handlers") == "go"})
 	if rep != nil {
 		var werr error
 		if cmd.Bool("json") {

@@ -20,6 +20,45 @@ def args():
     return out
 
 
+class ServiceError(Exception):
+    """The PoC's local service answered with an error: status is its HTTP
+    status (409 for a patch that does not apply)."""
+
+    def __init__(self, status, message):
+        super().__init__("%d: %s" % (status, message))
+        self.status = status
+
+
+def service(path, body):
+    """POSTs body (a dict) to the PoC's local service named by --svc (the
+    driver's integration repository and hold points) and returns its JSON
+    answer; ServiceError when it refuses."""
+    import http.client  # here: the load stages, which never call it, skip its import
+    import urllib.parse
+    u = urllib.parse.urlsplit(args()["svc"])
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    try:
+        c.request("POST", u.path + path, body=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read().decode("utf-8", "replace")
+    finally:
+        c.close()
+    if r.status != 200:
+        raise ServiceError(r.status, data.strip())
+    return json.loads(data)
+
+
+def hold(slot, at):
+    """Waits at the driver's hold point at ("safe-point") while one is
+    armed for this run; the Go side answers once it is released, the
+    worker asks the run to yield, or the run ends. True: the worker asked
+    the run to yield meanwhile (its preempt message may not be read yet).
+    No --svc: no holds."""
+    if "svc" not in args():
+        return False
+    return service("/hold", {"lease": slot.slot["leaseId"], "at": at}).get("yield", False)
+
+
 class Job:
     def __init__(self, slot):
         self.slot = slot
@@ -50,6 +89,14 @@ def run(slot, steps, finish):
     for i, (name, setup, fn) in enumerate(steps + [(finish[0], False, finish[1])]):
         if i < job.state["done"] and not setup:
             continue
+        # Between steps is a safe point once a checkpoint exists: the
+        # driver may hold the run here, and a run asked to yield meanwhile
+        # checkpoints again (so the log shows when it really stopped) and
+        # yields before new work.
+        if 0 < job.state["done"] <= i and (hold(slot, "safe-point") | slot.poll()):
+            slot.checkpoint(json.dumps(job.state).encode("utf-8"), phase=names[job.state["done"] - 1])
+            slot.preempted()
+            raise mwpslot.Yielded(slot.preempt_reason or "preempt")
         slot.progress(name, milestones=names[:i], next_checkpoint="after " + name,
                       completion_at=now + datetime.timedelta(seconds=2 * (len(names) - i)), confidence=0.8,
                       evidence_refs=job.outputs)
