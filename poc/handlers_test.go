@@ -93,11 +93,15 @@ type rigMaker func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig
 // (skipped without python3), as subtests named go and python.
 func eachLanguage(t *testing.T, fn func(t *testing.T, lang string, rig rigMaker)) {
 	t.Run("go", func(t *testing.T) {
-		fn(t, "go", func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig { return newHandlerRigPython(t, eff, holds, nil) })
+		fn(t, "go", func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig {
+			return newHandlerRigPython(t, eff, holds, nil)
+		})
 	})
 	t.Run("python", func(t *testing.T) {
 		py := installPython(t)
-		fn(t, "python", func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig { return newHandlerRigPython(t, eff, holds, py) })
+		fn(t, "python", func(t *testing.T, eff *EffectLog, holds *Holds) *handlerRig {
+			return newHandlerRigPython(t, eff, holds, py)
+		})
 	})
 }
 
@@ -300,7 +304,9 @@ func testHandlersChain(t *testing.T, _ string, rig rigMaker) {
 // A patch whose test fails, and one that does not apply, are reported as
 // failures by the testing handler (a submission with failing evidence,
 // which review then rejects).
-func TestTestingHandlerReportsFailure(t *testing.T) { eachLanguage(t, testTestingHandlerReportsFailure) }
+func TestTestingHandlerReportsFailure(t *testing.T) {
+	eachLanguage(t, testTestingHandlerReportsFailure)
+}
 
 func testTestingHandlerReportsFailure(t *testing.T, _ string, rig rigMaker) {
 	r0 := rig(t, nil, nil)
