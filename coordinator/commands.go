@@ -165,7 +165,7 @@ func (c *Coordinator) review(ctx context.Context, p *plan.Plan, a action, now ti
 	if c.cfg.OnReview != nil {
 		c.cfg.OnReview(rec)
 	}
-	c.cfg.Logger.Info("review", "item", a.item, "submission", rec.Submission, "accepted", rec.Accepted, "waiting", rec.Waiting, "steps", rec.Steps)
+	c.cfg.Logger.Info("review", "item", a.item, "submission", rec.Submission, "accepted", rec.Accepted, "waiting", rec.Waiting, "checks", rec.CheckList(), "steps", rec.Steps)
 	sub, w := c.v.item(a.item).submission, c.v.g.Items[a.item]
 	if rec.Waiting {
 		c.pol.prechecked[a.item] = sub.seq
