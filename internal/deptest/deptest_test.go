@@ -149,6 +149,12 @@ var rules = map[string]rule{
 		},
 	},
 	"authority-lite/wss": {imports: []string{"protocol", "internal/atomicfile"}},
+	// The authority's log behind one interface (logstore), its suite, and
+	// its stores: the embedded bbolt file and the replicated JetStream
+	// stream. They know bytes, sequences and keys, not the protocol.
+	"authority-lite/logstore":           {imports: []string{}, never: noStorage},
+	"authority-lite/logstore/storetest": {imports: []string{"authority-lite/logstore"}, never: noStorage},
+	"authority-lite/logstore/boltlog":   {imports: []string{"authority-lite/logstore"}},
 	// The HTTPS routes beside the binding, on its listener; they speak the
 	// binding's error form and event records.
 	"authority-lite/httpapi": {imports: []string{"protocol", "authority-lite/wss"}},
