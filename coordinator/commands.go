@@ -50,26 +50,42 @@ func (c *Coordinator) execute(ctx context.Context, a action, now time.Time) (boo
 	return false, fmt.Errorf("coordinator: unknown action %s", a.kind)
 }
 
+// maxRebuilds bounds the new action ids one action takes after
+// ACTION_ID_COLLISION at one log position; past it the action waits, as
+// any refused one does, for the log to move.
+const maxRebuilds = 8
+
 // do signs and sends one command, with the action id of a at this log
-// position (actionID).
+// position (actionID). A command refused with ACTION_ID_COLLISION (its id
+// is taken by other content: another process of this agent decided the
+// same action at the same position with other bytes) is built again at
+// once under a new action id, as spec 19 asks; the id stays derived from
+// the log, so a restarted coordinator walks the same ids and the authority
+// answers each one it already holds with the same content from its record.
 func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action, now time.Time, payload any) error {
 	me := protocol.Actor{Kind: protocol.ActorAgent, ID: c.cfg.AgentID}
-	env := protocol.Envelope{
-		GroupID:         c.cfg.Plan.Mission.GroupID,
-		ActionID:        actionID(c.cfg.AgentID, c.cfg.Plan.Mission.GroupID, c.cfg.Plan.Mission.ID, c.v.lastSeq, a),
-		CorrelationID:   c.cfg.Plan.Mission.ID,
-		SessionEpoch:    protocol.Uint64(c.cfg.Authority.SessionEpoch()),
-		MembershipEpoch: protocol.Uint64(c.v.membershipEpoch(me)),
+	for {
+		env := protocol.Envelope{
+			GroupID:         c.cfg.Plan.Mission.GroupID,
+			ActionID:        actionID(c.cfg.AgentID, c.cfg.Plan.Mission.GroupID, c.cfg.Plan.Mission.ID, c.v.lastSeq, a),
+			CorrelationID:   c.cfg.Plan.Mission.ID,
+			SessionEpoch:    protocol.Uint64(c.cfg.Authority.SessionEpoch()),
+			MembershipEpoch: protocol.Uint64(c.v.membershipEpoch(me)),
+		}
+		if protocol.CarriesCoordinatorEpoch(typ) {
+			env.CoordinatorEpoch = protocol.Uint64(c.Epoch())
+		}
+		_, raw, err := protocol.BuildCommand(me, c.cfg.Key, typ, env, payload, now)
+		if err != nil {
+			return err
+		}
+		_, err = c.cfg.Authority.Submit(ctx, raw)
+		if protocol.CodeOf(err) != protocol.CodeActionIDCollision || a.rebuild >= maxRebuilds {
+			return err
+		}
+		a.rebuild++
+		c.cfg.Logger.Warn("command refused for a used actionId; building it again", "type", typ, "item", a.item, "actionId", env.ActionID, "rebuild", a.rebuild)
 	}
-	if protocol.CarriesCoordinatorEpoch(typ) {
-		env.CoordinatorEpoch = protocol.Uint64(c.Epoch())
-	}
-	_, raw, err := protocol.BuildCommand(me, c.cfg.Key, typ, env, payload, now)
-	if err != nil {
-		return err
-	}
-	_, err = c.cfg.Authority.Submit(ctx, raw)
-	return err
 }
 
 // actionID names action a decided by agent at log position seq of
@@ -83,7 +99,11 @@ func (c *Coordinator) do(ctx context.Context, typ protocol.CommandType, a action
 // Groups. At most 79 characters, whatever the lengths of the ids hashed.
 func actionID(agent, groupID, missionID string, seq uint64, a action) string {
 	pos := strconv.FormatUint(seq, 10)
-	b, err := protocol.Canonical([]any{"mwp-coordinator", agent, groupID, missionID, pos, string(a.kind), a.item, a.digest})
+	parts := []any{"mwp-coordinator", agent, groupID, missionID, pos, string(a.kind), a.item, a.digest}
+	if a.rebuild > 0 {
+		parts = append(parts, strconv.Itoa(a.rebuild)) // absent at 0: the ids of earlier releases stay the same
+	}
+	b, err := protocol.Canonical(parts)
 	if err != nil {
 		panic(err) // strings only: cannot fail
 	}
@@ -145,7 +165,7 @@ func (c *Coordinator) review(ctx context.Context, p *plan.Plan, a action, now ti
 	if c.cfg.OnReview != nil {
 		c.cfg.OnReview(rec)
 	}
-	c.cfg.Logger.Info("review", "item", a.item, "submission", rec.Submission, "accepted", rec.Accepted, "waiting", rec.Waiting, "steps", rec.Steps)
+	c.cfg.Logger.Info("review", "item", a.item, "submission", rec.Submission, "accepted", rec.Accepted, "waiting", rec.Waiting, "checks", rec.CheckList(), "steps", rec.Steps)
 	sub, w := c.v.item(a.item).submission, c.v.g.Items[a.item]
 	if rec.Waiting {
 		c.pol.prechecked[a.item] = sub.seq

@@ -31,6 +31,7 @@ func TestActionIDUniquePerGroupAndAction(t *testing.T) {
 		{"kind", func(i *in) { i.a.kind = actOffer }},
 		{"item", func(i *in) { i.a.item = "w2" }},
 		{"input", func(i *in) { i.a.digest = "sha256:01" }},
+		{"rebuilt after a collision", func(i *in) { i.a.rebuild = 1 }},
 		// Fields joined by a separator would run together here.
 		{"boundary", func(i *in) { i.group, i.mission = "grp-a-mis", "a" }},
 		{"longest ids", func(i *in) {

@@ -32,6 +32,10 @@ type action struct {
 	stage  *plan.Stage
 	reason string // actTerminate
 	digest string // actPublish: the input
+	// rebuild counts the commands of this action refused with
+	// ACTION_ID_COLLISION at this log position: each is built again under
+	// a new action id (spec 19).
+	rebuild int
 }
 
 func (a action) key() string { return string(a.kind) + ":" + a.item + a.digest }

@@ -20,7 +20,9 @@
 // nothing is sent twice with different ids; and one coordinator agent
 // runs any number of Missions, one after another or at once, since no
 // two of its Groups share an id (the authority keys its records by
-// (actor, actionId) across Groups).
+// (actor, actionId) across Groups). A command refused as
+// ACTION_ID_COLLISION is built again at once under the next id of the
+// same derivation (a rebuild count in the hash), at most 8 times.
 //
 // Offers: an exclusive item goes to one worker at a time, the best ranked
 // of the eligible ones (an active member whose Agent Card satisfies the

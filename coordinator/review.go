@@ -25,11 +25,43 @@ const (
 	StepSemantic  = "semantic-review"
 )
 
-// Step is one review step's outcome.
+// Step is one review step's outcome; the deterministic step also names
+// each of the stage's checks with its result.
 type Step struct {
-	Name     string   `json:"name"`
-	Passed   bool     `json:"passed"`
-	Problems []string `json:"problems"`
+	Name     string         `json:"name"`
+	Passed   bool           `json:"passed"`
+	Problems []string       `json:"problems"`
+	Checks   []CheckOutcome `json:"checks,omitempty"`
+}
+
+// CheckOutcome is one named check of a stage and whether it passed.
+type CheckOutcome struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+}
+
+// checkList is "name: pass, name: fail" for the step's named checks.
+func (s Step) checkList() string {
+	parts := make([]string, 0, len(s.Checks))
+	for _, c := range s.Checks {
+		r := "pass"
+		if !c.Passed {
+			r = "fail"
+		}
+		parts = append(parts, c.Name+": "+r)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CheckList is the named checks of a review's deterministic step with
+// their results ("three-rows: pass, lint: fail"), "" when it ran none.
+func (r Review) CheckList() string {
+	for _, s := range r.Steps {
+		if s.Name == StepChecks {
+			return s.checkList()
+		}
+	}
+	return ""
 }
 
 // Review is the review of one submission.
@@ -219,6 +251,7 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 	checks := Step{Name: StepChecks}
 	for _, c := range s.Checks {
 		res, err := io.runCheck(ctx, CheckRun{Name: c.Name, Command: c.Command, Files: files})
+		before := len(checks.Problems)
 		switch {
 		case err != nil:
 			checks.Problems = append(checks.Problems, fmt.Sprintf("check %s: %v", c.Name, err))
@@ -227,6 +260,7 @@ func review(ctx context.Context, v *view, p *plan.Plan, s *plan.Stage, io review
 		case c.Pass.StdoutContains != "" && !strings.Contains(res.Stdout, c.Pass.StdoutContains):
 			checks.Problems = append(checks.Problems, fmt.Sprintf("check %s: stdout lacks %q", c.Name, c.Pass.StdoutContains))
 		}
+		checks.Checks = append(checks.Checks, CheckOutcome{Name: c.Name, Passed: len(checks.Problems) == before})
 	}
 	if io.rules != nil {
 		checks.Problems = append(checks.Problems, io.rules.Checks(ctx, in)...)
@@ -306,7 +340,11 @@ func acceptEvidence(rec Review, c protocol.WorkContract, me string, now time.Tim
 	out := make([]protocol.Evidence, 0, len(rec.Steps))
 	for _, s := range rec.Steps {
 		method := "coordinator review: " + s.Name
-		if len(s.Problems) == 0 && s.Name == StepChecks {
+		switch {
+		case s.Name != StepChecks || len(s.Problems) > 0:
+		case len(s.Checks) > 0:
+			method += " (" + s.checkList() + ")" // each check by name
+		default:
 			method += " (all checks passed)"
 		}
 		out = append(out, protocol.Evidence{Subject: rec.WorkItemID, Criteria: ids, Method: method, Result: protocol.EvidencePass,

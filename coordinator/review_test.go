@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -131,6 +132,19 @@ func TestReviewSteps(t *testing.T) {
 			}
 			if !slices.Equal(names, want) {
 				t.Fatalf("steps %v, want %v", names, want)
+			}
+			// The stage's one check, lint, is named with its result.
+			wantList := map[string]string{StepIntegrity: "", StepChecks: "lint: fail"}[c.failed]
+			if c.failed == "" || c.failed == StepSemantic {
+				wantList = "lint: pass"
+			}
+			if got := rec.CheckList(); got != wantList {
+				t.Fatalf("checks %q, want %q", got, wantList)
+			}
+			if c.failed == "" {
+				if ev := acceptEvidence(rec, protocol.WorkContract{}, "c1", time.Unix(0, 0), nil); ev[1].Method != "coordinator review: deterministic-checks (lint: pass)" {
+					t.Fatalf("the checks step's evidence says %q, want each check by name", ev[1].Method)
+				}
 			}
 			if c.name == "accepted" && (len(ran) != 1 || string(ran[0].Files["notes.md"]) != string(notes)) {
 				t.Fatalf("the check ran with %+v, want notes.md holding the output", ran)

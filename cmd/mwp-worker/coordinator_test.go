@@ -87,6 +87,9 @@ type cliRig struct {
 	authDir, url, fp, authPub string
 	auth                      *proc
 	workers                   []string
+	// coordArgs and startArgs are added to `coordinator run` and to
+	// `mission start` (the same --input values, say).
+	coordArgs, startArgs []string
 }
 
 func newCLIRig(t *testing.T) *cliRig {
@@ -164,14 +167,15 @@ func (r *cliRig) startWorker(id string, extra []string, handlers ...string) *pro
 // rig's workers and `mission start PLAN`, approves the Mission once it
 // awaits approval, and checks that it ends approved with no process
 // restarted.
-func (r *cliRig) runMission(planFile string, workers ...*proc) {
+func (r *cliRig) runMission(planFile string, workers ...*proc) *proc {
 	r.t.Helper()
-	r.runMissions([]string{planFile}, workers...)
+	return r.runMissions([]string{planFile}, workers...)
 }
 
 // runMissions is runMission with several plans, all coordinated by one
-// `coordinator run PLAN...` of one agent.
-func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
+// `coordinator run PLAN...` of one agent. It returns the coordinator's
+// process, ended.
+func (r *cliRig) runMissions(planFiles []string, workers ...*proc) *proc {
 	t := r.t
 	t.Helper()
 	var missions []string
@@ -188,6 +192,7 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 	args := append([]string{"coordinator", "run"}, planFiles...)
 	args = append(args, "--key", filepath.Join(r.keys, "coord.key"),
 		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub, "--metrics-listen", "127.0.0.1:0")
+	args = append(args, r.coordArgs...)
 	for _, w := range r.workers {
 		args = append(args, "--worker", w)
 	}
@@ -208,7 +213,7 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 	owner := filepath.Join(r.keys, "owner.key")
 	for i, f := range planFiles {
 		pl, _ := plan.Parse(f, mustRead(t, f))
-		if out, code := r.run("mission", "start", f, "--owner-key", owner, "--coordinator", "coord"); code != 0 ||
+		if out, code := r.run(append([]string{"mission", "start", f, "--owner-key", owner, "--coordinator", "coord"}, r.startArgs...)...); code != 0 ||
 			out != "mission "+missions[i]+" group "+pl.Mission.GroupID+"\n" {
 			t.Fatalf("mission start: exit %d\n%s", code, out)
 		}
@@ -294,6 +299,7 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) {
 		default:
 		}
 	}
+	return coord
 }
 
 // `coordinator run` refuses, as a usage error, no plan and two plans that

@@ -52,7 +52,7 @@ var (
 	noRandom  = []string{"math/rand/...", "crypto/rand"}
 	noThreads = []string{"sync/...", "runtime/...", "unsafe"}
 	// Links neither storage nor a network stack, however indirectly.
-	noStorage = []string{"go.etcd.io/bbolt/...", "github.com/coder/websocket/...", "net/http/..."}
+	noStorage = []string{"go.etcd.io/bbolt/...", "github.com/coder/websocket/...", "net/http/...", "github.com/nats-io/..."}
 )
 
 func cat(lists ...[]string) []string { return slices.Concat(lists...) }
@@ -149,6 +149,15 @@ var rules = map[string]rule{
 		},
 	},
 	"authority-lite/wss": {imports: []string{"protocol", "internal/atomicfile"}},
+	// The authority's log behind one interface (logstore), its suite, and
+	// its stores: the embedded bbolt file and the replicated JetStream
+	// stream. They know bytes, sequences and keys, not the protocol.
+	"authority-lite/logstore":           {imports: []string{}, never: noStorage},
+	"authority-lite/logstore/storetest": {imports: []string{"authority-lite/logstore"}, never: noStorage},
+	"authority-lite/logstore/boltlog":   {imports: []string{"authority-lite/logstore"}},
+	"authority-lite/logstore/jslog":     {imports: []string{"authority-lite/logstore"}},
+	// NATS servers inside a test process, on loopback.
+	"internal/natstest": {imports: []string{}},
 	// The HTTPS routes beside the binding, on its listener; they speak the
 	// binding's error form and event records.
 	"authority-lite/httpapi": {imports: []string{"protocol", "authority-lite/wss"}},
