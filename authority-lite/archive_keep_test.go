@@ -112,6 +112,14 @@ func TestReceiptsTimeRule(t *testing.T) {
 			if err != nil || again.ActionID != r.ActionID || len(again.Events) != len(r.Events) {
 				t.Fatalf("retry right after the archive: %+v %v, want %+v", again, err, r)
 			}
+			// Late in the window, 2×skew + the offline grace from the
+			// archive, a worker back from its offline spell still gets the
+			// receipt.
+			k.clk.Advance(2*k.s.skew() + k.s.offlineGrace() - 2*time.Minute)
+			k.s.ArchiveDue(context.Background())
+			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); !ok {
+				t.Fatal("the receipt was dropped within 2×skew + the offline grace")
+			}
 			k.clk.Advance(k.s.receiptWindow())
 			k.s.ArchiveDue(context.Background())
 			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); ok != tc.want {

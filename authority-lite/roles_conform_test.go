@@ -55,6 +55,23 @@ func TestOfferCandidateNeedsWorkerMembershipRole(t *testing.T) {
 			t.Fatalf("a refused offer changed the item: %s", st)
 		}
 	}
+	// A candidate that is no member, or whose membership ended (its record
+	// stays, with the worker role it held), is MEMBERSHIP_REQUIRED at its
+	// pointer: only active members are offered work.
+	k.joinAs("card-gone", protocol.RoleWorker)
+	k.ok(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("card-gone"), Roles: roles(protocol.RoleWorker)})
+	k.ok(k.coord, protocol.CmdMembershipEnd, &protocol.EndMembershipPayload{Principal: agent("card-gone"), Reason: "left"})
+	k.joinAs("card-never", protocol.RoleWorker)
+	for i, to := range [][]string{{"w1", "card-gone"}, {"card-never"}} {
+		err := offer("off-m"+strconv.Itoa(i), to...)
+		pe := asError(t, err)
+		if ptr := "/payload/candidates/" + strconv.Itoa(len(to)-1) + "/agentId"; pe.Code != protocol.CodeMembershipRequired || pe.Pointer != ptr {
+			t.Fatalf("offer to %v: %+v, want MEMBERSHIP_REQUIRED at %s", to, pe, ptr)
+		}
+		if st := k.item("wi-m").State; st != protocol.WorkOpen {
+			t.Fatalf("a refused offer changed the item: %s", st)
+		}
+	}
 	// The same agent, once given the worker role, may be offered work.
 	k.ok(k.coord, protocol.CmdMembershipChange, &protocol.ChangeMembershipPayload{Principal: agent("card-worker"), Roles: roles(protocol.RoleWorker)})
 	if err := offer("off-ok", "card-worker"); err != nil {

@@ -30,10 +30,30 @@ func tuningFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "extension", Usage: "an extension profile `URI` this worker's handlers interpret; an offer that depends on another critical extension is refused (repeatable or comma-separated)", Sources: cli.EnvVars("MWP_EXTENSIONS")},
 		&cli.StringFlag{Name: "artifact-classification", Usage: "the least data classification of the artifacts this worker publishes: public, internal, confidential or restricted (a handler may name a more restricted one)", Value: string(protocol.ClassInternal), Sources: cli.EnvVars("MWP_ARTIFACT_CLASSIFICATION")},
 		&cli.DurationFlag{Name: "forget-grace", Usage: "how long a Group whose Mission ended, holding nothing of this worker, is kept before the worker forgets it (its store, checkpoints and tool ledger; docs/operations.md); 0: never", Value: runtime.DefaultForgetGrace, Sources: cli.EnvVars("MWP_FORGET_GRACE")},
-		&cli.StringSliceFlag{Name: "cost", Usage: "the expected cost of one run of a capability, `CAP:DIM=N`, DIM money, tokens, toolCalls, computeSeconds or sideEffects (wall-clock is --estimate's): admission refuses an offer whose contract budget does not cover it (repeatable or comma-separated; default 0)", Sources: cli.EnvVars("MWP_COSTS")},
-		&cli.StringSliceFlag{Name: "limit", Usage: "the most the accepted, unfinished items may hold at once, `DIM=N`, DIM money, tokens, toolCalls, computeSeconds, wallClockSeconds or sideEffects: admission refuses an offer that would pass it (repeatable or comma-separated; default no limit)", Sources: cli.EnvVars("MWP_LIMITS")},
+		costFlag(),
+		limitFlag(),
 		&cli.Int64Flag{Name: "offline-buffer-bytes", Usage: "the most bytes of signed commands buffered while offline", Value: offline.DefaultMaxBytes, Sources: cli.EnvVars("MWP_OFFLINE_BUFFER_BYTES")},
 	}
+}
+
+// costFlag and limitFlag are the worker's admission budgets, the same on
+// run and up.
+func costFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "cost", Usage: "the expected cost of one run of a capability, `CAP:DIM=N`, DIM money, tokens, toolCalls, computeSeconds or sideEffects (wall-clock is --estimate's): admission refuses an offer whose contract budget does not cover it (repeatable or comma-separated; default 0)", Sources: cli.EnvVars("MWP_COSTS")}
+}
+
+func limitFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "limit", Usage: "the most the accepted, unfinished items may hold at once, `DIM=N`, DIM money, tokens, toolCalls, computeSeconds, wallClockSeconds or sideEffects: admission refuses an offer that would pass it (repeatable or comma-separated; default no limit)", Sources: cli.EnvVars("MWP_LIMITS")}
+}
+
+// budgetsFrom reads --cost and --limit.
+func budgetsFrom(cmd *cli.Command) (map[string]protocol.Budgets, protocol.Budgets, error) {
+	costs, err := parseCosts(splitList(cmd.StringSlice("cost"), "\n,"))
+	if err != nil {
+		return nil, protocol.Budgets{}, err
+	}
+	limits, err := parseLimits(splitList(cmd.StringSlice("limit"), "\n,"))
+	return costs, limits, err
 }
 
 // tuning is what tuningFlags said, checked.
@@ -85,10 +105,7 @@ func tuningFrom(cmd *cli.Command) (tuning, error) {
 	if err != nil {
 		return t, err
 	}
-	if t.costs, err = parseCosts(splitList(cmd.StringSlice("cost"), "\n,")); err != nil {
-		return t, err
-	}
-	if t.limits, err = parseLimits(splitList(cmd.StringSlice("limit"), "\n,")); err != nil {
+	if t.costs, t.limits, err = budgetsFrom(cmd); err != nil {
 		return t, err
 	}
 	t.weights = weights

@@ -73,6 +73,8 @@ func UpCommand(opts Options) *cli.Command {
 			&cli.BoolFlag{Name: "auto-approve", Usage: "approve the Mission as its owner once it is submitted", Sources: cli.EnvVars("MWP_AUTO_APPROVE")},
 			&cli.StringFlag{Name: "data", Usage: "the data directory (authority, worker store, keys), kept; default a new temporary directory, printed and removed at exit", Sources: cli.EnvVars("MWP_DATA")},
 			&cli.IntFlag{Name: "slots", Usage: "the worker's execution slots", Value: 2, Sources: cli.EnvVars("MWP_SLOTS")},
+			costFlag(),
+			limitFlag(),
 		}, OpsFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error { return upMission(ctx, cmd, opts) },
 	}
@@ -97,6 +99,10 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 		return ExitError{1}
 	}
 	inputs, err := PlanInputs(p, cmd.StringSlice("input"))
+	if err != nil {
+		return fail("%v", err)
+	}
+	costs, limits, err := budgetsFrom(cmd)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -159,7 +165,8 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 	// refused GROUP_NOT_FOUND and logged); the authority tells the worker
 	// once the coordinator makes it a member.
 	wcfg := runtime.WorkerConfig{Dir: filepath.Join(dir, "worker"), Key: keys[upWorker], AgentID: upWorker, Handlers: handlers,
-		Card: protocol.AgentCard{MaxConcurrency: uint64(max(cmd.Int("slots"), 1)), AgentVersion: "0.1.0"}, Logger: log}
+		Card: protocol.AgentCard{MaxConcurrency: uint64(max(cmd.Int("slots"), 1)), AgentVersion: "0.1.0"}, Logger: log,
+		Costs: costs, Limits: limits}
 	wcfg.UseInProcess(emb)
 	wcfg.OnRetry = func(r slots.Retry) { fmt.Fprintln(out, retryLine(p, r)) }
 	w, err := runtime.NewWorker(wcfg)

@@ -27,7 +27,7 @@ func configDoc() string {
 		title string
 		cmd   *cli.Command
 		notes string // prose after the table
-	}{{"mwp-worker run", runCommand(), admissionNotes}, {"mwp-worker up", upCommand(), ""}, {"mwp-worker authority serve", serve, ""},
+	}{{"mwp-worker run", runCommand(), admissionNotes}, {"mwp-worker up", upCommand(), upNotes}, {"mwp-worker authority serve", serve, ""},
 		{"mwp-worker mission status", missionStatusCommand(), ""}, {"mwp-worker coordinator run", coordinatorCommand().Commands[0], ""}} {
 		fmt.Fprintf(&b, "\n## `%s`\n\n| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n", c.title)
 		for _, f := range c.cmd.Flags {
@@ -66,6 +66,10 @@ func configDoc() string {
 	}
 	return b.String()
 }
+
+// upNotes point up's --cost and --limit to run's explanation.
+const upNotes = "`up`'s worker takes `--cost` and `--limit` (`MWP_COSTS`, `MWP_LIMITS`) as `run` does: see\n" +
+	"[Admission: costs and limits](#admission-costs-and-limits).\n"
 
 // admissionNotes explain run's --cost and --limit, which the table can
 // only name.
