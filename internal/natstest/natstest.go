@@ -58,6 +58,31 @@ func Server(t testing.TB) string {
 // comma-separated (what nats.Connect takes), once they have elected a
 // JetStream meta leader that sees them all.
 func Cluster(t testing.TB, n int) string {
+	return StartCluster(t, n).URLs
+}
+
+// Servers is a running cluster.
+type Servers struct {
+	// URLs are the client URLs, comma-separated.
+	URLs    string
+	servers []*server.Server
+}
+
+// StopLeader stops the server leading a stream of the default account
+// and returns its name ("" when no server leads it).
+func (c *Servers) StopLeader(stream string) string {
+	for _, s := range c.servers {
+		if s.Running() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			s.Shutdown()
+			s.WaitForShutdown()
+			return s.Name()
+		}
+	}
+	return ""
+}
+
+// StartCluster is Cluster that also returns the servers, to stop one.
+func StartCluster(t testing.TB, n int) *Servers {
 	ports := make([]int, n)
 	var routes []string
 	for i := range ports {
@@ -106,7 +131,7 @@ func Cluster(t testing.TB, n int) string {
 			}
 		}
 		if peers == n && current == n {
-			return strings.Join(urls, ",")
+			return &Servers{URLs: strings.Join(urls, ","), servers: servers}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no JetStream meta leader among %d servers within %s", n, ready)
