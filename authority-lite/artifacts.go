@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/missionweave/mwp-worker/group"
@@ -69,18 +68,16 @@ func (s *Service) Artifact(digest string) ([]byte, error) {
 	return data, nil
 }
 
-// publishArtifact checks artifact.publish: the content is in the store with
-// the declared hash and size, the manifest is signed by its producer, the
-// producer is the actor, and a worker names its current lease.
+// publishArtifact checks what only the service can of an artifact.publish
+// (the manifest's signature, the stored content's size) between the
+// Group's rules of group/artifacts.go: the scope first, the WorkItem,
+// producer card, sources and lease last.
 func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
-	pl := c.payload.(*protocol.PublishArtifactPayload)
-	m := pl.Manifest
-	if m.GroupID != gs.id || (gs.g.Mission != nil && m.MissionID != gs.g.Mission.MissionID) {
-		return protocol.InvalidCommand("manifest names group %s / mission %s, not this Group's", m.GroupID, m.MissionID).At("/payload/manifest/groupId")
+	in := group.InputFromCommand(c.cmd, c.payload)
+	if err := group.CheckManifestScope(gs.g, in); err != nil {
+		return err
 	}
-	if c.cmd.Actor.Kind != protocol.ActorAgent || m.Producer.AgentID != c.cmd.Actor.ID {
-		return protocol.Forbidden("an artifact is published by its producing agent")
-	}
+	m := c.payload.(*protocol.PublishArtifactPayload).Manifest
 	if err := s.verifyManifest(&m); err != nil {
 		return err
 	}
@@ -95,61 +92,8 @@ func (s *Service) publishArtifact(c *call, gs *groupState, p *pending) error {
 	if uint64(len(data)) != m.Size {
 		return protocol.InvalidCommand("manifest size %d, stored content is %d bytes", m.Size, len(data)).At("/payload/manifest/size")
 	}
-	w := gs.g.Items[m.WorkItemID]
-	if w == nil {
-		return protocol.InvalidCommand("work item %s not found", m.WorkItemID).At("/payload/manifest/workItemId")
-	}
-	if err := s.checkProducer(m.Producer); err != nil {
-		return err
-	}
-	if err := checkSources(gs, w, m.SourceArtifacts); err != nil {
-		return err
-	}
-	coordinator := gs.g.Mission != nil && gs.g.Mission.Coordinator != nil && gs.g.Mission.Coordinator.AgentID == c.cmd.Actor.ID
-	if pl.OwnershipEpoch != nil || pl.LeaseID != "" || !coordinator {
-		if pl.OwnershipEpoch == nil || pl.LeaseID == "" {
-			return protocol.InvalidCommand("a worker publishes under its lease: ownershipEpoch and leaseId are required").At("/payload/leaseId")
-		}
-		if err := w.CheckLease(c.cmd.Actor.ID, c.cmd.SessionEpoch, *pl.OwnershipEpoch, pl.LeaseID, c.now); err != nil {
-			return err
-		}
-	}
-	// The same content may be published again (another lease of the item,
-	// another item): each manifest is a new revision of the artifact.
-	rev := gs.artifacts[m.ContentHash] + 1
-	gs.artifacts[m.ContentHash] = rev
-	p.artifacts = true
-	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtArtifactPublished, Aggregate: protocol.Aggregate{Kind: protocol.AggregateArtifact, ID: m.ContentHash}, Revision: rev, Actor: c.cmd.Actor, Payload: &group.ArtifactPublished{Manifest: m}})
-	return nil
-}
-
-// checkProducer holds a manifest's producer to the registered Agent Card
-// (spec 13.1): the card hash and agent version it names are the card's.
-func (s *Service) checkProducer(p protocol.ArtifactProducer) error {
-	a := s.org.agent(p.AgentID)
-	if a == nil {
-		return protocol.Forbidden("producer %s has no registered Agent Card", p.AgentID).At("/payload/manifest/producer/agentId")
-	}
-	if p.AgentCardHash != a.CardHash {
-		return protocol.InvalidCommand("producer agentCardHash %s is not the registered card's %s", p.AgentCardHash, a.CardHash).At("/payload/manifest/producer/agentCardHash")
-	}
-	if p.AgentVersion != a.Card.AgentVersion {
-		return protocol.InvalidCommand("producer agentVersion %q is not the registered card's %q", p.AgentVersion, a.Card.AgentVersion).At("/payload/manifest/producer/agentVersion")
-	}
-	return nil
-}
-
-// checkSources refuses provenance the Group cannot account for: every
-// source artifact was published in this Group or is an input of the item's
-// contract.
-func checkSources(gs *groupState, w *group.WorkItem, sources []string) error {
-	for i, src := range sources {
-		if gs.artifacts[src] > 0 || slices.ContainsFunc(w.Contract.Inputs, func(in protocol.InputRef) bool { return in.Artifact == src }) {
-			continue
-		}
-		return protocol.InvalidCommand("source artifact %s is neither published in this Group nor an input of %s", src, w.WorkItemID).At(fmt.Sprintf("/payload/manifest/sourceArtifacts/%d", i))
-	}
-	return nil
+	d, err := gs.artifacts.DecidePublish(gs.g, in, directory{s.org}, c.now)
+	return decided(gs, p, d, err)
 }
 
 func (s *Service) verifyManifest(m *protocol.ArtifactManifest) error {

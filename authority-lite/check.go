@@ -87,22 +87,7 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		rep.Add(storecheck.Problem{Where: "file", What: err.Error()})
 		return rep, nil
 	}
-	switch {
-	case id.LogID == "":
-		rep.Notes = append(rep.Notes, "the log records no identity (written before identities; the next serve records one)")
-	default:
-		rep.Notes = append(rep.Notes, fmt.Sprintf("log %s created %s for key %s", id.LogID, id.CreatedAt.Format(time.RFC3339), id.KeyID))
-		if keys != nil && !id.sameKey(pub) {
-			rep.Add(storecheck.Problem{Where: "identity", What: fmt.Sprintf("the log was created for key %s, authority.pub beside it is %s (or another key under that id)", id.KeyID, pub.KeyID)})
-		}
-		if logID, last, ok := readHead(dir); ok && logID == id.LogID {
-			if ms.Txid() < last {
-				rep.Add(storecheck.Problem{Where: "head", What: fmt.Sprintf("the log opens at transaction %d, %s records %d committed: %d commits are lost", ms.Txid(), HeadFile, last, last-ms.Txid())})
-			} else {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s records transaction %d; the log is at %d", HeadFile, last, ms.Txid()))
-			}
-		}
-	}
+	reportIdentity(&rep, id, keys != nil, pub, dir, ms.Txid())
 	checkOrg(db, keys, &rep)
 	for _, gid := range ids {
 		run := storecheck.Run{GroupID: gid, Keys: keys}
@@ -128,6 +113,28 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		rep.Problems = append(rep.Problems, ps...)
 	}
 	return rep, nil
+}
+
+// reportIdentity notes the log's identity and reports a key other than
+// the one beside it (when checked), and commits the head file says the
+// log lost.
+func reportIdentity(rep *storecheck.Report, id LogIdentity, checkKey bool, pub protocol.VerifyingKey, dir string, txid uint64) {
+	if id.LogID == "" {
+		rep.Notes = append(rep.Notes, "the log records no identity (written before identities; the next serve records one)")
+		return
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("log %s created %s for key %s", id.LogID, id.CreatedAt.Format(time.RFC3339), id.KeyID))
+	if checkKey && !id.sameKey(pub) {
+		rep.Add(storecheck.Problem{Where: "identity", What: fmt.Sprintf("the log was created for key %s, authority.pub beside it is %s (or another key under that id)", id.KeyID, pub.KeyID)})
+	}
+	logID, last, ok := readHead(dir)
+	switch {
+	case !ok || logID != id.LogID:
+	case txid < last:
+		rep.Add(storecheck.Problem{Where: "head", What: fmt.Sprintf("the log opens at transaction %d, %s records %d committed: %d commits are lost", txid, HeadFile, last, last-txid)})
+	default:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s records transaction %d; the log is at %d", HeadFile, last, txid))
+	}
 }
 
 // EventKey is the key that signs the events of the log in dir: the

@@ -218,8 +218,8 @@ func TestOverrideGrantMatching(t *testing.T) {
 			}
 			_, err := k.do(k.coord, protocol.CmdWorkAuthorize, authorize("wi-2"), cite(id))
 			wantRefusal(t, err, protocol.CodeAuthForbidden, tc.pointer)
-			if tc.pointer == "" && policyOf(err) != PolicyOpenWorkItems {
-				t.Fatalf("refused by %q, want the %s policy", policyOf(err), PolicyOpenWorkItems)
+			if tc.pointer == "" && group.PolicyOf(err) != PolicyOpenWorkItems {
+				t.Fatalf("refused by %q, want the %s policy", group.PolicyOf(err), PolicyOpenWorkItems)
 			}
 		})
 	}

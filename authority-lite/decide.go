@@ -45,8 +45,6 @@ type pending struct {
 	settles [][]byte
 }
 
-func actorKey(a protocol.Actor) string { return string(a.Kind) + "/" + a.ID }
-
 // decideInGroup runs the Group-scoped part of the pipeline under the
 // Group's lock: idempotency, session and membership epochs, then the
 // decision, then the durable append.
@@ -64,16 +62,16 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	if err := s.failedWrite(); err != nil {
 		return nil, nil, nil, err
 	}
-	if !s.mayKnow(c.cmd.Actor, gs) {
-		return nil, nil, nil, groupNotFound(gs.id)
+	if !mayKnow(s.org, c.cmd.Actor, gs) {
+		return nil, nil, nil, group.GroupNotFound(gs.id)
 	}
 	if gs.archived {
 		return nil, nil, nil, protocol.InvalidTransition("group %s is archived", gs.id)
 	}
-	if err := s.checkPrincipal(c, gs); err != nil {
+	if err := checkPrincipal(s.org, c, gs); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := s.checkGroupExtensions(c, gs); err != nil {
+	if err := s.profiles.checkGroupExtensions(c, gs); err != nil {
 		return nil, nil, nil, err
 	}
 	grant, near, err := s.policyGate(c, gs)
@@ -96,7 +94,7 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 		return nil, nil, nil, err
 	}
 	if grant != nil {
-		s.consumeGrant(c, gs, grant, &p)
+		p.record(gs, group.Consume(grant, group.InputFromCommand(c.cmd, c.payload)))
 	}
 	for i := range near {
 		s.tellSoftLimit(c, gs, &near[i], &p)
@@ -114,80 +112,59 @@ func (s *Service) decideInGroup(c *call, gs *groupState) (*protocol.Receipt, *pe
 	return r, &p, wait, nil
 }
 
-// dispatch routes a live (not offline-buffered) command.
+// dispatch routes a live (not offline-buffered) command: memberships,
+// messages, grants and artifacts to their rules in package group, the rest
+// to the Mission and WorkItem state machines.
 func (s *Service) dispatch(c *call, gs *groupState, p *pending) error {
-	var err error
+	in, dir := group.InputFromCommand(c.cmd, c.payload), directory{s.org}
 	switch c.cmd.Type {
 	case protocol.CmdPolicyGrantCooperationOverride:
-		err = s.grantOverride(c, gs, p)
+		d, err := gs.grants.DecideGrant(gs.g, in, dir, c.now)
+		return decided(gs, p, d, err)
 	case protocol.CmdGroupArchive:
-		err = s.archive(c, gs, p)
+		return s.archive(c, gs, p)
 	case protocol.CmdMembershipChange, protocol.CmdMembershipEnd, protocol.CmdMembershipGrantDelegation:
-		err = s.membership(c, gs, p)
+		d, err := gs.members.DecideMembership(gs.g, in, dir, c.now)
+		return decided(gs, p, d, err)
 	case protocol.CmdMessagePost, protocol.CmdMessageCorrect, protocol.CmdMessageRetract, protocol.CmdMessageRedact:
-		err = s.message(c, gs, p)
+		d, err := s.messages(gs).DecideMessage(gs.g, in)
+		return decided(gs, p, d, err)
 	case protocol.CmdArtifactPublish:
-		err = s.publishArtifact(c, gs, p)
+		return s.publishArtifact(c, gs, p)
 	case protocol.CmdResourceUsageRecord:
-		err = s.recordUsage(c, gs, p)
-	default:
-		switch pl := c.payload.(type) {
-		case *protocol.AssignCoordinatorPayload:
-			err = s.checkCoordinatorCard(pl)
-		case *protocol.OfferWorkPayload:
-			err = s.checkCandidates(gs, pl)
-		case *protocol.PublishContextPayload:
-			err = s.checkContext(gs, pl)
-		}
-		if err == nil {
-			err = s.applyCore(c, gs, p)
-		}
+		return s.recordUsage(c, gs, p)
 	}
-	return err
-}
-
-// groupNotFound is the one answer to a command for a Group that does not
-// exist and to one for a Group the actor may not know of: spec 17.2 forbids
-// telling the two apart (GROUP_NOT_FOUND: "absent or intentionally not
-// disclosed", spec 19).
-func groupNotFound(id string) *protocol.Error {
-	return protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", id).At("/groupId")
+	if err := precheck(s.org, gs, in); err != nil {
+		return err
+	}
+	return applyCore(c, gs, p)
 }
 
 // mayKnow reports whether the actor may learn that the Group exists: an
 // active member, or an Organization policy service.
-func (s *Service) mayKnow(a protocol.Actor, gs *groupState) bool {
+func mayKnow(o *org, a protocol.Actor, gs *groupState) bool {
 	if a.Kind == protocol.ActorService {
-		return s.org.isPolicyService(a.ID)
+		return o.isPolicyService(a.ID)
 	}
-	m := gs.members[actorKey(a)]
-	return m != nil && m.State == protocol.MembershipActive
+	return gs.members.Active(a) != nil
 }
 
 // checkPrincipal applies the session and membership rules of spec 15.1
 // that need the Organization's and the Group's state; mayKnow has
 // admitted the actor to the Group already.
-func (s *Service) checkPrincipal(c *call, gs *groupState) error {
+func checkPrincipal(o *org, c *call, gs *groupState) error {
 	cmd := c.cmd
 	switch cmd.Actor.Kind {
 	case protocol.ActorService:
 		return nil
 	case protocol.ActorAgent:
-		cur := s.org.sessionEpoch(cmd.Actor.ID)
+		cur := o.sessionEpoch(cmd.Actor.ID)
 		if cmd.SessionEpoch == nil || *cmd.SessionEpoch != cur || cur == 0 {
 			e := protocol.Errorf(protocol.CodeAuthStaleSession, "session epoch of %s is %d; the command carries %s", cmd.Actor.ID, cur, epochString(cmd.SessionEpoch)).At("/sessionEpoch")
 			return protocol.WithDetails(e, "sessionEpoch", cur)
 		}
 	}
-	m := gs.members[actorKey(cmd.Actor)]
-	if m == nil || m.State != protocol.MembershipActive {
-		return groupNotFound(gs.id) // mayKnow refuses it first
-	}
-	if cmd.MembershipEpoch == nil || *cmd.MembershipEpoch != m.MembershipEpoch {
-		e := protocol.Errorf(protocol.CodeMembershipStale, "membership epoch of %s in %s is %d; the command carries %s", cmd.Actor.ID, gs.id, m.MembershipEpoch, epochString(cmd.MembershipEpoch)).At("/membershipEpoch")
-		return protocol.WithDetails(e, "membershipEpoch", m.MembershipEpoch)
-	}
-	return nil
+	return gs.members.CheckEpoch(gs.id, cmd.Actor, cmd.MembershipEpoch)
 }
 
 func epochString(e *uint64) string {
@@ -198,9 +175,9 @@ func epochString(e *uint64) string {
 }
 
 // applyCore hands the command to the Mission and WorkItem state machines.
-func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
+func applyCore(c *call, gs *groupState, p *pending) error {
 	in := group.InputFromCommand(c.cmd, c.payload)
-	in.Delegated = s.delegated(c, gs)
+	in.Delegated = gs.members.Delegated(gs.g, in, c.now)
 	out, err := gs.g.Apply(in, c.now)
 	for _, e := range out.Effects {
 		switch e := e.(type) {
@@ -217,7 +194,7 @@ func (s *Service) applyCore(c *call, gs *groupState, p *pending) error {
 	}
 	p.drafts = append(p.drafts, out.Events...)
 	if c.cmd.Type == protocol.CmdMissionAssignCoordinator && gs.g.Mission != nil && gs.g.Mission.Coordinator != nil {
-		s.ensureMember(gs, protocol.Actor{Kind: protocol.ActorAgent, ID: gs.g.Mission.Coordinator.AgentID}, protocol.RoleCoordinator, c.cmd.Actor, p)
+		ensureMember(gs, protocol.Actor{Kind: protocol.ActorAgent, ID: gs.g.Mission.Coordinator.AgentID}, protocol.RoleCoordinator, c.cmd.Actor, p)
 	}
 	return nil
 }
@@ -245,131 +222,157 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		s.writer.fail(err)
 		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "follow-ups: %v", err)
 	}
-	rec := &recorder{}
-	if err := s.writeGroup(rec, gs, p, events); err != nil {
+	w, err := s.encodeCommit(c, gs, p, events, receipt)
+	if err != nil {
+		s.releaseAncestors(p)
 		s.writer.fail(err)
-		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+		return nil, nil, err
 	}
-	audits := make([][]byte, 0, len(p.audit))
-	for _, a := range p.audit {
-		raw, err := json.Marshal(a)
-		if err != nil {
-			s.writer.fail(err)
-			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode audit: %v", err)
-		}
-		audits = append(audits, raw)
+	if w.rkey != nil {
+		s.beginInflight(w.rkey, c.digest, receipt)
 	}
-	var rkey, rval []byte
-	if !c.automatic {
-		rkey = receiptKey(c.cmd.Actor, c.cmd.ActionID)
-		if rval, err = json.Marshal(receiptRecord{Digest: c.digest, Receipt: *receipt}); err != nil {
-			s.writer.fail(err)
-			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
-		}
-		s.beginInflight(rkey, c.digest, receipt)
-	}
-	groupID := gs.id
 	if gs.g.Mission != nil {
 		gs.missionID = gs.g.Mission.MissionID
-	}
-	type ancWrite struct {
-		group string
-		raw   []byte
-	}
-	var anc []ancWrite
-	for _, a := range p.ancestors {
-		raw, err := json.Marshal(a.descendants)
-		if err != nil {
-			s.releaseAncestors(p)
-			s.writer.fail(err)
-			return nil, nil, protocol.Errorf(protocol.CodeInternalError, "encode ancestor usage: %v", err)
-		}
-		anc = append(anc, ancWrite{a.gs.id, raw})
 	}
 	for _, a := range p.ancestors {
 		a.gs.descendants = a.descendants
 	}
-	owed, settles := p.owed, p.settles
-	// signErr is set before release and read by the writer after it.
-	var signErr error
-	done, release := s.writer.reserve(func(tx *bolt.Tx) error {
-		if signErr != nil {
-			return signErr
-		}
-		gb, err := openGroupBuckets(tx, groupID, true)
-		if err != nil {
-			return err
-		}
-		if err := rec.apply(gb); err != nil {
-			return err
-		}
-		for _, a := range anc {
-			ab, err := openGroupBuckets(tx, a.group, false)
-			if err != nil || ab == nil {
-				return fmt.Errorf("ancestor group %s: %v", a.group, err)
-			}
-			if err := ab.meta.Put(keyDescendants, a.raw); err != nil {
-				return err
-			}
-		}
-		for _, a := range audits {
-			if err := putAudit(tx, a); err != nil {
-				return err
-			}
-		}
-		if err := putFollowUps(tx, owed); err != nil {
-			return err
-		}
-		for _, k := range settles {
-			if err := tx.Bucket(bucketFollowUps).Delete(k); err != nil {
-				return err
-			}
-		}
-		if rkey == nil {
-			return nil
-		}
-		if err := tx.Bucket(bucketReceipts).Put(rkey, rval); err != nil {
-			return err
-		}
-		return indexReceipt(tx, groupID, rkey)
-	})
+	// w.signErr is set before release and read by the writer after it.
+	done, release := s.writer.reserve(w.apply)
 	s.releaseAncestors(p)
-	if len(events) > 0 {
-		gs.last = *events[len(events)-1].ev.Sequence
-	}
+	gs.last = lastSeq
 	wait := func() error {
 		// Signing is most of a command's work under load; here it runs
 		// beside the next command's decision instead of under the lock.
-		signErr = s.sign(events)
-		if signErr == nil {
-			signErr = rec.putEvents(events, &gs.tail)
+		w.signErr = s.sign(events)
+		if w.signErr == nil {
+			w.signErr = w.rec.putEvents(events, &gs.tail)
 		}
-		if signErr != nil {
-			s.writer.fail(signErr)
+		if w.signErr != nil {
+			s.writer.fail(w.signErr)
 		}
 		release()
-		err := <-done
-		if signErr != nil {
-			err = signErr
-		}
-		if rkey != nil {
-			s.endInflight(rkey, err)
-		}
-		if signErr != nil {
-			return signErr
-		}
-		if err != nil {
-			return protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
-		}
-		if len(events) > 0 {
-			gs.notify()
-		}
-		if changesMembership(events) {
-			s.memberNotice.notify()
-		}
-		return nil
+		return s.settle(w, gs, events, <-done)
 	}
 	return receipt, wait, nil
+}
+
+// commitWrite is one command's write to the log, encoded under the
+// Group's lock and applied by the writer once its events are signed.
+type commitWrite struct {
+	groupID    string
+	rec        *recorder
+	audits     [][]byte
+	rkey, rval []byte // the receipt, none for an automatic command
+	anc        []ancestorWrite
+	owed       []owed
+	settles    [][]byte
+	signErr    error
+}
+
+// ancestorWrite is an ancestor Group's new descendant usage.
+type ancestorWrite struct {
+	group string
+	raw   []byte
+}
+
+// encodeCommit encodes what the command writes beside its events: the
+// Group's changed records, audit records, the receipt and the ancestors'
+// usage. Its errors are INTERNAL_ERROR.
+func (s *Service) encodeCommit(c *call, gs *groupState, p *pending, events []sealed, receipt *protocol.Receipt) (*commitWrite, error) {
+	w := &commitWrite{groupID: gs.id, rec: &recorder{}, owed: p.owed, settles: p.settles}
+	if err := s.writeGroup(w.rec, gs, p, events); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "encode state: %v", err)
+	}
+	for _, a := range p.audit {
+		raw, err := json.Marshal(a)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternalError, "encode audit: %v", err)
+		}
+		w.audits = append(w.audits, raw)
+	}
+	if !c.automatic {
+		raw, err := json.Marshal(receiptRecord{Digest: c.digest, Receipt: *receipt})
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
+		}
+		w.rkey, w.rval = receiptKey(c.cmd.Actor, c.cmd.ActionID), raw
+	}
+	for _, a := range p.ancestors {
+		raw, err := json.Marshal(a.descendants)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternalError, "encode ancestor usage: %v", err)
+		}
+		w.anc = append(w.anc, ancestorWrite{a.gs.id, raw})
+	}
+	return w, nil
+}
+
+// apply writes w in the writer's transaction.
+func (w *commitWrite) apply(tx *bolt.Tx) error {
+	if w.signErr != nil {
+		return w.signErr
+	}
+	gb, err := openGroupBuckets(tx, w.groupID, true)
+	if err != nil {
+		return err
+	}
+	if err := w.rec.apply(gb); err != nil {
+		return err
+	}
+	for _, a := range w.anc {
+		ab, err := openGroupBuckets(tx, a.group, false)
+		if err != nil || ab == nil {
+			return fmt.Errorf("ancestor group %s: %v", a.group, err)
+		}
+		if err := ab.meta.Put(keyDescendants, a.raw); err != nil {
+			return err
+		}
+	}
+	for _, a := range w.audits {
+		if err := putAudit(tx, a); err != nil {
+			return err
+		}
+	}
+	if err := putFollowUps(tx, w.owed); err != nil {
+		return err
+	}
+	for _, k := range w.settles {
+		if err := tx.Bucket(bucketFollowUps).Delete(k); err != nil {
+			return err
+		}
+	}
+	if w.rkey == nil {
+		return nil
+	}
+	if err := tx.Bucket(bucketReceipts).Put(w.rkey, w.rval); err != nil {
+		return err
+	}
+	return indexReceipt(tx, w.groupID, w.rkey)
+}
+
+// settle ends a commit once the writer answered: the receipt leaves the
+// in-flight set, and on success subscribers and membership waiters wake.
+func (s *Service) settle(w *commitWrite, gs *groupState, events []sealed, err error) error {
+	if w.signErr != nil {
+		err = w.signErr
+	}
+	if w.rkey != nil {
+		s.endInflight(w.rkey, err)
+	}
+	if w.signErr != nil {
+		return w.signErr
+	}
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
+	}
+	if len(events) > 0 {
+		gs.notify()
+	}
+	if changesMembership(events) {
+		s.memberNotice.notify()
+	}
+	return nil
 }
 
 // commitNow commits and waits, for callers that hold locks anyway (Group

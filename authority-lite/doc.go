@@ -4,7 +4,10 @@
 // the WebSocket binding (spec 17) on its own.
 //
 // The decisions themselves are package group's: the Mission and WorkItem
-// state machines, pure and clock-injected.
+// state machines, and beside them memberships and delegations, messages,
+// cooperation-override grants, artifact publication and budgets, all pure
+// and clock-injected. The service reads the Organization for them
+// (directory, members.go) and folds what they decide (pending.record).
 //
 // Around the core, Service is the edge: the command pipeline of spec 15.1
 // (strict decode, signature, key, freshness, epoch presence, schema,
@@ -13,8 +16,9 @@
 // whose replacement revokes leases, human and policy principals), the bbolt
 // log (events, the records beside them and the receipt in one transaction,
 // one writer goroutine for group commit; the decision state checkpointed
-// and folded forward at open, see log.go), artifacts, budgets, messages
-// that never authorize, and the wss.Backend the WebSocket server calls.
+// and folded forward at open, see log.go), the artifact store, the rates
+// and counted limits of spec 20, the ancestors' budget sums, and the
+// wss.Backend the WebSocket server calls.
 //
 // Offline reconciliation (spec 11.5) reuses package offline's pure
 // CheckBuffered, so the worker and the authority judge a binding by the

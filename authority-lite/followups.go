@@ -159,9 +159,9 @@ func (s *Service) createChild(o owed, now time.Time) error {
 		return err
 	}
 	p := pending{now: protocol.NewTime(now), drafts: out.Events, settles: [][]byte{o.key}}
-	s.ensureMember(gs, link.Owner, protocol.RoleMissionOwner, link.Actor, &p)
+	ensureMember(gs, link.Owner, protocol.RoleMissionOwner, link.Actor, &p)
 	if link.Actor.Kind == protocol.ActorAgent {
-		s.ensureMember(gs, link.Actor, protocol.RoleCoordinator, link.Actor, &p)
+		ensureMember(gs, link.Actor, protocol.RoleCoordinator, link.Actor, &p)
 	}
 	sub := &call{s: s, cmd: &protocol.Command{ActionID: o.fu.ActionID, Actor: link.Actor, CorrelationID: o.fu.CorrelationID}, now: now}
 	gs.mu.Lock()

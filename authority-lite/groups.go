@@ -46,7 +46,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		in.Predecessor = pred
 	}
 	gs := newGroupState(cmd.GroupID, s.cfg.Limits)
-	if err := s.checkGroupExtensions(c, gs); err != nil {
+	if err := s.profiles.checkGroupExtensions(c, gs); err != nil {
 		return nil, err
 	}
 	out, err := gs.g.Apply(in, c.now)
@@ -54,7 +54,7 @@ func (s *Service) createMission(c *call) (*protocol.Receipt, error) {
 		return nil, err
 	}
 	p := pending{now: protocol.NewTime(c.now), drafts: out.Events}
-	s.ensureMember(gs, cmd.Actor, protocol.RoleMissionOwner, cmd.Actor, &p)
+	ensureMember(gs, cmd.Actor, protocol.RoleMissionOwner, cmd.Actor, &p)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	r, err := s.commitNow(c, gs, &p)

@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"sync"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -41,7 +42,7 @@ func (s *Service) MembershipChanged() <-chan struct{} { return s.memberNotice.wa
 // no more commands, and a worker that forgot one drops its tombstone once
 // it is no longer listed. A member may still SUBSCRIBE an archived Group.
 func (s *Service) MemberGroups(agentID string) []string {
-	key := actorKey(protocol.Actor{Kind: protocol.ActorAgent, ID: agentID})
+	key := group.MemberKey(protocol.Actor{Kind: protocol.ActorAgent, ID: agentID})
 	out := []string{}
 	for _, id := range s.GroupIDs() { // sorted
 		gs := s.peekGroup(id)

@@ -10,99 +10,28 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// messageRecord tracks who wrote a message and its revision, rebuilt from
-// the log on open.
-type messageRecord struct {
-	Author         protocol.Actor
-	Revision       uint64
-	State          string
-	ConversationID string
-}
-
-func (s *Service) message(c *call, gs *groupState, p *pending) error {
-	msgs := s.messages(gs)
-	ev := &group.MessageEvent{Author: c.cmd.Actor}
-	var typ protocol.EventType
-	var id string
-	switch pl := c.payload.(type) {
-	case *protocol.PostMessagePayload:
-		if _, dup := msgs[pl.MessageID]; dup {
-			return protocol.InvalidCommand("message %s already exists", pl.MessageID).At("/payload/messageId")
-		}
-		id, typ = pl.MessageID, protocol.EvtMessagePosted
-		ev.ConversationID, ev.Text, ev.MediaType, ev.ReplyTo, ev.Artifacts, ev.State = pl.ConversationID, pl.Text, pl.MediaType, pl.ReplyTo, pl.Artifacts, "posted"
-	case *protocol.CorrectMessagePayload:
-		id, typ = pl.MessageID, protocol.EvtMessageCorrected
-		ev.Text, ev.Reason, ev.State = pl.Text, pl.Reason, "corrected"
-	case *protocol.RetractMessagePayload:
-		id, typ = pl.MessageID, protocol.EvtMessageRetracted
-		ev.Reason, ev.State = pl.Reason, "retracted"
-	case *protocol.RedactMessagePayload:
-		id, typ = pl.MessageID, protocol.EvtMessageRedacted
-		ev.Reason, ev.State = pl.Reason, "redacted"
-	}
-	ev.MessageID = id
-	rec := msgs[id]
-	if typ != protocol.EvtMessagePosted {
-		if rec == nil {
-			return protocol.InvalidCommand("message %s not found", id).At("/payload/messageId")
-		}
-		if rec.State == "retracted" || rec.State == "redacted" {
-			return protocol.InvalidTransition("message %s is %s", id, rec.State)
-		}
-		owner := gs.g.Mission != nil && c.cmd.Actor == gs.g.Mission.Owner
-		if rec.Author != c.cmd.Actor && !(typ == protocol.EvtMessageRedacted && owner) {
-			return protocol.Forbidden("only the author may change message %s (the MissionOwner may redact it)", id)
-		}
-	}
-	if err := s.checkMessageRevision(c, rec, id); err != nil {
-		return err
-	}
-	next := &messageRecord{Author: c.cmd.Actor, Revision: 1, State: ev.State, ConversationID: ev.ConversationID}
-	if rec != nil {
-		next = &messageRecord{Author: rec.Author, Revision: rec.Revision + 1, State: ev.State, ConversationID: rec.ConversationID}
-	}
-	msgs[id] = next
-	p.drafts = append(p.drafts, group.EventDraft{Type: typ, Aggregate: protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, Revision: next.Revision, Actor: c.cmd.Actor, Payload: ev})
-	return nil
-}
-
-func (s *Service) checkMessageRevision(c *call, rec *messageRecord, id string) error {
-	if c.cmd.ExpectedRevision == nil {
-		return nil
-	}
-	cur := uint64(0)
-	if rec != nil {
-		cur = rec.Revision
-	}
-	return group.CheckRevision(c.cmd.ExpectedRevision, protocol.AggregateMessage, id, cur)
-}
+// Messages are decided by package group (messages.go there).
 
 // messages returns the Group's message index, rebuilding it from the log
 // the first time (messages are rare next to work events).
-func (s *Service) messages(gs *groupState) map[string]*messageRecord {
+func (s *Service) messages(gs *groupState) group.Messages {
 	if gs.msgs != nil {
 		return gs.msgs
 	}
-	gs.msgs = map[string]*messageRecord{}
+	gs.msgs = group.Messages{}
 	_ = s.scanEvents(gs.id, 0, func(ev *protocol.Event, _ []byte) bool {
 		if ev.Aggregate == nil || ev.Aggregate.Kind != protocol.AggregateMessage {
 			return true
 		}
-		rec := gs.msgs[ev.Aggregate.ID]
-		state := map[protocol.EventType]string{protocol.EvtMessagePosted: "posted", protocol.EvtMessageCorrected: "corrected", protocol.EvtMessageRetracted: "retracted", protocol.EvtMessageRedacted: "redacted"}[ev.Type]
-		if rec == nil {
-			rec = &messageRecord{Author: ev.Actor}
-			if ev.Type == protocol.EvtMessagePosted {
-				var p struct {
-					ConversationID string `json:"conversationId"`
-				}
-				_ = json.Unmarshal(ev.Payload, &p)
-				rec.ConversationID = p.ConversationID
+		var conv string
+		if ev.Type == protocol.EvtMessagePosted && gs.msgs[ev.Aggregate.ID] == nil {
+			var p struct {
+				ConversationID string `json:"conversationId"`
 			}
-			gs.msgs[ev.Aggregate.ID] = rec
+			_ = json.Unmarshal(ev.Payload, &p)
+			conv = p.ConversationID
 		}
-		rec.Revision, rec.State = ev.Rev(), state
+		gs.msgs.Fold(ev.Type, ev.Aggregate.ID, ev.Actor, ev.Rev(), conv)
 		return true
 	})
 	return gs.msgs

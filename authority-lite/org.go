@@ -208,7 +208,7 @@ func (o *org) submit(c *call) (*protocol.Receipt, error) {
 		return nil, protocol.Forbidden("%s is an agent's own command (an agent card may also be registered by a registered policy service)", c.cmd.Type)
 	}
 	// No Group pins a profile for an Organization command.
-	if err := s.checkExtensions(c, nil); err != nil {
+	if err := s.profiles.checkExtensions(c, nil); err != nil {
 		return nil, err
 	}
 	switch p := c.payload.(type) {

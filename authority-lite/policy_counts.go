@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -83,13 +82,5 @@ const PolicyConversation = "policy"
 func (s *Service) tellSoftLimit(c *call, gs *groupState, n *count, p *pending) {
 	text, _ := json.Marshal(SoftLimitNotice{Kind: "policy.softLimit", Policy: n.policy, Count: n.n + 1, SoftLimit: s.cfg.Policy.soft(n.max),
 		Limit: n.max, CommandType: string(c.cmd.Type), ActionID: c.cmd.ActionID, Actor: c.cmd.Actor})
-	id := "policy-" + n.policy + "-" + c.cmd.ActionID
-	msgs := s.messages(gs)
-	if _, dup := msgs[id]; dup {
-		return
-	}
-	msgs[id] = &messageRecord{Author: group.AuthorityActor, Revision: 1, State: "posted", ConversationID: PolicyConversation}
-	p.drafts = append(p.drafts, group.EventDraft{Type: protocol.EvtMessagePosted, Aggregate: protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id},
-		Revision: 1, Actor: group.AuthorityActor, Payload: &group.MessageEvent{MessageID: id, ConversationID: PolicyConversation,
-			Author: group.AuthorityActor, Text: string(text), MediaType: "text/plain", State: "posted"}})
+	p.record(gs, s.messages(gs).Notice("policy-"+n.policy+"-"+c.cmd.ActionID, PolicyConversation, string(text))...)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -147,7 +148,7 @@ func TestCountedPolicyLimits(t *testing.T) {
 				t.Fatalf("notices at the soft threshold: %+v", n)
 			}
 			err := tc.raise(k, 3)
-			if protocol.CodeOf(err) != protocol.CodeAuthForbidden || policyOf(err) != tc.policy {
+			if protocol.CodeOf(err) != protocol.CodeAuthForbidden || group.PolicyOf(err) != tc.policy {
 				t.Fatalf("past the limit: %v, want AUTH_FORBIDDEN naming %s", err, tc.policy)
 			}
 			if tc.kept != "" {
@@ -177,7 +178,7 @@ func TestCountedPolicyGrantAndQuiet(t *testing.T) {
 	must(t, k.accept("wi-1"))
 	must(t, k.authorizeGoal("wi-2", ""))
 	k.offerTo("wi-2")
-	if err := k.accept("wi-2"); policyOf(err) != PolicyQueuedWorkItems {
+	if err := k.accept("wi-2"); group.PolicyOf(err) != PolicyQueuedWorkItems {
 		t.Fatalf("over the limit: %v", err)
 	}
 	k.ok(k.alice, protocol.CmdPolicyGrantCooperationOverride, &protocol.CooperationOverrideGrant{GrantID: "ovr-q", MissionID: "mis-a", GroupID: "grp-a",
@@ -231,7 +232,7 @@ func TestCountedPolicyAllLimitsChecked(t *testing.T) {
 		must(t, k.authorizeGoal(itemID(i), "the same work"))
 	}
 	err := k.authorizeGoal(itemID(4), "the same work")
-	if protocol.CodeOf(err) != protocol.CodeAuthForbidden || policyOf(err) != PolicyDuplicateWork {
+	if protocol.CodeOf(err) != protocol.CodeAuthForbidden || group.PolicyOf(err) != PolicyDuplicateWork {
 		t.Fatalf("fourth duplicate: %v, want AUTH_FORBIDDEN naming %s", err, PolicyDuplicateWork)
 	}
 	must(t, k.authorizeGoal(itemID(4), "other work"))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -20,7 +21,7 @@ func TestCooperationOverrideGrant(t *testing.T) {
 	}
 	k.ok(k.coord, protocol.CmdWorkAuthorize, authorize("wi-1"))
 	_, err := k.do(k.coord, protocol.CmdWorkAuthorize, authorize("wi-2"))
-	if protocol.CodeOf(err) != protocol.CodeAuthForbidden || policyOf(err) != PolicyOpenWorkItems {
+	if protocol.CodeOf(err) != protocol.CodeAuthForbidden || group.PolicyOf(err) != PolicyOpenWorkItems {
 		t.Fatalf("over the limit: %v", err)
 	}
 	grant := func(id, action string) *protocol.CooperationOverrideGrant {
@@ -82,7 +83,7 @@ func TestRateLimitNamesPolicy(t *testing.T) {
 		t.Fatal("within burst refused")
 	}
 	err := post("c")
-	if protocol.CodeOf(err) != protocol.CodeRateLimited || policyOf(err) != PolicyMessageRate {
+	if protocol.CodeOf(err) != protocol.CodeRateLimited || group.PolicyOf(err) != PolicyMessageRate {
 		t.Fatalf("third message: %v", err)
 	}
 	k.clk.Advance(time.Minute)
@@ -109,13 +110,13 @@ func TestMessageAndProposalRatesApart(t *testing.T) {
 	if err := post("m1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := post("m2"); protocol.CodeOf(err) != protocol.CodeRateLimited || policyOf(err) != PolicyMessageRate {
+	if err := post("m2"); protocol.CodeOf(err) != protocol.CodeRateLimited || group.PolicyOf(err) != PolicyMessageRate {
 		t.Fatalf("second message: %v", err)
 	}
 	if err := propose("p1"); err != nil {
 		t.Fatalf("a proposal after the messages ran out: %v", err)
 	}
-	if err := propose("p2"); protocol.CodeOf(err) != protocol.CodeRateLimited || policyOf(err) != PolicyProposalRate {
+	if err := propose("p2"); protocol.CodeOf(err) != protocol.CodeRateLimited || group.PolicyOf(err) != PolicyProposalRate {
 		t.Fatalf("second proposal: %v", err)
 	}
 }
@@ -144,7 +145,7 @@ func TestMissionCreateRateLimited(t *testing.T) {
 	_, d := create("grp-d")
 	_, err := k.s.Submit(ctx, "", d)
 	var pe *protocol.Error
-	if !errors.As(err, &pe) || pe.Code != protocol.CodeRateLimited || !pe.Retryable || policyOf(err) != PolicyMissionCreateRate || fmt.Sprint(pe.Details["retryAfterMs"]) != "60000" {
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeRateLimited || !pe.Retryable || group.PolicyOf(err) != PolicyMissionCreateRate || fmt.Sprint(pe.Details["retryAfterMs"]) != "60000" {
 		t.Fatalf("third create: %v %+v", err, pe)
 	}
 	if k.s.group("grp-d") != nil {

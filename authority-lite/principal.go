@@ -151,7 +151,7 @@ func (s *Service) Membership(groupID string, a protocol.Actor) (protocol.Members
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	m := gs.members[actorKey(a)]
+	m := gs.members[group.MemberKey(a)]
 	if m == nil {
 		return protocol.Membership{}, false
 	}

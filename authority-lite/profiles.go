@@ -38,8 +38,8 @@ func (r *profileRegistry) get(uri string) *profileRecord {
 // known is the inbound decoder's test for a critical extension: one the
 // authority interprets, or a registered profile (whose Group pins are
 // checked with the Group, checkExtensions).
-func (s *Service) knownExtension(uri string) bool {
-	return protocol.KnownExtension(uri) || s.profiles.get(uri) != nil
+func (r *profileRegistry) known(uri string) bool {
+	return protocol.KnownExtension(uri) || r.get(uri) != nil
 }
 
 // RegisterProfile registers an Organization-approved extension profile: doc
@@ -79,11 +79,11 @@ func (s *Service) RegisterProfile(doc, schema []byte) error {
 
 // checkPins refuses a Group pin of a profile that is not registered, or
 // of another major version than the registered one.
-func (s *Service) checkPins(pins []protocol.ProfilePin) error {
+func (r *profileRegistry) checkPins(pins []protocol.ProfilePin) error {
 	seen := map[string]bool{}
 	for i, pin := range pins {
 		at := protocol.Pointer("payload", "extensionProfiles", strconv.Itoa(i))
-		rec := s.profiles.get(pin.URI)
+		rec := r.get(pin.URI)
 		switch {
 		case seen[pin.URI]:
 			return protocol.InvalidCommand("profile %s is pinned twice", pin.URI).At(at + "/uri")
@@ -101,12 +101,12 @@ func (s *Service) checkPins(pins []protocol.ProfilePin) error {
 // under a pinned profile must conform to its schema; a critical extension
 // under a profile the Group does not pin (at the registered major) is
 // unknown to the Group. pins is nil outside a Group.
-func (s *Service) checkExtensions(c *call, pins []protocol.ProfilePin) error {
+func (r *profileRegistry) checkExtensions(c *call, pins []protocol.ProfilePin) error {
 	for uri, e := range c.cmd.Extensions {
 		if protocol.KnownExtension(uri) {
 			continue
 		}
-		rec := s.profiles.get(uri)
+		rec := r.get(uri)
 		pinned := rec != nil && pinnedAt(pins, uri, rec.major)
 		at := protocol.Pointer("extensions", uri)
 		switch {
@@ -144,13 +144,13 @@ func groupPins(g *group.Group) []protocol.ProfilePin {
 
 // checkGroupExtensions applies the Group's pins to a command; mission.create
 // brings the pins of the Group it creates, checked against the registry.
-func (s *Service) checkGroupExtensions(c *call, gs *groupState) error {
+func (r *profileRegistry) checkGroupExtensions(c *call, gs *groupState) error {
 	pins := groupPins(gs.g)
 	if pl, ok := c.payload.(*protocol.CreateMissionPayload); ok && gs.g.Mission == nil {
-		if err := s.checkPins(pl.ExtensionProfiles); err != nil {
+		if err := r.checkPins(pl.ExtensionProfiles); err != nil {
 			return err
 		}
 		pins = pl.ExtensionProfiles
 	}
-	return s.checkExtensions(c, pins)
+	return r.checkExtensions(c, pins)
 }

@@ -118,7 +118,8 @@ func (s *Service) reconcile(c *call, gs *groupState, p *pending) error {
 		if err := offline.CheckBufferedMessage(b, pl, reply); err != nil {
 			return err
 		}
-		return s.message(c, gs, p)
+		d, err := s.messages(gs).DecideMessage(gs.g, group.InputFromCommand(c.cmd, c.payload))
+		return decided(gs, p, d, err)
 	}
 	// Charge first, remembering what to restore if the command fails.
 	oldItem, oldUsage := gs.g.Items[w.WorkItemID], gs.usage[w.WorkItemID]

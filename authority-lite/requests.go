@@ -69,7 +69,7 @@ func (s *Service) AuthorizeActor(a protocol.Actor, groupID string) error {
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	ok := s.mayKnow(a, gs)
+	ok := mayKnow(s.org, a, gs)
 	// A damaged Group says so to its members, and to anyone when its
 	// members could not be read.
 	if err := s.groupDamage(groupID); err != nil && (ok || len(gs.members) == 0) {
@@ -90,7 +90,7 @@ func (s *Service) MissionGroup(a protocol.Actor, missionID string) (string, erro
 			continue // purged since listed
 		}
 		gs.mu.Lock()
-		match := gs.g.Mission != nil && gs.g.Mission.MissionID == missionID && s.mayKnow(a, gs)
+		match := gs.g.Mission != nil && gs.g.Mission.MissionID == missionID && mayKnow(s.org, a, gs)
 		gs.mu.Unlock()
 		if match {
 			return id, nil
@@ -113,7 +113,7 @@ func (s *Service) MayPutArtifact(a protocol.Actor, tok *protocol.CapabilityToken
 			continue // purged since listed
 		}
 		gs.mu.Lock()
-		ok := s.mayKnow(a, gs)
+		ok := mayKnow(s.org, a, gs)
 		gs.mu.Unlock()
 		if ok {
 			return nil
@@ -164,7 +164,7 @@ func (s *Service) ReadArtifact(a protocol.Actor, tok *protocol.CapabilityToken, 
 		}
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
-		return gs.artifacts[digest] > 0 && (tok != nil || s.mayKnow(a, gs))
+		return gs.artifacts[digest] > 0 && (tok != nil || mayKnow(s.org, a, gs))
 	})
 	if !allowed {
 		return nil, missing

@@ -151,11 +151,11 @@ type groupState struct {
 	mu      sync.Mutex
 	id      string
 	g       *group.Group
-	members map[string]*protocol.Membership // by actorKey
-	usage   map[string]protocol.Usage       // workItemId -> used
-	msgs    map[string]*messageRecord       // lazily rebuilt from the log
-	grants  map[string]*grantRecord         // cooperation-override grants
-	leases  map[string]*leaseRecord         // every execution lease, by id
+	members group.Members             // by group.MemberKey
+	usage   map[string]protocol.Usage // workItemId -> used
+	msgs    group.Messages            // lazily rebuilt from the log
+	grants  group.Grants              // cooperation-override grants
+	leases  map[string]*leaseRecord   // every execution lease, by id
 	// openLeases is the leases not closed, by WorkItem: trackLeases visits
 	// only the touched items' instead of every lease the Group ever had.
 	openLeases map[string][]*leaseRecord
@@ -169,7 +169,7 @@ type groupState struct {
 	// descendants is what descendant Missions' Groups have charged.
 	descendants protocol.Usage
 	// artifacts is each published content hash's revision.
-	artifacts map[string]uint64
+	artifacts group.Artifacts
 	// saved is what the store's decision-state records hold.
 	saved savedState
 	// verified is the last sequence read back and verified (verified.go);
@@ -200,16 +200,7 @@ func Open(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("authority: %w", err)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.ID == "" {
-		cfg.ID = "authority-1"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	cfg.Limits = cfg.Limits.WithDefaults()
+	cfg.fill()
 	logPath := filepath.Join(cfg.Dir, LogFile)
 	logExists, err := logFileState(logPath)
 	if err != nil {
@@ -228,15 +219,9 @@ func Open(cfg Config) (*Service, error) {
 	if _, err := preOpen(logPath); err != nil {
 		return nil, err
 	}
-	bdb, err := storecheck.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: cfg.NoSync})
+	bdb, err := openBolt(logPath, cfg.NoSync)
 	if err != nil {
-		if storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
-			return nil, damaged(logPath, "", err)
-		}
-		if errors.Is(err, bolt.ErrTimeout) {
-			return nil, lockedLog(logPath, err)
-		}
-		return nil, fmt.Errorf("authority: open store: %w", err)
+		return nil, err
 	}
 	db := &logDB{DB: bdb, path: logPath, log: cfg.Logger}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
@@ -266,20 +251,9 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if cfg.RateBurst == 0 {
-		cfg.RateBurst, cfg.RateEvery = 60, time.Second
-	}
-	if cfg.ProposalBurst == 0 {
-		cfg.ProposalBurst, cfg.ProposalEvery = cfg.RateBurst, cfg.RateEvery
-	}
-	s.rates = &rateLimiter{Burst: cfg.RateBurst, Every: cfg.RateEvery}
-	s.proposals = &rateLimiter{Burst: cfg.ProposalBurst, Every: cfg.ProposalEvery}
-	if cfg.CreateBurst == 0 {
-		cfg.CreateBurst, cfg.CreateEvery = 20, 3*time.Second
-	}
-	s.creates = &rateLimiter{Burst: cfg.CreateBurst, Every: cfg.CreateEvery}
+	s.rates, s.proposals, s.creates = limiters(cfg)
 	s.org = newOrg(s)
-	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew, Known: s.knownExtension}
+	s.inbound = protocol.Inbound{Keys: s.org, MaxSkew: cfg.MaxSkew, Known: s.profiles.known}
 	if err := db.Update(createRootBuckets); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("authority: %w", err)
@@ -330,6 +304,51 @@ func Open(cfg Config) (*Service, error) {
 	released := len(s.groups) - len(loaded)
 	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "archivedGroups", released, "eventsOfOthers", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
+}
+
+// fill gives the unset fields of cfg that Service keeps their defaults.
+func (cfg *Config) fill() {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.ID == "" {
+		cfg.ID = "authority-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+}
+
+// openBolt opens the log's bbolt file, telling a damaged file and one
+// another process holds from other failures.
+func openBolt(logPath string, noSync bool) (*bolt.DB, error) {
+	bdb, err := storecheck.Open(logPath, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: noSync})
+	switch {
+	case err == nil:
+		return bdb, nil
+	case storecheck.IsPanic(err) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, damaged(logPath, "", err)
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, lockedLog(logPath, err)
+	}
+	return nil, fmt.Errorf("authority: open store: %w", err)
+}
+
+// limiters are the message, proposal and Group-creation rate limits of
+// spec 20, from cfg or their defaults.
+func limiters(cfg Config) (rates, proposals, creates *rateLimiter) {
+	if cfg.RateBurst == 0 {
+		cfg.RateBurst, cfg.RateEvery = 60, time.Second
+	}
+	if cfg.ProposalBurst == 0 {
+		cfg.ProposalBurst, cfg.ProposalEvery = cfg.RateBurst, cfg.RateEvery
+	}
+	if cfg.CreateBurst == 0 {
+		cfg.CreateBurst, cfg.CreateEvery = 20, 3*time.Second
+	}
+	return &rateLimiter{Burst: cfg.RateBurst, Every: cfg.RateEvery}, &rateLimiter{Burst: cfg.ProposalBurst, Every: cfg.ProposalEvery},
+		&rateLimiter{Burst: cfg.CreateBurst, Every: cfg.CreateEvery}
 }
 
 // Close checkpoints every Group's state and closes the store. In-flight
@@ -672,7 +691,7 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	}
 	gs := s.peekGroup(cmd.GroupID) // an archived one refuses commands as it is
 	if gs == nil {
-		return nil, nil, groupNotFound(cmd.GroupID)
+		return nil, nil, group.GroupNotFound(cmd.GroupID)
 	}
 	if err := s.groupDamage(cmd.GroupID); err != nil {
 		return nil, nil, err

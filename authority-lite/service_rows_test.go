@@ -74,7 +74,7 @@ func TestDelegationRows(t *testing.T) {
 	// the owner's grant for exactly this command lets it through once.
 	k.refuse(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour), protocol.CodeAuthForbidden)
 	_, err := k.do(k.coord, protocol.CmdMembershipGrantDelegation, grant("d8", "d7", owner, time.Hour))
-	if policyOf(err) != PolicyDelegationDepth {
+	if group.PolicyOf(err) != PolicyDelegationDepth {
 		t.Fatalf("depth 4: %v, want the maxDelegationDepth policy named", err)
 	}
 	k.ok(k.alice, protocol.CmdPolicyGrantCooperationOverride, &protocol.CooperationOverrideGrant{GrantID: "ovr-depth", MissionID: "mis-a", GroupID: "grp-a",

@@ -10,17 +10,11 @@ import (
 // recordUsage charges a WorkItem's budget and its Mission's; an overflow in
 // either refuses the command with nothing recorded (BUDGET_EXCEEDED).
 func (s *Service) recordUsage(c *call, gs *groupState, p *pending) error {
-	pl := c.payload.(*protocol.RecordResourceUsagePayload)
-	w := gs.g.Items[pl.WorkItemID]
-	if w == nil {
-		return protocol.InvalidCommand("work item %s not found", pl.WorkItemID).At("/payload/workItemId")
-	}
-	if err := w.CheckLease(c.cmd.Actor.ID, c.cmd.SessionEpoch, pl.OwnershipEpoch, pl.LeaseID, c.now); err != nil {
+	w, err := group.CheckUsageRecord(gs.g, group.InputFromCommand(c.cmd, c.payload), c.now)
+	if err != nil {
 		return err
 	}
-	if pl.UsageDelta.IsZero() {
-		return protocol.InvalidCommand("a usage record needs a non-zero delta").At("/payload/usageDelta")
-	}
+	pl := c.payload.(*protocol.RecordResourceUsagePayload)
 	session := uint64(0)
 	if c.cmd.SessionEpoch != nil {
 		session = *c.cmd.SessionEpoch
@@ -28,26 +22,23 @@ func (s *Service) recordUsage(c *call, gs *groupState, p *pending) error {
 	return s.charge(gs, w, c.cmd.Actor, pl.OwnershipEpoch, pl.LeaseID, pl.UsageDelta, session, session, p)
 }
 
-// charge adds delta to a WorkItem's usage after checking the contract's and
-// the Mission's budgets, and drafts the usage event. It changes nothing on
-// refusal.
+// charge adds delta to a WorkItem's usage after checking the contract's,
+// the Mission's and the ancestors' budgets (group/budget.go), and drafts
+// the usage event. It changes nothing on refusal.
 func (s *Service) charge(gs *groupState, w *group.WorkItem, actor protocol.Actor, epoch uint64, leaseID string, delta protocol.Usage, historical, reconciling uint64, p *pending) error {
 	used := gs.usage[w.WorkItemID].Add(delta)
-	if dim := w.Contract.Budgets.Exceeded(used); dim != "" {
-		return protocol.WithDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "work item %s would exceed its %s budget", w.WorkItemID, dim), "dimension", dim, "scope", "workItem")
+	if err := group.CheckItemBudget(w, used); err != nil {
+		return err
 	}
 	if m := gs.g.Mission; m != nil && m.Budgets != nil {
-		if dim := m.Budgets.Exceeded(gs.subtreeUsage().Add(delta)); dim != "" {
-			return protocol.WithDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "mission")
+		if err := group.CheckMissionBudget(m, gs.subtreeUsage().Add(delta), false); err != nil {
+			return err
 		}
 	}
 	if err := s.chargeAncestors(gs, delta, p); err != nil {
 		return err
 	}
-	d := group.EventDraft{Type: protocol.EvtResourceUsageRecorded, Aggregate: protocol.Aggregate{Kind: protocol.AggregateWorkItem, ID: w.WorkItemID}, Revision: w.Revision + 1, Actor: actor, Payload: &group.UsageRecorded{
-		WorkRef: group.WorkRef{WorkItemID: w.WorkItemID, State: w.State}, OwnershipEpoch: epoch, LeaseID: leaseID, UsageDelta: delta, UsedTotal: used,
-		HistoricalSessionEpoch: historical, ReconcilingSessionEpoch: reconciling,
-	}}
+	d := group.UsageDraft(w, actor, epoch, leaseID, delta, used, historical, reconciling)
 	if err := gs.g.FoldAll([]group.EventDraft{d}, p.now.Time); err != nil {
 		return err
 	}
@@ -103,11 +94,9 @@ func (s *Service) chargeAncestors(gs *groupState, delta protocol.Usage, p *pendi
 			return protocol.Errorf(protocol.CodeInternalError, "ancestor Group %s is busy; retry", ags.id)
 		}
 		p.ancestors = append(p.ancestors, &ancestorCharge{gs: ags, descendants: ags.descendants.Add(delta)})
-		if m := ags.g.Mission; m != nil && m.Budgets != nil {
-			if dim := m.Budgets.Exceeded(ags.subtreeUsage().Add(delta)); dim != "" {
-				s.releaseAncestors(p)
-				return protocol.WithDetails(protocol.Errorf(protocol.CodeBudgetExceeded, "ancestor mission %s would exceed its %s budget", m.MissionID, dim), "dimension", dim, "scope", "ancestorMission", "missionId", m.MissionID)
-			}
+		if err := group.CheckMissionBudget(ags.g.Mission, ags.subtreeUsage().Add(delta), true); err != nil {
+			s.releaseAncestors(p)
+			return err
 		}
 	}
 	return nil

@@ -129,7 +129,7 @@ func (v *view) itemOf(fe group.Event) *group.WorkItem {
 func (v *view) note(ev *protocol.Event, fe group.Event, before *group.WorkItem) {
 	switch p := fe.Payload.(type) {
 	case *protocol.Membership:
-		v.members[p.Principal] = *p
+		v.members[p.Principal] = group.MembershipAfter(ev.Type, *p)
 	case *group.ArtifactPublished:
 		v.manifests[[2]string{p.Manifest.WorkItemID, p.Manifest.ContentHash}] = p.Manifest
 		v.published[p.Manifest.ContentHash] = true

@@ -18,6 +18,11 @@
 // generated from them. Who may send each command and from which states is
 // protocol.Commands, read here by the guards.
 //
-// Not decided here yet: memberships, messages, artifacts, policy grants,
-// budgets and snapshots (authority-lite's service).
+// Beside the state machines, the authority's other rules are here as a
+// decision returning the event and a fold applying it: memberships and
+// delegations (members.go), messages (messages.go), cooperation-override
+// grants (grants.go), artifact publication (artifacts.go) and budgets
+// (budget.go). What they read of the Organization comes in through
+// Directory. Not decided here: snapshots and the archive, the counted
+// policy limits and rates (authority-lite's service).
 package group

@@ -105,6 +105,7 @@ type scenario struct {
 	leases map[string][]string // per WorkItem, lease ids in the order issued
 	offers map[string][]string // per WorkItem, offer ids in the order made
 	ckpts  map[string]int      // per WorkItem, checkpoints taken
+	side   *side               // memberships, messages, grants, artifacts, usage
 }
 
 func newScenario(t *testing.T) *scenario {
@@ -114,6 +115,7 @@ func newScenario(t *testing.T) *scenario {
 		leases: map[string][]string{},
 		offers: map[string][]string{},
 		ckpts:  map[string]int{},
+		side:   newSide(),
 	}
 }
 

@@ -68,6 +68,15 @@ func loadConformanceManifest(t *testing.T) conformanceManifest {
 // "N valid, M invalid" (README.md).
 var conformanceCounts = regexp.MustCompile(`(\d+) (?:documents expected )?valid(?:,| and) (\d+) (?:expected )?invalid`)
 
+func statusText(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "status.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
 func readmeText(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
@@ -147,6 +156,7 @@ func TestConformanceManifest(t *testing.T) {
 	for _, doc := range []struct{ name, text string }{
 		{"manifest.json description", m.Description},
 		{"README.md", readmeText(t)},
+		{"docs/status.md", statusText(t)},
 	} {
 		got := conformanceCounts.FindStringSubmatch(doc.text)
 		if got == nil {

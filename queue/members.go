@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -37,10 +38,7 @@ func (s *stepper) membership(f *fact, p *protocol.Membership) *protocol.Error {
 	if p.Principal.ID == "" {
 		return missing(f, "principal")
 	}
-	st := p.State
-	if f.Type == protocol.EvtMembershipEnded && st == protocol.MembershipActive {
-		st = protocol.MembershipEnded
-	}
+	st := group.MembershipAfter(f.Type, *p).State
 	s.members = append(s.members, Member{Principal: p.Principal, Epoch: p.MembershipEpoch, State: st, UpdatedSeq: f.Seq})
 	return nil
 }
