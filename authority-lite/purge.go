@@ -231,6 +231,10 @@ func (s *Service) purge(id string) error {
 		}
 	}
 	s.mu.Unlock()
+	// Wake every stream still waiting on it: each reads GROUP_NOT_FOUND
+	// and ends, instead of holding the deleted state (its tail among it)
+	// for as long as its connection lasts.
+	gs.notify()
 	for _, d := range files {
 		if path, err := s.snapshotPath(d); err == nil {
 			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {

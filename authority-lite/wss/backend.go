@@ -59,6 +59,17 @@ type ChangeNotifier interface {
 	OnChange(groupID string, after uint64, fn func()) (cancel func())
 }
 
+// Closer is what a Backend may add so a stream ends once it has sent a
+// Group's last event ever (an archived Group takes no more commands): a
+// connection then keeps nothing for a Group that is over, though the
+// binding has no UNSUBSCRIBE and a worker that forgot the Group never
+// subscribes it again on that connection.
+type Closer interface {
+	// Closed reports the Group's last sequence when its log is closed for
+	// good; ok is false while it may still grow (or is unknown).
+	Closed(groupID string) (last uint64, ok bool)
+}
+
 // MemberGroups is what a Backend may add so the server tells each agent
 // its Groups (ours, docs/wire.md; spec 17 has no frame for it): the HELLO
 // answer lists them and a GROUPS frame follows every change.

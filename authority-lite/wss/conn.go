@@ -39,9 +39,8 @@ type conn struct {
 	cmds  *commandLanes
 	slot  *limitedConn // the accepted connection's slot; nil outside Serve
 
-	streams map[string]bool // Groups subscribed, owned by the reader
-	dlv     *delivery
-	wg      sync.WaitGroup // the delivery loop, its waits and command lanes
+	dlv *delivery
+	wg  sync.WaitGroup // the delivery loop, its waits and command lanes
 
 	// lastFrame is when the reader last finished handling a frame (Unix
 	// nanoseconds, real time); inFrame is 1 while it handles one. A
@@ -68,11 +67,10 @@ func newConn(s *Server, ws *websocket.Conn, start time.Time, ip string, slot *li
 	ids := newFrameIDs()
 	c := &conn{
 		b: s.b, opts: s.opts, hooks: &s.hooks, log: s.log, ws: ws, ids: ids,
-		out:     newOutbox(s.opts.SendBuffer, controlCap),
-		live:    newLiveness(start, s.opts),
-		streams: map[string]bool{},
-		dlv:     newDelivery(),
-		slot:    slot,
+		out:  newOutbox(s.opts.SendBuffer, controlCap),
+		live: newLiveness(start, s.opts),
+		dlv:  newDelivery(),
+		slot: slot,
 	}
 	c.sess = newSession(s.b, ids, s.opts.MaxFrameBytes, s.log)
 	c.sess.limits = sessionLimits{
@@ -285,12 +283,11 @@ func (c *conn) watchGroups(ctx context.Context, mg MemberGroups) {
 
 // startStream starts or restarts one Group's stream from sub.after.
 func (c *conn) startStream(ctx context.Context, sub subscription) {
-	if !c.streams[sub.groupID] && len(c.streams) >= c.opts.MaxGroups {
+	if !c.out.streams(sub.groupID) && c.out.streamCount() >= c.opts.MaxGroups {
 		e := protocol.Errorf(protocol.CodeRateLimited, "this connection already streams %d groups", c.opts.MaxGroups)
 		c.out.pushControl(ctx, encodeError(c.ids.next(), withDetail(WireError(e, sub.frameID, ""), "groupId", sub.groupID)))
 		return
 	}
-	c.streams[sub.groupID] = true
 	c.dlv.start(sub, c.out.reset(sub.groupID))
 }
 

@@ -99,3 +99,116 @@ func TestServeStreamsWithoutNotifier(t *testing.T) {
 		t.Fatalf("live events %v, want grp-a/4 and grp-b/4", got)
 	}
 }
+
+// purge deletes a Group as the Service's purge does: its reads answer
+// GROUP_NOT_FOUND and every stream waiting on it is woken.
+func (f *fakeBackend) purge(groupID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.eventsErr[groupID] = protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
+	g := f.groups[groupID]
+	close(g.changed)
+	g.changed = make(chan struct{})
+	for id, fn := range g.waiters {
+		delete(g.waiters, id)
+		fn()
+	}
+}
+
+// A stream that ends (its Group purged: GROUP_NOT_FOUND) gives back what
+// the connection kept for it, so MaxGroups counts the Groups streamed
+// now, not every Group the connection ever streamed: a long-lived worker
+// connection that follows one Mission after another could otherwise not
+// SUBSCRIBE a new Group after MaxGroups of them, however many ended.
+func TestServeEndedStreamsFreeTheirPlace(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			fb := newFakeBackend(t)
+			key := fb.addAgent(t, "w1", 3)
+			for _, g := range []string{"grp-a", "grp-b", "grp-c"} {
+				fb.addGroup(g, "w1")
+				fb.appendEvents(t, g, 1, protocol.EvtMessagePosted, "")
+			}
+			var b Backend = fb
+			if plain {
+				b = plainBackend{fb}
+			}
+			url, _ := startServer(t, b, Options{MaxGroups: 2}, nil)
+			c := openClient(t, url, fb, key, testNonce, nil)
+			subscribeAll(c, []string{"grp-a", "grp-b"})
+			readEvents(t, c, 2)
+			fb.purge("grp-a")
+			if e, ok := c.read().(*protocol.ErrorFrame); !ok || e.Error.Code != protocol.CodeGroupNotFound || e.Error.Details["groupId"] != "grp-a" {
+				t.Fatalf("want ERROR GROUP_NOT_FOUND for grp-a, got %#v", e)
+			}
+			c.send(`{"type":"SUBSCRIBE","frameId":"s2","groups":[{"groupId":"grp-c","afterSequence":0}]}`)
+			if g, seq, ok := eventSeq(c.read()); !ok || g != "grp-c" || seq != 1 {
+				t.Fatal("grp-c not streamed after grp-a's stream ended: the connection still counts it")
+			}
+			// Two streams run again: a third Group is still refused.
+			c.send(`{"type":"SUBSCRIBE","frameId":"s3","groups":[{"groupId":"grp-a","afterSequence":0}]}`)
+			if e, ok := c.read().(*protocol.ErrorFrame); !ok || e.Error.Code != protocol.CodeRateLimited {
+				t.Fatalf("want RATE_LIMITED past MaxGroups, got %#v", e)
+			}
+		})
+	}
+}
+
+// closingBackend is the fake with wss.Closer: a Group marked closed takes
+// no more events (an archived Group, for the Service).
+type closingBackend struct {
+	*fakeBackend
+	closed map[string]bool // under fakeBackend.mu
+}
+
+func (b closingBackend) Closed(groupID string) (uint64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed[groupID] {
+		return 0, false
+	}
+	return uint64(len(b.groups[groupID].events)), true
+}
+
+// A stream ends once it has sent a closed Group's last event, live (its
+// group.archived just appended) or at the end of its replay, and frees
+// its place: a worker connection that outlives many Missions keeps
+// nothing for the Groups that are over, though it never unsubscribes.
+func TestServeClosedGroupStreamEnds(t *testing.T) {
+	fb := newFakeBackend(t)
+	key := fb.addAgent(t, "w1", 3)
+	for _, g := range []string{"grp-a", "grp-b", "grp-c"} {
+		fb.addGroup(g, "w1")
+		fb.appendEvents(t, g, 1, protocol.EvtMessagePosted, "")
+	}
+	b := closingBackend{fb, map[string]bool{}}
+	url, _ := startServer(t, b, Options{MaxGroups: 1}, nil)
+	c := openClient(t, url, fb, key, testNonce, nil)
+	subscribeAll(c, []string{"grp-a"})
+	readEvents(t, c, 1)
+	fb.mu.Lock()
+	b.closed["grp-a"] = true
+	fb.mu.Unlock()
+	fb.appendEvents(t, "grp-a", 1, protocol.EvtGroupArchived, "")
+	if g, seq, ok := eventSeq(c.read()); !ok || g != "grp-a" || seq != 2 {
+		t.Fatalf("want grp-a's group.archived, got %s/%d", g, seq)
+	}
+	// grp-b's stream may start only once grp-a's ended.
+	fb.mu.Lock()
+	b.closed["grp-b"] = true
+	fb.mu.Unlock()
+	c.send(`{"type":"SUBSCRIBE","frameId":"s2","groups":[{"groupId":"grp-b","afterSequence":0}]}`)
+	if g, seq, ok := eventSeq(c.read()); !ok || g != "grp-b" || seq != 1 {
+		t.Fatal("grp-b not streamed: grp-a's stream still counts after its last event")
+	}
+	// grp-b was closed already: its stream ended with its replay.
+	c.send(`{"type":"SUBSCRIBE","frameId":"s3","groups":[{"groupId":"grp-c","afterSequence":0}]}`)
+	if g, seq, ok := eventSeq(c.read()); !ok || g != "grp-c" || seq != 1 {
+		t.Fatal("grp-c not streamed: grp-b's stream still counts after its replay")
+	}
+	// grp-c is open: its stream runs on and counts.
+	c.send(`{"type":"SUBSCRIBE","frameId":"s4","groups":[{"groupId":"grp-a","afterSequence":2}]}`)
+	if e, ok := c.read().(*protocol.ErrorFrame); !ok || e.Error.Code != protocol.CodeRateLimited {
+		t.Fatalf("want RATE_LIMITED past MaxGroups, got %#v", e)
+	}
+}

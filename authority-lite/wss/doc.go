@@ -83,7 +83,11 @@
 // its stream from the new position; frames of the replaced stream still
 // queued are dropped. CURSOR_TOO_OLD (or any other Events error) is sent as
 // an ERROR naming the Group, with the Backend's details (the snapshot
-// reference), and that Group is no longer streamed.
+// reference), and that Group is no longer streamed. A stream that ends
+// (that way, or having sent a closed Group's last event: Closer) gives
+// back its lane and its place under Options.MaxGroups, so a connection
+// keeps nothing for a Group that is over though the binding has no
+// UNSUBSCRIBE.
 //
 // Filters follow spec 17.2 literally: an attention filter changes live
 // delivery only, so replay (the events stored when the stream first caught

@@ -140,7 +140,7 @@ func (f *fakeBackend) appendSigned(groupID string, typ protocol.EventType, workI
 	defer f.mu.Unlock()
 	g := f.groups[groupID]
 	seq := uint64(len(g.events) + 1)
-	agg, payload := fakeAggregatePayload(typ, workItem, seq, f.clock.Now())
+	agg, payload := fakeAggregatePayload(typ, groupID, workItem, seq, f.clock.Now())
 	ev := &protocol.Event{
 		EventID: fmt.Sprintf("evt-%s-%d", groupID, seq), GroupID: groupID, Sequence: protocol.Uint64(seq),
 		Aggregate: agg, Revision: protocol.Uint64(seq), Type: typ,
@@ -159,7 +159,7 @@ func (f *fakeBackend) appendSigned(groupID string, typ protocol.EventType, workI
 
 // fakeAggregatePayload gives an event of typ the aggregate and a payload
 // its schema accepts (frames are checked against websocket-frame.schema.json).
-func fakeAggregatePayload(typ protocol.EventType, workItem string, seq uint64, now time.Time) (*protocol.Aggregate, json.RawMessage) {
+func fakeAggregatePayload(typ protocol.EventType, groupID, workItem string, seq uint64, now time.Time) (*protocol.Aggregate, json.RawMessage) {
 	at := protocol.NewTime(now)
 	var p any
 	switch typ {
@@ -167,6 +167,9 @@ func fakeAggregatePayload(typ protocol.EventType, workItem string, seq uint64, n
 		id := fmt.Sprintf("msg-%d", seq)
 		return &protocol.Aggregate{Kind: protocol.AggregateMessage, ID: id}, mustJSON(map[string]any{
 			"messageId": id, "author": protocol.Actor{Kind: protocol.ActorService, ID: "authority-1"}, "text": "hello", "state": "posted"})
+	case protocol.EvtGroupArchived:
+		return &protocol.Aggregate{Kind: protocol.AggregateGroup, ID: groupID}, mustJSON(map[string]any{"snapshot": protocol.SnapshotRef{
+			SnapshotID: "snap-" + groupID, GroupID: groupID, Sequence: seq - 1, Digest: protocol.Digest([]byte("snapshot")), URI: "mwp://snapshots/snap-" + groupID}})
 	case protocol.EvtWorkStarted:
 		p = map[string]any{"workItemId": workItem, "state": "active",
 			"lease": protocol.ExecutionLease{LeaseID: "lse-" + workItem, AgentID: "w1", SessionEpoch: 3, WorkItemID: workItem, OwnershipEpoch: 1,

@@ -21,6 +21,7 @@ type outbox struct {
 	groups    map[string]*lane
 	ready     []*lane // lanes holding frames, in round-robin order
 	groupCap  int
+	gen       uint64 // the last generation given to a lane, of any Group
 	final     []byte // sent once control has drained; then the writer stops
 	finishing bool   // group frames are dropped, only control and final go out
 	closed    bool   // nothing more is accepted
@@ -34,6 +35,7 @@ type lane struct {
 	head   int
 	n      int
 	queued bool          // in outbox.ready
+	ended  bool          // its stream ended: removed once drained (remove)
 	space  chan struct{} // closed when a full lane drains to half; nil if nobody waits
 }
 
@@ -134,9 +136,42 @@ func (o *outbox) reset(groupID string) uint64 {
 		l = &lane{key: groupID, buf: make([][]byte, o.groupCap)}
 		o.groups[groupID] = l
 	}
-	l.gen++
+	// Generations never repeat, even for a lane removed and made again.
+	o.gen++
+	l.gen, l.ended = o.gen, false
 	o.dropLocked(l)
 	return l.gen
+}
+
+// remove deletes a Group's lane once its stream of generation gen ended
+// and the frames it queued are written (pop), unless a later reset gave
+// the lane a newer one: a connection keeps lanes for the streams it runs,
+// not for every Group it ever streamed.
+func (o *outbox) remove(groupID string, gen uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l, ok := o.groups[groupID]; ok && l.gen == gen {
+		l.ended = true
+		if l.n == 0 {
+			o.dropLocked(l)
+			delete(o.groups, groupID)
+		}
+	}
+}
+
+// streams reports whether a Group has a lane: its stream runs.
+func (o *outbox) streams(groupID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.groups[groupID]
+	return ok
+}
+
+// streamCount is how many Groups have a lane.
+func (o *outbox) streamCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.groups)
 }
 
 // dropLocked empties l, takes it out of the round robin and wakes waiters.
@@ -182,6 +217,9 @@ func (o *outbox) pop() (frame []byte, last, ok bool) {
 		o.ready = append(o.ready, l)
 	} else {
 		l.queued = false
+		if l.ended && o.groups[l.key] == l {
+			delete(o.groups, l.key)
+		}
 	}
 	if l.space != nil && l.n <= len(l.buf)/2 {
 		close(l.space)

@@ -105,6 +105,7 @@ type streamState struct {
 	held       []StoredEvent
 	short      bool // held came back shorter than a batch: replay is over after it
 	paused     bool // the lane was full at the last push
+	archived   bool // a group.archived went by: the log may be closed (Closer)
 	lastNotice time.Time
 	stop       func() // cancels the pending wait; nil when none
 }
@@ -159,6 +160,7 @@ func (c *conn) deliver(ctx context.Context) {
 		if !c.step(ctx, st) {
 			st.cancelWait()
 			delete(streams, g)
+			c.out.remove(g, st.gen) // unless a new SUBSCRIBE restarted it
 		}
 		if ctx.Err() != nil {
 			return
@@ -199,12 +201,20 @@ func (c *conn) step(ctx context.Context, st *streamState) bool {
 			}
 			st.after = ev.Sequence
 		}
+		st.archived = st.archived || ev.Type == protocol.EvtGroupArchived
 		st.held = st.held[1:]
 	}
 	st.held = nil
 	if !st.short {
 		c.dlv.fire(g) // the next batch, after the Groups already waiting
 		return true
+	}
+	// Asked when replay ends and after a group.archived went by, not at
+	// every live step (Closed may take the Group's lock).
+	if cl, ok := c.b.(Closer); ok && (!st.live || st.archived) {
+		if last, ok := cl.Closed(g); ok && st.after >= last {
+			return false // everything sent: nothing more will ever come
+		}
 	}
 	st.live = true
 	if n, ok := c.b.(ChangeNotifier); ok {

@@ -67,13 +67,14 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "archive-after", Usage: "the embedded authority archives a finished Group once its last event is this old, as authority serve's (0: never)"},
 			&cli.DurationFlag{Name: "purge-after", Usage: "the embedded authority deletes an archived Group this long after its archive, as authority serve's (0: never; needs --archive-after)"},
 			&cli.DurationFlag{Name: "forget-grace", Usage: "each worker forgets a finished Group after this grace, as run's (0: never)", Value: runtime.DefaultForgetGrace},
+			&cli.StringFlag{Name: "heap-profile", Usage: "soak: write a heap profile (after a forced collection) to `DIR`/heap-<n>-<seconds>s.pb.gz with every reading, to diff with go tool pprof -base"},
 			&cli.StringFlag{Name: "authority-metrics", Usage: "soak with --authority: `URL` of its /metrics (authority serve --metrics-listen), to read its heap, goroutines and files"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.IsSet("duration") {
 				return soak(ctx, cmd)
 			}
-			for _, f := range []string{"rate", "items-per-group", "interval", "warmup", "authority-metrics"} {
+			for _, f := range []string{"rate", "items-per-group", "interval", "warmup", "authority-metrics", "heap-profile"} {
 				if cmd.IsSet(f) {
 					return usagef(cmd, "--%s is only for a soak (--duration)", f)
 				}

@@ -36,7 +36,8 @@ func soak(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg := bench.SoakConfig{Tune: tune, Duration: d, Rate: cmd.Float("rate"), ItemsPerGroup: int(cmd.Int("items-per-group")), Groups: int(cmd.Int("groups")),
 		Workers: int(cmd.Int("workers")), Slots: int(cmd.Int("slots")), Fsync: cmd.Bool("fsync"), Dir: cmd.String("dir"),
-		ItemTimeout: cmd.Duration("item-timeout"), Interval: cmd.Duration("interval"), Warmup: warmup}
+		ItemTimeout: cmd.Duration("item-timeout"), Interval: cmd.Duration("interval"), Warmup: warmup,
+		HeapProfileDir: cmd.String("heap-profile")}
 	remote, err := benchRemote(cmd)
 	if err != nil {
 		return err

@@ -148,6 +148,7 @@ func TestBenchSoakBadFlags(t *testing.T) {
 	}{
 		{[]string{"--duration", "1m", "--items", "5"}, 2, "--items is for a run of a fixed number of items"},
 		{[]string{"--rate", "3"}, 2, "--rate is only for a soak (--duration)"},
+		{[]string{"--heap-profile", "profiles"}, 2, "--heap-profile is only for a soak (--duration)"},
 		{[]string{"--duration", "1m", "--authority-metrics", "http://127.0.0.1:1/metrics"}, 2, "--authority-metrics is only for a run against a running authority"},
 		{[]string{"--duration", "1m", "--rate", "0"}, 1, "--rate must be positive"},
 		{[]string{"--duration", "10s", "--warmup", "10s"}, 1, "--warmup 10s must be at least 0 and shorter than --duration 10s"},

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,7 +60,17 @@ type SoakConfig struct {
 	SettleFinished bool
 	// OnSample is given every reading as it is taken (the final one too).
 	OnSample func(Sample)
+	// HeapProfileDir, when set, gets a heap profile with every reading
+	// (heap-<n>-<seconds>s.pb.gz, n counting the readings from 0, after the
+	// reading's forced collection), to
+	// diff with go tool pprof -base; the profile then samples every
+	// HeapProfileRate bytes allocated instead of the runtime's 512 KiB.
+	HeapProfileDir string
 }
+
+// HeapProfileRate is runtime.MemProfileRate while a soak writes heap
+// profiles: fine enough to see a map that grows by a few KiB a Mission.
+const HeapProfileRate = 8 << 10
 
 // Check reports the first bad field of c.
 func (c SoakConfig) Check() error {
@@ -159,6 +171,12 @@ func Soak(ctx context.Context, cfg SoakConfig) (*Sample, error) {
 		return nil, err
 	}
 	defer cleanup()
+	if cfg.HeapProfileDir != "" {
+		if err := os.MkdirAll(cfg.HeapProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("heap profiles: %w", err)
+		}
+		goruntime.MemProfileRate = HeapProfileRate
+	}
 	// No Group at set-up: each Mission opens its own as it comes.
 	r, err := setup(ctx, Config{Lanes: MaxLanes, Workers: cfg.Workers, Slots: cfg.Slots, Fsync: cfg.Fsync, ItemTimeout: cfg.ItemTimeout,
 		Logger: cfg.Logger, Remote: cfg.Remote, Tune: cfg.Tune}, dir)
@@ -203,6 +221,7 @@ type soak struct {
 	late     time.Duration   // the most an item started late since the last reading
 	lat      []time.Duration // items completed since the last reading
 	samples  []Sample        // taken while it runs
+	profiles int             // heap profiles written (read: one reading at a time)
 	sampling sync.Mutex      // one reading at a time, reported in order
 }
 
@@ -584,6 +603,13 @@ func (s *soak) read(ctx context.Context, kind string) (Sample, error) {
 	if sm.Process, err = readProcess(); err != nil {
 		return sm, err
 	}
+	if s.cfg.HeapProfileDir != "" {
+		name := fmt.Sprintf("heap-%03d-%05.0fs.pb.gz", s.profiles, max(sm.Seconds, 0))
+		s.profiles++
+		if err := writeHeapProfile(filepath.Join(s.cfg.HeapProfileDir, name)); err != nil {
+			return sm, err
+		}
+	}
 	if sm.Authority, err = s.r.auth.usage(ctx); err != nil {
 		return sm, fmt.Errorf("authority's usage: %w", err)
 	}
@@ -628,4 +654,21 @@ func (s *soak) notes(f Sample) []string {
 		out = append(out, fmt.Sprintf("growth: %d readings after the warm-up, so no slope after it (a longer --duration or a shorter --interval or --warmup)", f.Growth.Samples))
 	}
 	return out
+}
+
+// writeHeapProfile writes the heap profile as of the collection just
+// forced (readProcess) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	err = pprof.Lookup("heap").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -234,10 +236,26 @@ func TestSoakMissions(t *testing.T) {
 	var tunedAuthority, tunedWorkers []string
 	tune := &Tuning{Authority: func(c *embed.Config) { tunedAuthority = append(tunedAuthority, filepath.Base(c.Dir)) },
 		Worker: func(c *runtime.WorkerConfig) { tunedWorkers = append(tunedWorkers, c.AgentID) }}
+	rate := goruntime.MemProfileRate
+	t.Cleanup(func() { goruntime.MemProfileRate = rate })
+	profiles := filepath.Join(t.TempDir(), "profiles")
 	final, err := Soak(context.Background(), SoakConfig{Rate: 500, ItemsPerGroup: 6, Groups: 1, Workers: 2, Slots: 4, Interval: time.Hour,
-		StopAfterGroups: 4, MarkEveryGroups: 2, Dir: t.TempDir(), Tune: tune, OnSample: func(s Sample) { samples = append(samples, s) }})
+		StopAfterGroups: 4, MarkEveryGroups: 2, Dir: t.TempDir(), Tune: tune, OnSample: func(s Sample) { samples = append(samples, s) },
+		HeapProfileDir: profiles})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// One heap profile a reading, named in order.
+	var names []string
+	if es, err := os.ReadDir(profiles); err == nil {
+		for _, e := range es {
+			if b, err := os.ReadFile(filepath.Join(profiles, e.Name())); err == nil && len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b {
+				names = append(names, e.Name()[:len("heap-000")])
+			}
+		}
+	}
+	if !slices.Equal(names, []string{"heap-000", "heap-001", "heap-002"}) {
+		t.Fatalf("heap profiles %v, want one gzip file per reading", names)
 	}
 	if !slices.Equal(tunedAuthority, []string{"authority"}) || !slices.Equal(tunedWorkers, []string{"w1", "w2"}) {
 		t.Fatalf("tuned the authority %v, the workers %v", tunedAuthority, tunedWorkers)

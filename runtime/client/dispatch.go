@@ -178,6 +178,13 @@ func (s *session) onError(f *protocol.ErrorFrame) error {
 
 // onGroupError handles an ERROR about one Group's subscription.
 func (s *session) onGroupError(g string, e *protocol.Error) error {
+	if s.c.isDropped(g) {
+		// The end of a forgotten Group's stream (the authority purged it:
+		// GROUP_NOT_FOUND) is no refusal to subscribe again after.
+		delete(s.subscribed, g)
+		s.gaps.forget(g)
+		return nil
+	}
 	switch e.Code {
 	case protocol.CodeCursorTooOld:
 		ref, ok := group.SnapshotRefOf(e)

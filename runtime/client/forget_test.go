@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 )
 
@@ -85,5 +86,47 @@ func TestDroppedGroupStreamIsIgnored(t *testing.T) {
 	}
 	if len(again) != 0 || slices.Contains(store.GroupIDs(), "grp-a") || r.st.count(StateGroupRejected) != 0 {
 		t.Fatalf("a dropped Group came back: SUBSCRIBE after %v, stored %v, states %v", again, store.GroupIDs(), r.st.all)
+	}
+}
+
+// The stream of a Group the worker forgot ends with GROUP_NOT_FOUND once
+// the authority purges it. That is no refusal: the Group is not marked
+// rejected (which subscribed it again with back-off, and kept it in the
+// rejected set for good), while the same ERROR about a Group still
+// followed is.
+func TestDroppedGroupErrorIsIgnored(t *testing.T) {
+	noLeaks(t)
+	fs := newFakeServer(t, nil)
+	fs.setLog("grp-a", groupLog(t, "grp-a", 3))
+	fs.setLog("grp-b", groupLog(t, "grp-b", 2))
+	store := openStore(t, t.TempDir())
+	defer store.Close()
+	r := startClient(t, fs, Config{Store: store, Groups: []string{"grp-a", "grp-b"}})
+	waitFor(t, r.sig, "caught up", func() bool { return store.Cursor("grp-a") == 3 && store.Cursor("grp-b") == 2 })
+	r.c.DropGroup("grp-a")
+	if err := store.Forget("grp-a"); err != nil {
+		t.Fatal(err)
+	}
+	fs.mu.Lock()
+	var sc *serverConn
+	for c := range fs.conns {
+		sc = c
+	}
+	fs.mu.Unlock()
+	for _, g := range []string{"grp-a", "grp-b"} { // in order: grp-b's answer comes after grp-a's
+		e := protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", g)
+		e.Details = map[string]any{"groupId": g}
+		sc.control(protocol.ErrorFrame{Type: protocol.FrameError, FrameID: "s-gone-" + g, Error: e})
+	}
+	waitFor(t, r.sig, "grp-b rejected", func() bool { return r.st.count(StateGroupRejected) > 0 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	for _, ch := range r.st.all {
+		if ch.State == StateGroupRejected && ch.GroupID != "grp-b" {
+			t.Fatalf("states %v: the forgotten grp-a was rejected", r.st.all)
+		}
 	}
 }
