@@ -127,21 +127,8 @@ func Admit(in AdmissionInput) AdmissionDecision {
 	if len(in.Contract.RequiredCapabilities) == 0 {
 		return refuse(protocol.RejectCapability, "the contract names no required capability")
 	}
-	for _, req := range in.Contract.RequiredCapabilities {
-		offered := ""
-		for _, c := range in.Capabilities {
-			if c.ID == req.ID && slots.VersionSatisfies(c.Version, req.Version) {
-				offered = c.Version
-				break
-			}
-		}
-		if offered == "" {
-			return refuse(protocol.RejectCapability, "no capability %s in version %s", req.ID, req.Version)
-		}
-		b.CapabilityMatches = append(b.CapabilityMatches, protocol.CapabilityMatch{ID: req.ID, Required: req.Version, Offered: offered})
-		if r, ok := in.Reliability[req.ID]; ok {
-			b.ReliabilityEvidence = append(b.ReliabilityEvidence, r)
-		}
+	if missing := matchCapabilities(in, &b); missing != "" {
+		return refuse(protocol.RejectCapability, "no capability %s", missing)
 	}
 
 	// Extensions: every critical one the contract depends on is known.
@@ -195,6 +182,29 @@ func Admit(in AdmissionInput) AdmissionDecision {
 		return refuse(protocol.RejectBudget, "%s: %g expected on top of %g held by accepted items exceeds the worker's limit %g", dim, used, held, limit)
 	}
 	return AdmissionDecision{Basis: b}
+}
+
+// matchCapabilities records in b how each required capability is matched
+// and the track record of each; it returns the first one the worker lacks
+// ("ID in version V"), "" when none.
+func matchCapabilities(in AdmissionInput, b *protocol.SelectionBasis) string {
+	for _, req := range in.Contract.RequiredCapabilities {
+		offered := ""
+		for _, c := range in.Capabilities {
+			if c.ID == req.ID && slots.VersionSatisfies(c.Version, req.Version) {
+				offered = c.Version
+				break
+			}
+		}
+		if offered == "" {
+			return req.ID + " in version " + req.Version
+		}
+		b.CapabilityMatches = append(b.CapabilityMatches, protocol.CapabilityMatch{ID: req.ID, Required: req.Version, Offered: offered})
+		if r, ok := in.Reliability[req.ID]; ok {
+			b.ReliabilityEvidence = append(b.ReliabilityEvidence, r)
+		}
+	}
+	return ""
 }
 
 // budgetsOf is a usage as budgets, every dimension present.

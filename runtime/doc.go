@@ -19,6 +19,16 @@
 // its first registration goes out of band: WorkerConfig.Enroll (the
 // embedded authority submits it in process) or `authority serve --enroll`.
 //
+// What an item's lifecycle calls for is decided by package runtime/item,
+// pure: lc.Step(item, input, now) → (item, effects). The engine feeds it
+// the store's view of an item after each transaction (sync), each
+// command's answer (onSent), each run's outcome (onOutcome), the outcomes
+// held while offline (onReconciled) and each command about to be sent
+// (pump), and carries out the effects (worker_effects.go); the rules are
+// tabled in runtime/item's doc.go and written as scenarios under its
+// testdata. Admission control, the renewed acceptance's admission,
+// starts, preemption and the offline pauses are still decided here.
+//
 // One goroutine owns the state (worker_engine.go): the scheduler, the
 // item records, the offline Monitor and the memberships (the epoch every
 // Command carries, from the store's view, which keeps them from membership
@@ -96,7 +106,10 @@
 // settled as that refusal). A refused work.submit is decided: refused
 // while the lease is ours (no artifacts, evidence short of the acceptance
 // criteria), the run fails with the refusal as its reason, releasing the
-// item; fenced, the run stops; refused for its state (or a conflict after
+// item; fenced, or once the worker's own clock has ended the lease, the
+// run stops and nothing more is sent (a submission, block or failure about
+// to go out under such a lease is withheld, as is a held outcome sent
+// after reconciliation); refused for its state (or a conflict after
 // which it no longer applies), it has moved on.
 // Status outcomes carry the decision.
 //

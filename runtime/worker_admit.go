@@ -19,10 +19,10 @@ func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.Wor
 	committed := 0
 	var held protocol.Usage
 	for _, x := range e.items {
-		if x.phase != phFinishing {
+		if x.Phase != phFinishing {
 			committed++
 		}
-		if x.key != k && x.phase != phFinishing {
+		if x.key != k && x.Phase != phFinishing {
 			held = held.Add(x.cost)
 		}
 	}

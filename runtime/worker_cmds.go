@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/runtime/client"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
@@ -57,7 +59,7 @@ func (e *engine) queueCmd(it *item, typ protocol.CommandType, payload any) {
 // signed now and delivered after a long outage would be stale, and
 // non-bufferable commands wait for reconciliation anyway (spec 11.5).
 func (e *engine) pump(it *item) {
-	for !it.sending && len(it.cmds) > 0 && e.mon.State() == stateOnline && e.fatal == nil {
+	for !it.Sending && len(it.cmds) > 0 && e.mon.State() == stateOnline && e.fatal == nil {
 		// A Group command needs the worker's current membership epoch:
 		// none known yet, or the one the authority just called stale, and
 		// it waits for the view (onApplied pumps again).
@@ -70,6 +72,9 @@ func (e *engine) pump(it *item) {
 		if !c.due(now) {
 			return // step pumps it again when the back-off has passed
 		}
+		if e.withhold(it, c, now) {
+			continue
+		}
 		if c.raw == nil {
 			c.expected = e.expectedRevision(it, c.typ)
 			raw, err := e.build(it, c.typ, c.payload, c.expected, now)
@@ -80,7 +85,7 @@ func (e *engine) pump(it *item) {
 			}
 			c.raw = raw
 		}
-		it.sending = true
+		it.Sending = true
 		e.inflight++
 		k, start := it.key, time.Now()
 		e.w.m.sending()
@@ -91,6 +96,32 @@ func (e *engine) pump(it *item) {
 			e.mb.post(msgSent{key: k, cmd: c, typ: c.typ, payload: c.payload, mepoch: mepoch, receipt: r, err: err})
 		}()
 	}
+}
+
+// withhold drops the head command unsent when lc says it must not go: a
+// submission, block or failure under a lease the worker's own clock has
+// ended. A finished item left with nothing to send is forgotten from the
+// loop (msgIdle), not from inside pump, whose callers still hold it.
+func (e *engine) withhold(it *item, c *itemCmd, now time.Time) bool {
+	in := lc.Due{Type: c.typ, Payload: c.payload, Online: e.mon.State() == stateOnline}
+	if lc.LeaseOf(c.payload) != "" {
+		in.Expires = e.leaseExpiry(it)
+	}
+	var effs []lc.Effect
+	it.Item, effs = lc.Step(it.core(), in, now)
+	if len(effs) == 0 {
+		return false
+	}
+	why := effs[0].(lc.Withhold).Why
+	e.log.Warn("command not sent: "+why, "type", c.typ, "item", it.key.sched(), "lease", it.LeaseID)
+	if c.typ == protocol.CmdWorkSubmit {
+		e.log_.decided(it.key, string(c.typ), SubmitLeaseLost)
+	}
+	it.cmds = it.cmds[1:]
+	if len(it.cmds) == 0 {
+		e.mb.post(msgIdle{it.key})
+	}
+	return true
 }
 
 // build signs an agent command about it with this session's epochs and
@@ -141,172 +172,37 @@ func (e *engine) onSent(m msgSent, now time.Time) {
 	if it == nil {
 		return
 	}
-	it.sending = false
-	if e.again(it, m, now) {
-		return
-	}
-	e.settle(it, m, now)
+	it.Sending = false
+	e.answer(it, m, false, now)
 }
 
-// settle takes an answered command off its item's chain and does what the
-// answer calls for.
-func (e *engine) settle(it *item, m msgSent, now time.Time) {
-	if len(it.cmds) > 0 && it.cmds[0] == m.cmd {
-		it.cmds = it.cmds[1:]
+// answer feeds an answer to the item's lifecycle (lc.Step) and carries
+// out what it decides. decided: a held revision conflict that no longer
+// applies, settled as the refusal it was.
+func (e *engine) answer(it *item, m msgSent, decided bool, now time.Time) {
+	head := len(it.cmds) > 0 && it.cmds[0] == m.cmd
+	in := lc.Answered{Type: m.typ, Payload: m.payload, Err: m.err, Head: head, Decided: decided,
+		Stale:           errors.Is(m.err, client.ErrStale),
+		Stopping:        e.sendCtx.Err() != nil || errors.Is(m.err, client.ErrNotRunning),
+		MembershipEpoch: m.mepoch, Tick: e.cfg.Tick, AgentID: e.cfg.AgentID, Draining: e.draining, Online: e.mon.State() == stateOnline}
+	if head {
+		in.Tries = m.cmd.tries
 	}
-	code := protocol.CodeOf(m.err)
-	if m.err != nil && !answered(m.err) {
-		// No answer (the worker is stopping, or its connection is gone
-		// for good): nothing was refused, and the command stays in the
-		// outbox for the next run.
-		e.log.Info("command unanswered", "type", m.typ, "item", m.key.sched(), "err", m.err)
-		e.next(it)
-		return
-	}
-	if m.err == nil {
-		it.sentApplied(m.receipt)
-	}
-	if m.err != nil {
-		e.log.Info("command refused", "type", m.typ, "item", m.key.sched(), "err", m.err)
-		if code == protocol.CodeAuthStaleSession && e.fatal == nil {
-			e.fatal = errSessionReplacedBy(m.err)
-		}
-	}
-	fenced := code == protocol.CodeWorkStaleOwnership || code == protocol.CodeWorkLeaseExpired || code == protocol.CodeAuthForbidden
-	if fenced {
-		e.w.m.fenced.WithLabelValues(string(code)).Inc()
-	}
-	switch m.typ {
-	case protocol.CmdWorkAcceptOffer:
-		if p, _ := m.payload.(*protocol.AcceptOfferPayload); p != nil && it.phase != phAccepting {
-			e.renewalAnswered(it, p.ContractRevision, m.err)
-			break
-		}
-		if m.err != nil {
-			e.log_.admissionErr(m.key, it.offerID, m.err)
-			if code == protocol.CodeRevisionConflict && it.phase == phAccepting {
-				// The contract was revised while the acceptance was out:
-				// judge the offer again on the revised contract.
-				e.drop(it)
-				if e.items[m.key] == nil {
-					e.sync(m.key)
-				}
-				break
-			}
-			e.refused[m.key] = refusal{offerID: it.offerID}
-			e.drop(it)
-		}
-	case protocol.CmdWorkStart:
-		if it.phase != phStarting {
-			break
-		}
-		if m.err != nil {
-			if fenced {
-				e.endRun(it, false, now)
-				e.drop(it)
-				break
-			}
-			e.endRun(it, true, now)
-			if detail(m.err, "reason") == "renewed_acceptance_required" {
-				// The contract was revised after this worker accepted it
-				// and the view did not show it: renew, then start.
-				it.phase, it.forceRenew = phQueued, true
-				e.sync(m.key)
-				break
-			}
-			if !answered(m.err) {
-				// No answer came (the connection went): back to the
-				// queue to be started again. Had the authority applied
-				// it, a new start is refused (the item is active) and
-				// nothing runs twice; the lease it granted is this
-				// session's and is adopted when the store shows it (sync).
-				it.phase = phQueued
-				e.sync(m.key)
-				break
-			}
-			// Not startable now (dependencies, approval, deadline):
-			// back to the queue, held until its view changes.
-			it.phase, it.hold = phQueued, true
-			e.holdGate(it, now)
-			break
-		}
-		e.sync(m.key) // the lease may already be in the store
-	case protocol.CmdLeaseRenew:
-		it.renewing = false
-		it.retryAt = now.Add(e.cfg.Tick)
-		if m.err == nil {
-			it.renewals++
-			e.w.m.renewals.WithLabelValues("renewed").Inc()
-			break
-		}
-		e.w.m.renewals.WithLabelValues("refused").Inc()
-		if fenced && it.phase == phRunning {
-			e.leaseLost(it, "renewal refused: "+string(code), now)
-		}
-	case protocol.CmdWorkCheckpoint:
-		e.log_.sent(m.key, string(m.typ), m.err)
-		e.releaseAfterCheckpoint(it, now)
-		if it.phase == phFinishing && m.err == nil && !e.draining {
-			it.phase, it.hold = phQueued, false
-			e.sync(m.key)
-		}
-	case protocol.CmdWorkSubmit:
-		e.log_.sent(m.key, string(m.typ), m.err)
-		if m.err == nil {
-			e.track(it, true)
-			break
-		}
-		e.submitRefused(it, m, now)
-	case protocol.CmdWorkBlock, protocol.CmdWorkFail:
-		e.log_.sent(m.key, string(m.typ), m.err)
-	case protocol.CmdArtifactPublish:
-		if m.err != nil {
-			e.log.Warn("artifact.publish refused", "item", m.key.sched(), "err", m.err)
-		}
-	}
-	e.next(it)
+	var effs []lc.Effect
+	it.Item, effs = lc.Step(it.core(), in, now)
+	e.carry(it, cause{m: &m}, effs, now)
 }
 
 // next sends the item's next command, or forgets a finished item whose
 // commands are all answered.
 func (e *engine) next(it *item) {
 	e.pump(it)
-	if it.phase == phFinishing && len(it.cmds) == 0 && !it.sending {
+	if it.Phase == phFinishing && len(it.cmds) == 0 && !it.Sending {
 		e.forget(it)
 		if !e.draining {
 			e.sync(it.key) // the authority may have queued it for us again
 		}
 	}
-}
-
-// renewalAnswered settles a renewed acceptance (spec 10.1). Accepted (or
-// already recorded: WORK_ALREADY_OWNED answers an owner whose accepted
-// revision is current), the item may start. Refused, it stays held and
-// is not sent again for that revision: a newer revision in between
-// (REVISION_CONFLICT) is judged when its event arrives, and any other
-// refusal ends when the authority moves the item.
-func (e *engine) renewalAnswered(it *item, rev uint64, err error) {
-	if code := protocol.CodeOf(err); err != nil && code != protocol.CodeWorkAlreadyOwned {
-		e.log.Warn("renewed acceptance refused", "item", it.key.sched(), "contractRevision", rev, "err", err)
-		return
-	}
-	it.reaccepted = max(it.reaccepted, rev)
-	if it.reaccepting == rev {
-		it.reaccepting = 0
-	}
-	if it.phase == phQueued {
-		e.sync(it.key)
-	}
-}
-
-// detail is one member of a protocol error's details, as a string.
-func detail(err error, key string) string {
-	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		return ""
-	}
-	s, _ := pe.Details[key].(string)
-	return s
 }
 
 // holdGate keeps a queued item from starting until its view changes.

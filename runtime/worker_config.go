@@ -184,25 +184,9 @@ func (c *WorkerConfig) UseInProcess(a InProcessAuthority) {
 // agent and WorkerConfig.Enroll is nil.
 var ErrNotRegistered = errors.New("runtime: the authority does not know this agent; enroll its Agent Card first")
 
-func (c *WorkerConfig) check() error {
-	switch {
-	case c.Dir == "":
-		return errors.New("runtime: WorkerConfig.Dir is required")
-	case c.AgentID == "":
-		return errors.New("runtime: WorkerConfig.AgentID is required")
-	case c.URL == "":
-		return errors.New("runtime: WorkerConfig.URL is required")
-	case len(c.Handlers) == 0:
-		return errors.New("runtime: at least one handler is required")
-	case !protocol.KeyBelongsTo(c.Key.KeyID, protocol.ActorAgent, c.AgentID):
-		return errors.New("runtime: WorkerConfig.Key is not a key of agent " + c.AgentID)
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+// defaultCard fills what the Agent Card leaves out from the handlers and
+// the agent id.
+func (c *WorkerConfig) defaultCard() {
 	if c.Card.MaxConcurrency == 0 {
 		c.Card.MaxConcurrency = uint64(max(1, len(c.Handlers)))
 	}
@@ -223,6 +207,28 @@ func (c *WorkerConfig) check() error {
 	if c.Card.DisplayName == "" {
 		c.Card.DisplayName = c.AgentID
 	}
+}
+
+func (c *WorkerConfig) check() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("runtime: WorkerConfig.Dir is required")
+	case c.AgentID == "":
+		return errors.New("runtime: WorkerConfig.AgentID is required")
+	case c.URL == "":
+		return errors.New("runtime: WorkerConfig.URL is required")
+	case len(c.Handlers) == 0:
+		return errors.New("runtime: at least one handler is required")
+	case !protocol.KeyBelongsTo(c.Key.KeyID, protocol.ActorAgent, c.AgentID):
+		return errors.New("runtime: WorkerConfig.Key is not a key of agent " + c.AgentID)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.defaultCard()
 	switch {
 	case c.Classification == "":
 		c.Classification = protocol.ClassInternal

@@ -12,7 +12,7 @@ import "github.com/missionweave/mwp-worker/queue"
 // onDiverged drops the waiting items of a Group that just diverged.
 func (e *engine) onDiverged(d queue.Divergence) {
 	for _, it := range e.items {
-		if it.key.group == d.GroupID && it.phase != phRunning && it.phase != phFinishing {
+		if it.key.group == d.GroupID && it.Phase != phRunning && it.Phase != phFinishing {
 			e.drop(it)
 		}
 	}

@@ -142,7 +142,9 @@ type (
 		leaseID string
 		m       protocol.ArtifactManifest
 	}
-	msgPoolDone   struct{}
+	msgPoolDone struct{}
+	// msgIdle: an item's last command was withheld; next forgets it.
+	msgIdle       struct{ key itemKey }
 	msgReconciled struct {
 		logs []ReconcileLog
 		err  error
@@ -278,8 +280,8 @@ func (e *engine) run(ctx context.Context) error {
 			t.Stop()
 			e.log.Warn("drain timed out", "timeout", e.cfg.DrainTimeout, "inflight", e.inflight)
 			for _, it := range e.items {
-				if it.phase == phRunning {
-					e.log.Warn("drain timed out: the run is stopped without its safe point", "group", it.key.group, "item", it.key.id, "lease", it.leaseID)
+				if it.Phase == phRunning {
+					e.log.Warn("drain timed out: the run is stopped without its safe point", "group", it.key.group, "item", it.key.id, "lease", it.LeaseID)
 				}
 			}
 			e.publishStatus()
@@ -311,8 +313,8 @@ func (e *engine) startDrain(cause error) {
 	e.draining = true
 	e.log.Info("draining: stopping slots at a safe point", "cause", cause)
 	for _, it := range e.items {
-		if it.phase == phRunning && !it.preempting {
-			it.preempting = true // the pool's Shutdown asks each slot
+		if it.Phase == phRunning && !it.Preempting {
+			it.Preempting = true // the pool's Shutdown asks each slot
 			e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, e.cfg.Clock.Now())
 		}
 	}
@@ -329,7 +331,7 @@ func (e *engine) maybeStopPool() {
 	}
 	if e.connState != client.StateStopped && e.mon.State() == stateOnline {
 		for _, it := range e.items {
-			if it.phase == phStarting {
+			if it.Phase == phStarting {
 				return
 			}
 		}
@@ -365,7 +367,7 @@ func (e *engine) handle(m any) {
 	case msgOutcome:
 		e.onOutcome(m.o, now)
 	case msgProgress:
-		if it := e.items[m.key]; it != nil && it.leaseID == m.leaseID {
+		if it := e.items[m.key]; it != nil && it.LeaseID == m.leaseID {
 			p := m.p
 			it.progress = &p
 		}
@@ -373,6 +375,10 @@ func (e *engine) handle(m any) {
 		e.onPublish(m)
 	case msgPoolDone:
 		e.poolDone = true
+	case msgIdle:
+		if it := e.items[m.key]; it != nil && !it.Sending {
+			e.next(it)
+		}
 	case msgReconciled:
 		e.onReconciled(m, now)
 	case msgNoticeSent:
@@ -387,12 +393,12 @@ func (e *engine) handle(m any) {
 func (e *engine) nextWake(now time.Time) time.Duration {
 	d := e.cfg.Tick
 	for _, it := range e.items {
-		if it.phase == phRunning && !it.renewing {
+		if it.Phase == phRunning && !it.Renewing {
 			if w := it.renewDue().Sub(now); w < d {
 				d = w
 			}
 		}
-		if len(it.cmds) > 0 && !it.sending && !it.cmds[0].retryAt.IsZero() {
+		if len(it.cmds) > 0 && !it.Sending && !it.cmds[0].retryAt.IsZero() {
 			d = min(d, it.cmds[0].retryAt.Sub(now))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -38,14 +39,14 @@ func (e *engine) schedule(now time.Time) {
 		}
 		k := keyOf(d.Item)
 		it := e.items[k]
-		if it == nil || it.phase != phQueued {
+		if it == nil || it.Phase != phQueued {
 			_ = e.sched.Finish(d.Item, now)
 			if it != nil {
 				it.inSched = false
 			}
 			continue
 		}
-		it.phase, it.pickedAt = phStarting, now
+		it.Phase, it.pickedAt = phStarting, now
 		e.scheduleChanged()
 		e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
 		en, ok := e.store.Item(k.group, k.id)
@@ -53,7 +54,7 @@ func (e *engine) schedule(now time.Time) {
 			e.launch(it, en, now) // started already: its lease is adopted (sync)
 			continue
 		}
-		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch}
+		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.Epoch}
 		if ok && en.Checkpoint != nil && !TestHooks.NoResume.Load() {
 			if _, err := e.cps.Get(en.Checkpoint.CheckpointID); err == nil {
 				p.ResumeFromCheckpointID = en.Checkpoint.CheckpointID
@@ -72,7 +73,7 @@ func (e *engine) schedule(now time.Time) {
 		if v != nil {
 			v.askedAt, v.askedFor = now, req.For
 		}
-		if v != nil && v.phase == phRunning {
+		if v != nil && v.Phase == phRunning {
 			e.preempt(v)
 		}
 	}
@@ -90,7 +91,7 @@ func (e *engine) refusePreemptions(now time.Time) {
 		}
 		waited, forID := now.Sub(it.askedAt), it.askedFor
 		it.askedAt, it.askedFor = time.Time{}, ""
-		if it.phase != phRunning || it.lost {
+		if it.Phase != phRunning || it.Lost {
 			continue
 		}
 		if st, ok := e.sched.Status(it.key.sched()); !ok || st.State != scheduler.StatePreempting {
@@ -103,16 +104,16 @@ func (e *engine) refusePreemptions(now time.Time) {
 		e.scheduleChanged()
 		e.log_.preemptRefused(it.key, now)
 		e.log.Warn("preemption refused: the run reached no safe point and keeps its slot; it is not interrupted",
-			"item", it.key.sched(), "for", forID, "lease", it.leaseID, "waited", waited)
+			"item", it.key.sched(), "for", forID, "lease", it.LeaseID, "waited", waited)
 	}
 }
 
 func (e *engine) preempt(it *item) {
-	if it.preempting || it.phase != phRunning {
+	if it.Preempting || it.Phase != phRunning {
 		return
 	}
-	it.preempting = true
-	if err := e.pool.Preempt(it.slot, it.leaseID); err != nil {
+	it.Preempting = true
+	if err := e.pool.Preempt(it.slot, it.LeaseID); err != nil {
 		e.log.Warn("preempt", "item", it.key.sched(), "err", err)
 	}
 }
@@ -126,8 +127,8 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		m, _ := e.store.Mission(it.key.group)
 		mission = m.MissionID
 	}
-	it.missionID, it.epoch, it.leaseID, it.expires = mission, en.OwnershipEpoch, l.LeaseID, l.ExpiresAt.Time
-	it.renewedAt, it.reportedAt, it.retryAt, it.lost, it.preempting = now, now, time.Time{}, false, false
+	it.missionID, it.Epoch, it.LeaseID, it.Expires = mission, en.OwnershipEpoch, l.LeaseID, l.ExpiresAt.Time
+	it.renewedAt, it.reportedAt, it.retryAt, it.Lost, it.Preempting = now, now, time.Time{}, false, false
 	it.askedAt, it.attempt = time.Time{}, priorAttempts(en)+1
 	idx := -1
 	if err == nil {
@@ -143,12 +144,12 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		// Nothing ran: report the failure under the new lease.
 		e.log.Error("cannot run", "item", it.key.sched(), "err", err)
 		e.endRun(it, false, now)
-		it.phase = phFinishing
+		it.Phase = phFinishing
 		e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: it.key.id, Reason: err.Error(),
-			Evidence: failureEvidence(it.key.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch), LeaseID: l.LeaseID})
+			Evidence: failureEvidence(it.key.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.Epoch), LeaseID: l.LeaseID})
 		return
 	}
-	it.phase, it.slot, it.startedAt = phRunning, idx, now
+	it.Phase, it.slot, it.startedAt = phRunning, idx, now
 	e.observeStart(it, now)
 	e.w.m.runsStarted.Inc()
 	e.log.Info("run started", "group", it.key.group, "item", it.key.id, "lease", l.LeaseID, "slot", idx, "ownershipEpoch", en.OwnershipEpoch,
@@ -167,9 +168,9 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 
 // renewed records an acknowledged renewal (the projection's new expiry).
 func (e *engine) renewed(it *item, expires, now time.Time) {
-	it.expires, it.renewedAt = expires, now
-	_ = e.pool.RenewLease(it.slot, it.leaseID, expires)
-	_ = e.pool.SetCredentials(it.slot, it.leaseID, slots.Credentials{Token: leaseToken(e.secret, it.leaseID, expires), ExpiresAt: expires})
+	it.Expires, it.renewedAt = expires, now
+	_ = e.pool.RenewLease(it.slot, it.LeaseID, expires)
+	_ = e.pool.SetCredentials(it.slot, it.LeaseID, slots.Credentials{Token: leaseToken(e.secret, it.LeaseID, expires), ExpiresAt: expires})
 	if l, ok := e.mon.LeaseOf(offlineItem(it.key)); ok {
 		l.ExpiresAt = expires
 		e.mon.SetLease(l)
@@ -177,25 +178,25 @@ func (e *engine) renewed(it *item, expires, now time.Time) {
 }
 
 func (e *engine) leaseLost(it *item, why string, now time.Time) {
-	if it.lost || it.phase != phRunning {
+	if it.Lost || it.Phase != phRunning {
 		return
 	}
-	it.lost = true
-	e.log.Warn("execution lease lost; the slot stops at its next safe point", "item", it.key.sched(), "lease", it.leaseID, "why", why)
-	_ = e.pool.LeaseLost(it.slot, it.leaseID)
+	it.Lost = true
+	e.log.Warn("execution lease lost; the slot stops at its next safe point", "item", it.key.sched(), "lease", it.LeaseID, "why", why)
+	_ = e.pool.LeaseLost(it.slot, it.LeaseID)
 }
 
 // renewals renews leases at half their remaining time; offline, the
 // progress is signed with the binding and buffered instead (spec 11.5).
 func (e *engine) renewals(now time.Time) {
 	for _, it := range e.items {
-		if it.phase != phRunning || it.renewing || it.lost || now.Before(it.renewDue()) {
+		if it.Phase != phRunning || it.Renewing || it.Lost || now.Before(it.renewDue()) {
 			continue
 		}
-		p := &protocol.RenewLeasePayload{WorkItemID: it.key.id, OwnershipEpoch: it.epoch, LeaseID: it.leaseID, Progress: e.progressOf(it, now)}
+		p := &protocol.RenewLeasePayload{WorkItemID: it.key.id, OwnershipEpoch: it.Epoch, LeaseID: it.LeaseID, Progress: e.progressOf(it, now)}
 		switch e.mon.State() {
 		case stateOnline:
-			it.renewing = true
+			it.Renewing = true
 			e.queueCmd(it, protocol.CmdLeaseRenew, p)
 		case offline.StateOffline:
 			e.bufferProgress(it, protocol.CmdLeaseRenew, p, now)
@@ -234,7 +235,7 @@ func (e *engine) leaseEnds(now time.Time) {
 		return
 	}
 	for _, it := range e.items {
-		if it.phase == phRunning && !it.lost && e.leaseOver(it, now) {
+		if it.Phase == phRunning && !it.Lost && e.leaseOver(it, now) {
 			e.leaseLost(it, "the lease ended without an accepted renewal", now)
 		}
 	}
@@ -245,7 +246,16 @@ func (e *engine) leaseEnds(now time.Time) {
 // settles the lease). Nothing more is sent under such a lease, whatever an
 // authority whose clock is behind would still accept.
 func (e *engine) leaseOver(it *item, now time.Time) bool {
-	return e.mon.State() == stateOnline && !it.expires.IsZero() && !now.Before(it.expires)
+	return it.LeaseOver(e.mon.State() == stateOnline, now)
+}
+
+// leaseExpiry is the run's lease expiry as the store shows it, zero when
+// the store shows another lease or none.
+func (e *engine) leaseExpiry(it *item) time.Time {
+	if en, ok := e.store.Item(it.key.group, it.key.id); ok && en.Lease != nil && en.Lease.LeaseID == it.LeaseID {
+		return en.Lease.ExpiresAt.Time
+	}
+	return time.Time{}
 }
 
 func (e *engine) offlinePauses(now time.Time) {
@@ -253,17 +263,17 @@ func (e *engine) offlinePauses(now time.Time) {
 		return
 	}
 	for _, it := range e.items {
-		if it.phase != phRunning {
+		if it.Phase != phRunning {
 			continue
 		}
 		dl, ok := e.mon.GraceDeadline(offlineItem(it.key))
-		if ok && dl.After(it.expires) {
+		if ok && dl.After(it.Expires) {
 			// Reversible work runs on through the grace (spec 11.5): the
 			// slot's supervision must not end it at the lease expiry the
 			// authority cannot extend now. Reconciliation settles the lease.
-			_ = e.pool.RenewLease(it.slot, it.leaseID, dl)
+			_ = e.pool.RenewLease(it.slot, it.LeaseID, dl)
 		}
-		if it.preempting {
+		if it.Preempting {
 			continue
 		}
 		if ok && !now.Before(dl.Add(-2*e.cfg.Tick)) {
@@ -284,9 +294,7 @@ func (e *engine) progressOf(it *item, now time.Time) protocol.Progress {
 }
 
 func failureEvidence(subject, agentID string, now time.Time) protocol.List[protocol.Evidence] {
-	return protocol.List[protocol.Evidence]{{Subject: subject, Criteria: protocol.List[string]{protocol.CriterionFailure},
-		Method: "worker-runtime", Result: protocol.EvidenceFail, Producer: protocol.Actor{Kind: protocol.ActorAgent, ID: agentID},
-		Timestamp: protocol.NewTime(now), Artifacts: protocol.List[string]{}}}
+	return lc.FailureEvidence(subject, agentID, now)
 }
 
 // checkpointOf is the checkpoint an outcome names, or a new empty one when
@@ -295,7 +303,7 @@ func (e *engine) checkpointOf(it *item, o slots.Outcome, now time.Time) (checkpo
 	if o.Checkpoint != nil {
 		return *o.Checkpoint, nil
 	}
-	return e.cps.Save(checkpoint.Key{GroupID: it.key.group, WorkItemID: it.key.id, OwnershipEpoch: it.epoch}, now,
+	return e.cps.Save(checkpoint.Key{GroupID: it.key.group, WorkItemID: it.key.id, OwnershipEpoch: it.Epoch}, now,
 		checkpoint.Meta{Phase: "yielded", Note: "no handler checkpoint"}, nil)
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
@@ -24,69 +25,45 @@ func keyOf(schedID string) itemKey {
 	return itemKey{id: schedID}
 }
 
-// phase is where an item is in this worker.
-type phase int
+// phase is where an item is in this worker (package item decides it).
+type phase = lc.Phase
 
 const (
-	phAccepting phase = iota + 1 // accept_offer sent; in the scheduler, gated
-	phQueued                     // owned; in the scheduler
-	phStarting                   // picked; work.start sent, waiting for the lease
-	phRunning                    // in a slot under a lease
-	phFinishing                  // the run ended; its command is being sent
+	phAccepting = lc.Accepting // accept_offer sent; in the scheduler, gated
+	phQueued    = lc.Queued    // owned; in the scheduler
+	phStarting  = lc.Starting  // picked; work.start sent, waiting for the lease
+	phRunning   = lc.Running   // in a slot under a lease
+	phFinishing = lc.Finishing // the run ended; its command is being sent
 )
 
-func (p phase) String() string {
-	return [...]string{"", "accepting", "queued", "starting", "running", "finishing"}[p]
-}
-
-// item is the worker's record of one WorkItem it accepted or owns.
+// item is the worker's record of one WorkItem it accepted or owns: its
+// lifecycle state (lc.Item, which lc.Step decides) and what the engine
+// keeps beside it to carry the decisions out.
 type item struct {
-	key   itemKey
-	phase phase
-	// offerID is the offer this worker accepted or refused; a new offer
-	// of the same item is judged again.
-	offerID string
+	lc.Item
+	key     itemKey
 	inSched bool
-	// hold keeps a queued item from starting until the projection changes
-	// (a refused start, a checkpoint not yet applied).
-	hold bool
 
 	missionID string
-	epoch     uint64 // ownership epoch
 	slot      int
-	leaseID   string
-	expires   time.Time // lease expiry as last acknowledged
 	renewedAt time.Time // lease start or last acknowledged renewal
 	retryAt   time.Time // a failed renewal is retried from then
-	renewing  bool
 	renewals  int
 	attempt   uint64 // the run's first attempt, 1-based across acceptances
 
-	preempting bool
 	// askedAt and askedFor are the scheduler's preemption of this run:
 	// when it was asked to yield and for which item (spec 11.3).
 	askedAt    time.Time
 	askedFor   string
-	lost       bool // Pool.LeaseLost called
 	progress   *protocol.Progress
 	reportedAt time.Time // last progress sent or buffered (usage deltas)
 
 	// cmds are this item's commands in order; only the head is in flight,
 	// so a publish lands before the submit that releases the lease.
-	cmds    []*itemCmd
-	sending bool
+	cmds []*itemCmd
 	// staleMembership is a membership epoch the authority refused as stale
 	// for this item's command: pump waits for a newer one.
 	staleMembership uint64
-
-	// A substantially revised contract needs a renewed acceptance (spec
-	// 10.1): reaccepting is the revision whose acceptance is out (the item
-	// is held until the authority records it), reaccepted the last one
-	// the authority confirmed; forceRenew is set when work.start was
-	// refused for want of one the projection did not show (a restored
-	// snapshot does not carry the accepted revision).
-	reaccepting, reaccepted uint64
-	forceRenew              bool
 
 	// cost is the expected cost admission accepted the item with: what it
 	// holds of the worker's budget limits until it is forgotten.
@@ -104,9 +81,21 @@ type item struct {
 	pickedAt, startedAt time.Time
 }
 
+// newItem is a record in phase p.
+func newItem(k itemKey, p phase, missionID string) *item {
+	return &item{Item: lc.Item{ID: k.id, Phase: p}, key: k, missionID: missionID}
+}
+
+// core is the lifecycle state lc.Step reads, with the command count.
+func (it *item) core() lc.Item {
+	c := it.Item
+	c.Pending = len(it.cmds)
+	return c
+}
+
 // renewDue is when the lease should be renewed next.
 func (it *item) renewDue() time.Time {
-	at := RenewAt(it.renewedAt, it.expires)
+	at := RenewAt(it.renewedAt, it.Expires)
 	if it.retryAt.After(at) {
 		return it.retryAt
 	}
@@ -179,7 +168,7 @@ func (e *engine) ensureGroup(group string) {
 func (e *engine) enqueue(it *item, en queue.Entry, now time.Time) {
 	e.scheduleChanged()
 	e.ensureGroup(it.key.group)
-	si := e.schedItem(it.key, en, it.hold)
+	si := e.schedItem(it.key, en, it.Hold)
 	if it.inSched {
 		g := si.Gates
 		if err := e.sched.Update(si.ID, scheduler.Change{Urgency: &si.Urgency, Impact: &si.Impact, Deadline: &si.Deadline,

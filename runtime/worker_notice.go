@@ -162,12 +162,12 @@ func (e *engine) recheck(now time.Time, all bool) {
 	thr := e.cfg.DisclosureThreshold
 	for k, b := range n.baselines {
 		it := e.items[k]
-		if it == nil || (it.phase != phQueued && it.phase != phAccepting) {
+		if it == nil || (it.Phase != phQueued && it.Phase != phAccepting) {
 			e.dropBaseline(k) // started, or no longer ours: updates end
 			continue
 		}
 		due, deferred := n.due[k]
-		if it.phase != phQueued || !it.inSched || (!all && (!deferred || now.Before(due))) {
+		if it.Phase != phQueued || !it.inSched || (!all && (!deferred || now.Before(due))) {
 			continue
 		}
 		d, err := e.sched.Disclose(k.sched(), now)
@@ -205,7 +205,7 @@ func (e *engine) noticeDisclosure(it *item, d protocol.ScheduleDisclosure, why s
 	}
 	msgID, actID := noticeIDs(e.cfg.AgentID, k.group, NoticeDisclosure, disclosureKey(k.id, d.ComputedAt.Time))
 	e.setBaseline(k, baseline{Disclosure: d, PublishedAt: now})
-	e.decideNotice(noticeRecord{Kind: NoticeDisclosure, GroupID: k.group, WorkItemID: k.id, OfferID: it.offerID,
+	e.decideNotice(noticeRecord{Kind: NoticeDisclosure, GroupID: k.group, WorkItemID: k.id, OfferID: it.OfferID,
 		MissionID: it.missionID, MessageID: msgID, ActionID: actID, Text: noticeText(disclosureLine(obj, why), raw), Object: raw,
 		Why: why, State: noticePending, At: now}, now)
 }

@@ -165,7 +165,7 @@ func (e *engine) observeRun(it *item, now time.Time) {
 		e.runs[c.ID] = r
 	}
 	for _, x := range e.items {
-		if x.inSched && (x.phase == phQueued || x.phase == phAccepting) {
+		if x.inSched && (x.Phase == phQueued || x.Phase == phAccepting) {
 			if xe, ok := e.store.Item(x.key.group, x.key.id); ok {
 				e.enqueue(x, xe, now)
 			}

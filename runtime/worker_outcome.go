@@ -9,6 +9,7 @@ import (
 	"github.com/missionweave/mwp-worker/offline"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime/client"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/slots"
 )
 
@@ -19,12 +20,13 @@ type heldOutcome struct {
 	o   slots.Outcome
 }
 
-// onOutcome frees the run's scheduler slot and sends what the outcome
-// calls for (spec 11.3, 11.4).
+// onOutcome feeds a run's end to the item's lifecycle (lc.Step), which
+// frees its scheduler slot and decides what the outcome calls for (spec
+// 11.3, 11.4), and carries that out.
 func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 	k := itemKey{o.Slot.GroupID, o.Slot.WorkItemID}
 	it := e.items[k]
-	if it == nil || it.leaseID != o.Slot.LeaseID {
+	if it == nil || it.LeaseID != o.Slot.LeaseID {
 		e.log.Warn("outcome of an unknown run", "item", k.sched(), "lease", o.Slot.LeaseID, "kind", o.Kind)
 		return
 	}
@@ -36,87 +38,41 @@ func (e *engine) onOutcome(o slots.Outcome, now time.Time) {
 	if o.Kind != slots.Completed && o.Kind != slots.Preempted {
 		level = slog.LevelWarn // failed, blocked, cancelled, lease lost: someone may have to act
 	}
-	e.log.Log(context.Background(), level, "run ended", "group", k.group, "item", k.id, "lease", it.leaseID, "outcome", o.Kind, "reason", o.Reason, "err", o.Err)
+	e.log.Log(context.Background(), level, "run ended", "group", k.group, "item", k.id, "lease", it.LeaseID, "outcome", o.Kind, "reason", o.Reason, "err", o.Err)
 	e.w.m.runs.WithLabelValues(o.Kind.String()).Inc()
-	if o.Kind != slots.LeaseLost && o.Kind != slots.Preempted && (it.lost || e.leaseOver(it, now)) {
-		// The run ended as its lease did: its result is late, kept for
-		// audit and never sent.
-		e.log.Warn("run ended after its lease: the outcome is not sent", "item", k.sched(), "lease", it.leaseID, "outcome", o.Kind)
-		o.Kind = slots.LeaseLost
-	}
-	it.phase, it.slot = phFinishing, -1
-	if o.Kind != slots.Preempted {
-		e.track(it, false)
-	}
-	if o.Kind == slots.Completed {
-		e.observeRun(it, now)
-	}
-	switch o.Kind {
-	case slots.Preempted:
-		// The slot is handed over only once the checkpoint is emitted
-		// (spec 11.3): see releaseAfterCheckpoint.
-		e.sendCheckpoint(it, o, now)
-	case slots.LeaseLost:
-		e.endRun(it, false, now)
-		e.log_.outcome(OutcomeLog{GroupID: k.group, WorkItemID: k.id, LeaseID: it.leaseID, Kind: o.Kind.String(), At: now})
-		// A late result: kept in Status for audit, never submitted.
-	default:
-		e.endRun(it, false, now)
-		if e.mon.State() != stateOnline {
-			e.held = append(e.held, heldOutcome{k, o})
-			e.log_.outcome(OutcomeLog{GroupID: k.group, WorkItemID: k.id, LeaseID: it.leaseID, Kind: o.Kind.String(), Sent: "held until reconciled", At: now})
-			break
-		}
-		e.sendOutcome(it, o, now)
-	}
-	e.mon.Release(offlineItem(k))
-	if len(it.cmds) == 0 && !it.sending && o.Kind == slots.LeaseLost {
-		e.forget(it)
-		if !e.draining {
-			e.sync(k)
-		}
-	}
+	it.slot = -1
+	var effs []lc.Effect
+	it.Item, effs = lc.Step(it.core(), e.runEnded(o), now)
+	e.carry(it, cause{o: &o}, effs, now)
 }
 
-// sendOutcome sends work.submit, work.block or work.fail for a run.
-func (e *engine) sendOutcome(it *item, o slots.Outcome, now time.Time) {
-	k := it.key
-	ol := OutcomeLog{GroupID: k.group, WorkItemID: k.id, LeaseID: it.leaseID, Kind: o.Kind.String(), At: now}
-	switch o.Kind {
-	case slots.Completed:
-		ev := protocol.List[protocol.Evidence](o.Result.Evidence)
-		if ev == nil {
-			ev = protocol.List[protocol.Evidence]{}
-		}
-		e.queueCmd(it, protocol.CmdWorkSubmit, &protocol.SubmitWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch, LeaseID: it.leaseID,
-			Artifacts: append(protocol.List[string]{}, o.Result.Artifacts...), Evidence: ev, Progress: o.Progress})
-		ol.Sent = string(protocol.CmdWorkSubmit)
-	case slots.Blocked:
-		cp, err := e.checkpointOf(it, o, now)
-		if err != nil {
-			ol.Err = err.Error()
-			break
-		}
-		res := protocol.Resolution{Kind: protocol.ResolutionOther, Detail: "blocked"}
-		if o.Resolution != nil {
-			res = *o.Resolution
-		}
-		e.queueCmd(it, protocol.CmdWorkBlock, &protocol.BlockWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch, LeaseID: it.leaseID,
-			CheckpointID: cp.ID, StateDigest: cp.Digest, Resolution: res, Progress: o.Progress})
-		ol.Sent, ol.Checkpoint = string(protocol.CmdWorkBlock), cp.ID
-	case slots.Failed:
-		ev := protocol.List[protocol.Evidence](o.Evidence)
-		if len(ev) == 0 {
-			ev = failureEvidence(k.id, e.cfg.AgentID, now)
-		}
-		reason := o.Reason
-		if reason == "" {
-			reason = "failed"
-		}
-		e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id, Reason: reason, Evidence: ev,
-			OwnershipEpoch: protocol.Uint64(it.epoch), LeaseID: it.leaseID})
-		ol.Sent = string(protocol.CmdWorkFail)
+// runEnded is a slot's outcome as the lifecycle's input.
+func (e *engine) runEnded(o slots.Outcome) lc.RunEnded {
+	ev := o.Evidence
+	if o.Kind == slots.Completed {
+		ev = o.Result.Evidence
 	}
+	return lc.RunEnded{End: lc.End(o.Kind), Artifacts: o.Result.Artifacts, Evidence: ev, Reason: o.Reason, Progress: o.Progress,
+		AgentID: e.cfg.AgentID, Online: e.mon.State() == stateOnline, Draining: e.draining}
+}
+
+// sendBlock sends work.block for a blocked run, naming its checkpoint.
+func (e *engine) sendBlock(it *item, o slots.Outcome, now time.Time) {
+	k := it.key
+	ol := OutcomeLog{GroupID: k.group, WorkItemID: k.id, LeaseID: it.LeaseID, Kind: o.Kind.String(), At: now}
+	cp, err := e.checkpointOf(it, o, now)
+	if err != nil {
+		ol.Err = err.Error()
+		e.log_.outcome(ol)
+		return
+	}
+	res := protocol.Resolution{Kind: protocol.ResolutionOther, Detail: "blocked"}
+	if o.Resolution != nil {
+		res = *o.Resolution
+	}
+	e.queueCmd(it, protocol.CmdWorkBlock, &protocol.BlockWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.Epoch, LeaseID: it.LeaseID,
+		CheckpointID: cp.ID, StateDigest: cp.Digest, Resolution: res, Progress: o.Progress})
+	ol.Sent, ol.Checkpoint = string(protocol.CmdWorkBlock), cp.ID
 	e.log_.outcome(ol)
 }
 
@@ -125,7 +81,7 @@ func (e *engine) sendOutcome(it *item, o slots.Outcome, now time.Time) {
 // and returns the item to its Group queue (spec 11.3).
 func (e *engine) sendCheckpoint(it *item, o slots.Outcome, now time.Time) {
 	k := it.key
-	ol := OutcomeLog{GroupID: k.group, WorkItemID: k.id, LeaseID: it.leaseID, Kind: o.Kind.String(), At: now}
+	ol := OutcomeLog{GroupID: k.group, WorkItemID: k.id, LeaseID: it.LeaseID, Kind: o.Kind.String(), At: now}
 	cp, err := e.checkpointOf(it, o, now)
 	if err != nil {
 		ol.Err = err.Error()
@@ -133,14 +89,14 @@ func (e *engine) sendCheckpoint(it *item, o slots.Outcome, now time.Time) {
 		return
 	}
 	ol.Checkpoint = cp.ID
-	p := &protocol.CheckpointWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.epoch, LeaseID: it.leaseID, CheckpointID: cp.ID,
+	p := &protocol.CheckpointWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.Epoch, LeaseID: it.LeaseID, CheckpointID: cp.ID,
 		StateDigest: cp.Digest, Progress: e.progressOf(it, now), Reason: protocol.CheckpointPreempted}
 	if e.mon.State() == offline.StateOffline {
 		if err := e.bufferProgress(it, protocol.CmdWorkCheckpoint, p, now); err == nil {
 			ol.Sent = "buffered " + string(protocol.CmdWorkCheckpoint)
 			e.log_.outcome(ol)
 			e.releaseAfterCheckpoint(it, now)
-			it.phase = phQueued // held until the reconciled checkpoint shows
+			it.Phase = phQueued // held until the reconciled checkpoint shows
 			return
 		}
 	}
@@ -155,18 +111,18 @@ func (e *engine) sendCheckpoint(it *item, o slots.Outcome, now time.Time) {
 // item is held until its view shows it queued again.
 func (e *engine) releaseAfterCheckpoint(it *item, now time.Time) {
 	e.endRun(it, true, now)
-	it.hold = true
+	it.Hold = true
 	e.holdGate(it, now)
 }
 
 // onPublish sends artifact.publish in the item's command order.
 func (e *engine) onPublish(m msgPublish) {
 	it := e.items[m.key]
-	if it == nil || it.leaseID != m.leaseID {
+	if it == nil || it.LeaseID != m.leaseID {
 		return
 	}
 	e.queueCmd(it, protocol.CmdArtifactPublish, &protocol.PublishArtifactPayload{Manifest: m.m,
-		OwnershipEpoch: protocol.Uint64(it.epoch), LeaseID: it.leaseID})
+		OwnershipEpoch: protocol.Uint64(it.Epoch), LeaseID: it.LeaseID})
 }
 
 // onState follows the connection: offline, no new starts; connected,
@@ -294,7 +250,10 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 	e.held = nil
 	for _, h := range held {
 		if it := e.items[h.key]; it != nil {
-			e.sendOutcome(it, h.o, now)
+			in := lc.Reconciled{Run: e.runEnded(h.o), Expires: e.leaseExpiry(it)}
+			var effs []lc.Effect
+			it.Item, effs = lc.Step(it.core(), in, now)
+			e.carry(it, cause{o: &h.o}, effs, now)
 		}
 	}
 	for _, it := range e.items {
@@ -303,17 +262,8 @@ func (e *engine) onReconciled(m msgReconciled, now time.Time) {
 }
 
 // retryBackoff is the wait before trying again after n failures in a row
-// (a Group refused by SUBSCRIBE, a command not applied): two ticks,
-// doubling, at most a minute (a membership usually comes soon after the
-// worker starts, or not for a long time; a failing authority is not
-// hammered).
-func retryBackoff(tick time.Duration, n int) time.Duration {
-	d := 2 * tick
-	for i := 0; i < n && d < maxRetryBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxRetryBackoff)
-}
+// (lc.RetryBackoff).
+func retryBackoff(tick time.Duration, n int) time.Duration { return lc.RetryBackoff(tick, n) }
 
 // maxRetryBackoff bounds retryBackoff.
-const maxRetryBackoff = time.Minute
+const maxRetryBackoff = lc.MaxRetryBackoff

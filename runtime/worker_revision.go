@@ -7,6 +7,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 )
 
 // Optimistic concurrency (spec 15.3). A command that changes a WorkItem's
@@ -22,10 +23,7 @@ import (
 // no, it is settled as the refusal it would have been.
 
 // revisioned reports whether commands of typ carry expectedRevision.
-func revisioned(typ protocol.CommandType) bool {
-	r := protocol.Commands[typ]
-	return r.Aggregate == protocol.AggregateWorkItem && len(r.WorkFrom) > 0
-}
+func revisioned(typ protocol.CommandType) bool { return lc.Revisioned(typ) }
 
 // expectedRevision is the revision a command of typ about it expects, nil
 // when it carries none.
@@ -95,7 +93,7 @@ func (e *engine) redecide(it *item, now time.Time) {
 		e.pump(it)
 		return
 	}
-	e.settle(it, *m, now)
+	e.answer(it, *m, true, now)
 }
 
 // stillApplies reports whether command c is still what the item needs in

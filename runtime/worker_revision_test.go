@@ -157,7 +157,7 @@ func TestAwaitingOwnEvents(t *testing.T) {
 	}
 	defer store.Close()
 	e := &engine{store: store}
-	it := &item{key: itemKey{"grp-a", "wi-1"}}
+	it := newItem(itemKey{"grp-a", "wi-1"}, 0, "")
 	it.sentApplied(&protocol.Receipt{Events: protocol.List[protocol.EventRef]{
 		{GroupID: "grp-a", Sequence: protocol.Uint64(4)}, {GroupID: "grp-a", Sequence: protocol.Uint64(5)}}})
 	if it.awaitSeq != 5 {

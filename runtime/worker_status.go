@@ -137,9 +137,9 @@ func (e *engine) publishStatus() {
 	counts := map[string]int{}
 	for _, it := range e.items {
 		counts[it.key.group]++
-		if it.phase == phRunning {
+		if it.Phase == phRunning {
 			st.Running = append(st.Running, RunStatus{GroupID: it.key.group, WorkItemID: it.key.id, Slot: it.slot,
-				LeaseID: it.leaseID, LeaseExpiresAt: it.expires, Renewals: it.renewals, Attempt: it.attempt})
+				LeaseID: it.LeaseID, LeaseExpiresAt: it.Expires, Renewals: it.renewals, Attempt: it.attempt})
 		}
 	}
 	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Slot - b.Slot })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 )
@@ -47,7 +48,7 @@ func (e *engine) onApplied(res queue.Result) {
 		}
 	}
 	for _, it := range e.items { // commands that waited for their own events
-		if it.awaitSeq > 0 && len(it.cmds) > 0 && !it.sending {
+		if it.awaitSeq > 0 && len(it.cmds) > 0 && !it.Sending {
 			e.pump(it)
 		}
 	}
@@ -86,10 +87,10 @@ func (e *engine) syncGroup(g string) {
 }
 
 // sync reconciles the worker's record of one item with the authority's
-// view in the store.
+// view in the store: lc.Step decides (Viewed), sync carries it out.
 func (e *engine) sync(k itemKey) {
 	if e.diverged(k.group) { // worker_diverge.go
-		if it := e.items[k]; it != nil && it.phase != phRunning && it.phase != phFinishing {
+		if it := e.items[k]; it != nil && it.Phase != phRunning && it.Phase != phFinishing {
 			e.drop(it)
 		}
 		return
@@ -106,115 +107,76 @@ func (e *engine) sync(k itemKey) {
 			return // settled and forgotten; sync ran then
 		}
 	}
-	me := e.cfg.AgentID
-	mine := ok && en.Owner == me
-	if it != nil && it.phase == phRunning {
-		// Any view but "active under our lease" means the lease is gone:
-		// revoked by a replacement session, fenced, cancelled; also for a
-		// run asked to yield that has not yet.
-		if !(mine && en.State == protocol.WorkActive && en.Lease != nil && en.Lease.LeaseID == it.leaseID) {
-			e.leaseLost(it, "the authority no longer shows this lease", now)
-			return
-		}
+	cur := lc.Item{ID: k.id}
+	if it != nil {
+		cur = it.core()
 	}
-	switch {
-	case !ok:
-		if it != nil && it.phase != phRunning && it.phase != phFinishing {
-			e.drop(it)
-		}
-	case en.State == protocol.WorkOffered && en.OfferedTo(me) && en.Offer != nil:
-		if r, ok := e.refused[k]; ok && r.offerID == en.Offer.OfferID && !e.reconsider(r) && !(r.ambiguous && r.revision != en.ContractRevision) {
-			return // judged already, and nothing that decided it has changed
-		}
-		if it == nil || (it.offerID != en.Offer.OfferID && it.phase != phRunning && it.phase != phFinishing) {
-			if it != nil {
-				e.drop(it)
-				if e.items[k] != nil {
-					// The old record still has commands out (a work.start
-					// whose answer was lost with the connection): its run
-					// holds the scheduler entry until they are answered,
-					// and sync runs again then (onSent).
-					return
-				}
-			}
+	next, effs := lc.Step(cur, e.viewOf(k, en, ok), now)
+	if it != nil && !slices.ContainsFunc(effs, func(ef lc.Effect) bool { _, c := ef.(lc.Created); return c }) {
+		it.Item = next
+	}
+	for _, ef := range effs {
+		it = e.carryView(k, it, next, en, ef, now)
+	}
+}
+
+// viewOf is the store's entry as lc reads it.
+func (e *engine) viewOf(k itemKey, en queue.Entry, ok bool) lc.Viewed {
+	if !ok {
+		return lc.Viewed{}
+	}
+	me := e.cfg.AgentID
+	v := lc.Viewed{Known: true, State: en.State, Mine: en.Owner == me, OfferedToMe: en.Offer != nil && en.OfferedTo(me),
+		OwnershipEpoch: en.OwnershipEpoch, StartedHere: e.startedHere(en),
+		ContractRevision: en.ContractRevision, AcceptedRevision: en.Item.AcceptedRevision}
+	if en.Offer != nil {
+		v.OfferID = en.Offer.OfferID
+		r, refused := e.refused[k]
+		v.Judged = refused && r.offerID == en.Offer.OfferID && !e.reconsider(r) && !(r.ambiguous && r.revision != en.ContractRevision)
+	}
+	if l := en.Lease; l != nil {
+		v.LeaseID, v.LeaseExpires = l.LeaseID, l.ExpiresAt.Time
+	}
+	return v
+}
+
+// carryView carries out one effect of a view and returns the item's
+// record as it is after it.
+func (e *engine) carryView(k itemKey, it *item, next lc.Item, en queue.Entry, ef lc.Effect, now time.Time) *item {
+	switch ef := ef.(type) {
+	case lc.Admit:
+		e.admit(k, en, now)
+	case lc.AdmitIfForgotten:
+		if e.items[k] == nil {
 			e.admit(k, en, now)
 		}
-	case mine && en.State == protocol.WorkQueued:
-		if it != nil && it.phase == phFinishing && it.epoch != 0 && it.epoch < en.OwnershipEpoch {
-			// Ours again under a newer ownership epoch (the item was
-			// re-offered to us after our lease lapsed) while the old run's
-			// commands still wait: they carry the fenced epoch and could
-			// only be refused, and they would keep the new run from
-			// starting. Drop them; the late result is never current.
-			it.cmds = nil
-			if it.sending {
-				return // forgotten when the answer comes; sync runs then
-			}
-			e.forget(it)
-			it = nil
-		}
-		if it == nil {
-			it = &item{key: k, phase: phQueued, missionID: en.MissionID}
-			e.items[k] = it
-		}
-		it.epoch = en.OwnershipEpoch
-		switch it.phase {
-		case phAccepting, phQueued:
-			// Owned now, or its view changed: a hold ends here, unless the
-			// contract was revised since this worker accepted it.
-			it.phase, it.hold = phQueued, false
-			if e.needsRenewal(it, en) {
-				e.renewAcceptance(it, en, now)
-				return
-			}
-			e.enqueue(it, en, now)
-		}
-	case mine && en.State == protocol.WorkActive:
-		if it == nil {
-			return // a lease of an older session; the revocation follows
-		}
-		l := en.Lease
-		switch it.phase {
-		case phStarting:
-			if e.startedHere(en) {
-				e.launch(it, en, now)
-			}
-		case phQueued:
-			if e.adoptable(it, en) && !it.sending {
-				// A start the authority applied whose answer was lost,
-				// and a rebuilt start refused as the item is active: the
-				// lease is this worker's. It runs under it once the
-				// scheduler gives it a slot (schedule), with no new start.
-				e.log.Info("adopting the lease of a start whose answer was lost", "item", k.sched(), "lease", l.LeaseID)
-				it.hold = false
-				e.enqueue(it, en, now)
-			}
-		case phRunning:
-			if l != nil && l.LeaseID == it.leaseID && !l.ExpiresAt.Time.Equal(it.expires) {
-				e.renewed(it, l.ExpiresAt.Time, now)
-			}
-		}
-	case mine && (en.State == protocol.WorkBlocked || en.State == protocol.WorkSubmitted):
-		if it != nil && it.phase != phFinishing && it.phase != phRunning {
-			e.drop(it)
-		}
+		// The old record still has commands out (a work.start whose
+		// answer was lost with the connection): its run holds the
+		// scheduler entry until they are answered, and sync runs again
+		// then (onSent).
+	case lc.DropCommands:
+		it.cmds = nil
+	case lc.Forget:
+		e.forget(it)
+		return nil
+	case lc.Created:
+		it = newItem(k, next.Phase, en.MissionID)
+		it.Item = next
+		e.items[k] = it
+	case lc.Enqueue:
+		e.enqueue(it, en, now)
+	case lc.RenewAcceptance:
+		e.renewAcceptance(it, en, now)
+	case lc.Launch:
+		e.launch(it, en, now)
+	case lc.Adopt:
+		e.log.Info("adopting the lease of a start whose answer was lost", "item", k.sched(), "lease", en.Lease.LeaseID)
+	case lc.Renewed:
+		e.renewed(it, ef.Expires, now)
 	default:
-		// Not ours (any more), or terminal, or open again.
-		if it == nil {
-			return
-		}
-		switch it.phase {
-		case phAccepting:
-			if en.State != protocol.WorkOffered {
-				e.drop(it)
-			}
-		case phQueued:
-			e.drop(it)
-		case phStarting:
-			e.endRun(it, false, now)
-			e.drop(it)
-		}
+		e.carryItem(it, ef, now)
 	}
+	return it
 }
 
 // startedHere reports whether the store shows the item active under a
@@ -231,7 +193,7 @@ func (e *engine) startedHere(en queue.Entry) bool {
 // item's ownership epoch, and not the lease of a run it already had (a
 // checkpoint released that one; its event may not have arrived yet).
 func (e *engine) adoptable(it *item, en queue.Entry) bool {
-	return e.startedHere(en) && en.OwnershipEpoch == it.epoch && en.Lease.LeaseID != it.leaseID
+	return e.startedHere(en) && en.OwnershipEpoch == it.Epoch && en.Lease.LeaseID != it.LeaseID
 }
 
 // forget removes an item's record and any scheduler entry left, also the
@@ -241,7 +203,7 @@ func (e *engine) adoptable(it *item, en queue.Entry) bool {
 func (e *engine) forget(it *item) {
 	e.freed++
 	e.unschedule(it)
-	if it.phase != phRunning {
+	if it.Phase != phRunning {
 		e.endRun(it, false, e.cfg.Clock.Now())
 	}
 	delete(e.items, it.key)
@@ -250,11 +212,11 @@ func (e *engine) forget(it *item) {
 // drop forgets a waiting item.
 func (e *engine) drop(it *item) {
 	e.unschedule(it)
-	if len(it.cmds) == 0 && !it.sending {
+	if len(it.cmds) == 0 && !it.Sending {
 		e.forget(it)
 		return
 	}
-	it.phase = phFinishing // its commands still go out; then it is forgotten
+	it.Phase = phFinishing // its commands still go out; then it is forgotten
 }
 
 // admit runs admission control on an offer and accepts or refuses it.
@@ -297,12 +259,13 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 	}
 	e.ensureGroup(k.group)
 	in := e.admissionInput(k, en, contract, now)
-	it := &item{key: k, phase: phAccepting, offerID: en.Offer.OfferID, missionID: en.MissionID, hold: true}
+	it := newItem(k, phAccepting, en.MissionID)
+	it.OfferID, it.Hold = en.Offer.OfferID, true
 	// The disclosure comes from the scheduler: enqueue as if accepted,
 	// disclose, then hold it until the ownership is granted.
 	var disclosure scheduler.Disclosure
 	if in.Committed < in.Capacity {
-		it.hold = false
+		it.Hold = false
 		e.enqueue(it, en, now)
 		if d, err := e.sched.Disclose(k.sched(), now); err == nil {
 			disclosure = d
@@ -323,21 +286,13 @@ func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 		return
 	}
 	delete(e.refused, k) // judged again and taken
-	it.hold, it.cost = true, usageOf(dec.Basis.ExpectedCost)
+	it.Hold, it.cost = true, usageOf(dec.Basis.ExpectedCost)
 	e.enqueue(it, en, now)
 	e.items[k] = it
 	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
 		ScheduleDisclosure: wireDisclosure(disclosure, now)}
 	e.noticeAccepted(k, p.ScheduleDisclosure, now) // the first publication
 	e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
-}
-
-// needsRenewal reports whether an owned, queued item's contract was
-// revised after this worker accepted it (spec 10.1). An accepted revision
-// of 0 is unknown (restored from a snapshot): work.start tells then.
-func (e *engine) needsRenewal(it *item, en queue.Entry) bool {
-	accepted := max(en.Item.AcceptedRevision, it.reaccepted)
-	return it.forceRenew || (accepted != 0 && accepted < en.ContractRevision)
 }
 
 // renewAcceptance runs admission control again on the revised contract of
@@ -354,21 +309,21 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 		e.drop(it)
 		return
 	}
-	if it.reaccepting == rev && !it.forceRenew {
-		it.hold = true // sent; the answer or its event ends the wait
+	if it.Reaccepting == rev && !it.ForceRenew {
+		it.Hold = true // sent; the answer or its event ends the wait
 		e.enqueue(it, en, now)
 		return
 	}
 	contract, err := e.store.Contract(k.group, k.id)
 	if err != nil {
 		e.log.Warn("revised contract unreadable", "item", k.sched(), "err", err)
-		it.hold = true
+		it.Hold = true
 		e.enqueue(it, en, now)
 		return
 	}
 	offerID := en.Item.WonOfferID
 	if offerID == "" {
-		offerID = it.offerID
+		offerID = it.OfferID
 	}
 	in := e.admissionInput(k, en, contract, now)
 	in.Renewal = true
@@ -381,10 +336,10 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	dec := Admit(in)
 	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev, Renewal: true,
 		Accepted: dec.Accepted(), Rejection: dec.Rejection, Basis: dec.Basis, At: now})
-	it.forceRenew = false
+	it.ForceRenew = false
 	if dec.Accepted() {
 		e.log.Info("contract revised; acceptance renewed", "item", k.sched(), "contractRevision", rev)
-		it.hold, it.reaccepting, it.cost = true, rev, usageOf(dec.Basis.ExpectedCost)
+		it.Hold, it.Reaccepting, it.cost = true, rev, usageOf(dec.Basis.ExpectedCost)
 		e.enqueue(it, en, now)
 		p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
 			ScheduleDisclosure: wireDisclosure(disclosure, now)}
@@ -398,10 +353,10 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	e.refused[k] = refusal{offerID: offerID, reason: rej.Reason, revision: rev}
 	e.noticeRenewalRefusal(k, en, offerID, rev, rej, now)
 	e.unschedule(it)
-	it.phase = phFinishing
+	it.Phase = phFinishing
 	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id,
 		Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", rev, rej.Reason, rej.Detail),
-		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.epoch)})
+		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.Epoch)})
 }
 
 // refusal is an offer admission control refused.

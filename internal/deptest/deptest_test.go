@@ -177,8 +177,20 @@ var rules = map[string]rule{
 			"gather.go time.NewTimer": "bounds how long a small turn gathers; the wait decides nothing",
 		},
 	},
+	// The worker's item lifecycle (item.Step): an item, an input and the
+	// time in, the item and its effects out. No clock, store, connection,
+	// slot or goroutine: the engine in runtime feeds it and carries out
+	// what it decides.
+	"runtime/item": {
+		imports: []string{"protocol", "group", "scheduler"},
+		banned:  cat(noIO, noRandom, noThreads),
+		never: []string{"net", "net/http/...", "os/exec", "go.etcd.io/bbolt/...", "github.com/coder/websocket/...",
+			mod + "runtime/client", mod + "queue", mod + "slots", mod + "authority-lite/..."},
+		clock: true,
+		noGo:  true,
+	},
 	"runtime": {
-		imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline", "runtime/client", "internal/atomicfile"},
+		imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline", "runtime/client", "runtime/item", "internal/atomicfile"},
 		never:   []string{mod + "authority-lite/...", mod + "poc"},
 	},
 	// A plan's coordinator: it reaches the authority only through its

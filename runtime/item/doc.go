@@ -1,0 +1,65 @@
+// Package item is the worker's lifecycle of one WorkItem, pure:
+// Step(item, input, now) returns the item as it is now and the effects
+// the engine (package runtime) must carry out, in order. It reads no
+// clock, store, connection or slot and starts no goroutine
+// (internal/deptest holds the rule); what it needs of them comes in the
+// input, and what it decides goes out as effects.
+//
+// Phases: Accepting (work.accept_offer out), Queued (owned, in the
+// scheduler), Starting (work.start out), Running (in a slot under a
+// lease), Finishing (the run ended; its commands go out, then the record
+// is forgotten).
+//
+// Inputs: Answered (the authority's answer to one of the item's commands,
+// or a send that got none), RunEnded (a slot's outcome), Reconciled (an
+// outcome held while offline, the worker back online), Due (the head
+// command about to be sent).
+//
+// What each phase does with each input (— : no change of phase):
+//
+//	input \ phase           Accepting        Queued            Starting            Running             Finishing
+//	Answered, retryable     Again: same bytes after RetryBackoff (INTERNAL_ERROR, a lost answer), or built again
+//	  or rebuildable        (stale, MEMBERSHIP_STALE, ACTION_ID_COLLISION; AUTH_INVALID_SIGNATURE at /issuedAt after
+//	                        a back-off); REVISION_CONFLICT on a revisioned command: HoldConflict      (any phase, —)
+//	Answered accept_offer   refused: RefuseOffer, Drop;   renewal: Reaccepted,  —                   —                   —
+//	                        conflict: Drop, Sync          Sync; refused: held
+//	Answered work.start     —                —                 applied: Sync; fenced: EndRun, Drop;  —                  —
+//	                                                           renewal needed: → Queued ForceRenew;
+//	                                                           else → Queued, Hold, HoldGate
+//	Answered lease.renew    —                —                 —                   RenewAnswered; fenced: LoseLease
+//	Answered checkpoint     —                —                 —                   —                   ReleaseAfterCheckpoint;
+//	                                                                                                   applied: → Queued, Sync
+//	Answered work.submit    —                —                 —                   —                   applied: Track success;
+//	                                                                                                   refused: Decided, and while
+//	                                                                                                   the lease is ours Send work.fail
+//	RunEnded                —                —                 —                   → Finishing: Checkpoint (preempted), Send submit /
+//	                                                                               Block / Send fail, HoldOutcome (offline); late
+//	                                                                               (lost, or the lease ended by the worker's clock):
+//	                                                                               Late, nothing sent, Forget, Sync
+//	Reconciled              —                —                 —                   —                   Send the held outcome, or
+//	                                                                                                   Late when its lease ended
+//	Due submit/block/fail   —                —                 —                   —                   Withhold under a lease the
+//	                                                                                                   worker's clock ended
+//
+// Every answer but a retry is Settled (off the chain) and ends with Next
+// (the next command, or the record forgotten once a finishing item has
+// nothing left to send). A send that got no answer never settles a
+// command: it is sent again while the worker runs, and stays in the
+// outbox while it stops (Unanswered).
+//
+// The invariants, checked on every scenario step and by a rapid property
+// over any sequence of inputs (property_test.go): Step never puts an item
+// into Running (only a lease the engine launches does), so no item runs
+// twice; no command names a lease the worker's clock has ended; a
+// work.submit comes only from a completed run, under its lease, with the
+// evidence the handler returned.
+//
+// The scenario files under testdata (one per rule family) are the rules
+// as transcripts: `go test ./runtime/item/ -run TestScenarios -rewrite`
+// regenerates their outputs.
+//
+// Not here yet: the engine's reading of the store's view (sync: offers,
+// ownership, adoption of a lease, revocation), admission and the renewed
+// acceptance's admission, starts picked by the scheduler, preemption
+// requests and the offline pauses are still decided in package runtime.
+package item
