@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/offline"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 )
 
 // A lease is over at its expiry instant, not only after it (spec 11.3:
@@ -14,7 +15,7 @@ func TestLeaseOverAtItsExpiry(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	exp := t0.Add(time.Minute)
 	e := &engine{mon: offline.NewMonitor(offline.Config{}, t0)}
-	it := &item{expires: exp}
+	it := &item{Item: lc.Item{Expires: exp}}
 	if e.leaseOver(it, exp.Add(time.Hour)) {
 		t.Fatal("offline: the lease's end is the grace's to decide")
 	}
