@@ -22,7 +22,8 @@
 // What an item's lifecycle calls for is decided by package runtime/item,
 // pure: lc.Step(item, input, now) → (item, effects). The engine feeds it
 // the store's view of an item after each transaction (sync), each
-// command's answer (onSent), each run's outcome (onOutcome), the outcomes
+// command's answer (onSent), the lease granted for a start and a start
+// the slot refused (launch), each run's outcome (onOutcome), the outcomes
 // held while offline (onReconciled) and each command about to be sent
 // (pump), and carries out the effects (worker_effects.go); the rules are
 // tabled in runtime/item's doc.go and written as scenarios under its

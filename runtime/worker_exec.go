@@ -127,9 +127,13 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		m, _ := e.store.Mission(it.key.group)
 		mission = m.MissionID
 	}
-	it.missionID, it.Epoch, it.LeaseID, it.Expires = mission, en.OwnershipEpoch, l.LeaseID, l.ExpiresAt.Time
-	it.renewedAt, it.reportedAt, it.retryAt, it.Lost, it.Preempting = now, now, time.Time{}, false, false
-	it.askedAt, it.attempt = time.Time{}, priorAttempts(en)+1
+	next, effs := lc.Step(it.core(), lc.Launched{LeaseID: l.LeaseID, Expires: l.ExpiresAt.Time, Epoch: en.OwnershipEpoch, Attempts: en.Attempts}, now)
+	if len(effs) == 0 {
+		e.log.Error("a second run of one item was not started", "item", it.key.sched(), "phase", it.Phase, "lease", l.LeaseID)
+		return
+	}
+	it.Item, it.missionID, it.attempt = next, mission, effs[0].(lc.StartRun).Attempt
+	it.renewedAt, it.reportedAt, it.retryAt, it.askedAt = now, now, time.Time{}, time.Time{}
 	idx := -1
 	if err == nil {
 		idx, err = e.pool.Start(slots.Assignment{
@@ -137,19 +141,17 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 			LeaseID: l.LeaseID, LeaseExpiresAt: l.ExpiresAt.Time, Contract: contract,
 			Context: e.contextFor(it.key.group, it.key.id), CitedEvents: e.citedEvents, Extensions: e.offerExtensions(it.key, en),
 			Credentials:   slots.Credentials{Token: leaseToken(e.secret, l.LeaseID, l.ExpiresAt.Time), ExpiresAt: l.ExpiresAt.Time},
-			PriorAttempts: priorAttempts(en),
+			PriorAttempts: it.attempt - 1,
 		})
 	}
 	if err != nil {
 		// Nothing ran: report the failure under the new lease.
 		e.log.Error("cannot run", "item", it.key.sched(), "err", err)
-		e.endRun(it, false, now)
-		it.Phase = phFinishing
-		e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: it.key.id, Reason: err.Error(),
-			Evidence: failureEvidence(it.key.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.Epoch), LeaseID: l.LeaseID})
+		it.Item, effs = lc.Step(it.core(), lc.StartFailed{Reason: err.Error(), AgentID: e.cfg.AgentID, Online: e.mon.State() == stateOnline}, now)
+		e.carry(it, cause{}, effs, now)
 		return
 	}
-	it.Phase, it.slot, it.startedAt = phRunning, idx, now
+	it.slot, it.startedAt = idx, now
 	e.observeStart(it, now)
 	e.w.m.runsStarted.Inc()
 	e.log.Info("run started", "group", it.key.group, "item", it.key.id, "lease", l.LeaseID, "slot", idx, "ownershipEpoch", en.OwnershipEpoch,
@@ -312,16 +314,6 @@ func checkpointOf(en queue.Entry) string {
 		return ""
 	}
 	return en.Checkpoint.CheckpointID
-}
-
-// priorAttempts is how many attempts earlier acceptances made: the
-// WorkItem's attempts count this acceptance too, and the slot counts this
-// run's attempts from 1, so a first run is attempt 1.
-func priorAttempts(en queue.Entry) uint64 {
-	if en.Attempts == 0 {
-		return 0
-	}
-	return en.Attempts - 1
 }
 
 // retried reports a failed attempt the retry policy runs again: from the

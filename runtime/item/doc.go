@@ -10,14 +10,23 @@
 // lease), Finishing (the run ended; its commands go out, then the record
 // is forgotten).
 //
-// Inputs: Answered (the authority's answer to one of the item's commands,
-// or a send that got none), RunEnded (a slot's outcome), Reconciled (an
-// outcome held while offline, the worker back online), Due (the head
-// command about to be sent).
+// Inputs: Viewed (the store's view of the item after a transaction),
+// Answered (the authority's answer to one of the item's commands, or a
+// send that got none), Launched (a lease granted for its start),
+// StartFailed (the slot could not start the run), RunEnded (a slot's
+// outcome), Reconciled (an outcome held while offline, the worker back
+// online), Due (the head command about to be sent).
 //
 // What each phase does with each input (— : no change of phase):
 //
 //	input \ phase           Accepting        Queued            Starting            Running             Finishing
+//	Viewed                  not offered any  owned: Enqueue or Launch under a       lease not shown:    re-offered under a newer
+//	                        more: Drop       RenewAcceptance;   lease of this       LoseLease; new      epoch: DropCommands,
+//	                                         lost start answer: session; not ours:  expiry: Renewed     Forget, Created
+//	                                         Adopt; else Drop   EndRun, Drop
+//	                        (no record: an offer to this worker not judged yet → Admit; owned and queued → Created)
+//	Launched                → Running: StartRun (attempt = PriorAttempts+1)         —  (never two runs)
+//	StartFailed             —                —                 —                   → Finishing: EndRun, Send work.fail
 //	Answered, retryable     Again: same bytes after RetryBackoff (INTERNAL_ERROR, a lost answer), or built again
 //	  or rebuildable        (stale, MEMBERSHIP_STALE, ACTION_ID_COLLISION; AUTH_INVALID_SIGNATURE at /issuedAt after
 //	                        a back-off); REVISION_CONFLICT on a revisioned command: HoldConflict      (any phase, —)
@@ -48,9 +57,9 @@
 // outbox while it stops (Unanswered).
 //
 // The invariants, checked on every scenario step and by a rapid property
-// over any sequence of inputs (property_test.go): Step never puts an item
-// into Running (only a lease the engine launches does), so no item runs
-// twice; no command names a lease the worker's clock has ended; a
+// over any sequence of inputs (property_test.go): only a granted lease
+// (Launched) puts an item into Running, never while a run is under way or
+// finishing, so no item runs twice; no command names a lease the worker's clock has ended; a
 // work.submit comes only from a completed run, under its lease, with the
 // evidence the handler returned.
 //
@@ -58,8 +67,9 @@
 // as transcripts: `go test ./runtime/item/ -run TestScenarios -rewrite`
 // regenerates their outputs.
 //
-// Not here yet: the engine's reading of the store's view (sync: offers,
-// ownership, adoption of a lease, revocation), admission and the renewed
-// acceptance's admission, starts picked by the scheduler, preemption
-// requests and the offline pauses are still decided in package runtime.
+// Not here yet: admission and the renewed acceptance's admission (Admit
+// reads queue's entry), starts picked by the scheduler, renewals due,
+// preemption requests and refusals, the offline pauses and when a command
+// waits for a membership epoch or its own events are still decided in
+// package runtime.
 package item

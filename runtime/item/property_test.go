@@ -12,8 +12,9 @@ import (
 
 // checkInvariants holds for every step, in the scenario files and under
 // rapid:
-//   - never two runs: Step never puts an item into Running (only a lease
-//     the engine launches does), and one input sends at most one outcome;
+//   - never two runs: only a granted lease (Launched) puts an item into
+//     Running, with one StartRun, and never while a run is under way or
+//     finishing; one input sends at most one outcome;
 //   - never a command under an ended lease: no Send names the item's
 //     lease once the worker's clock has ended it, and Due withholds such a
 //     command;
@@ -22,58 +23,89 @@ import (
 //     handler returned (never an empty stand-in for it).
 func checkInvariants(t fataler, prev Item, in Input, next Item, effs []Effect, now time.Time) {
 	t.Helper()
-	if next.Phase == Running && prev.Phase != Running {
-		t.Fatalf("step moved %s into running on %T", prev.Phase, in)
-	}
-	online := true
-	switch in := in.(type) {
-	case Answered:
-		online = in.Online
-	case RunEnded:
-		online = in.Online
-	case Due:
-		online = in.Online
-	}
+	checkRuns(t, prev, in, next, effs)
+	online := onlineOf(in)
 	outcomes := 0
 	for _, e := range effs {
-		s, ok := e.(Send)
-		if !ok {
-			continue
-		}
-		if l := LeaseOf(s.Payload); l != "" && l == next.LeaseID && next.LeaseOver(online, now) {
-			t.Fatalf("%s sent under lease %s ended at %s (now %s)", s.Type, l, next.Expires, now)
-		}
-		switch s.Type {
-		case protocol.CmdWorkSubmit, protocol.CmdWorkFail, protocol.CmdWorkBlock:
-			outcomes++
-		}
-		if s.Type == protocol.CmdWorkSubmit {
-			var r RunEnded
-			switch in := in.(type) {
-			case RunEnded:
-				r = in
-			case Reconciled:
-				r = in.Run
-			default:
-				t.Fatalf("work.submit on %T", in)
-			}
-			p := s.Payload.(*protocol.SubmitWorkPayload)
-			if r.End != Completed || p.LeaseID != prev.LeaseID || len(p.Evidence) != len(r.Evidence) {
-				t.Fatalf("work.submit %+v from %+v", p, r)
-			}
+		if s, ok := e.(Send); ok {
+			outcomes += checkSend(t, prev, in, next, s, online, now)
 		}
 	}
 	if outcomes > 1 {
 		t.Fatalf("%d outcome commands for one %T", outcomes, in)
 	}
-	if d, ok := in.(Due); ok && len(effs) == 0 {
-		switch d.Type {
-		case protocol.CmdWorkSubmit, protocol.CmdWorkFail, protocol.CmdWorkBlock:
-			if l := LeaseOf(d.Payload); l != "" && l == next.LeaseID && next.LeaseOver(d.Online, now) {
-				t.Fatalf("%s let out under lease %s ended at %s", d.Type, l, next.Expires)
-			}
+	if d, ok := in.(Due); ok && len(effs) == 0 && isOutcome(d.Type) {
+		if l := LeaseOf(d.Payload); l != "" && l == next.LeaseID && next.LeaseOver(d.Online, now) {
+			t.Fatalf("%s let out under lease %s ended at %s", d.Type, l, next.Expires)
 		}
 	}
+}
+
+// checkRuns: only Launched starts a run, once, and never over another.
+func checkRuns(t fataler, prev Item, in Input, next Item, effs []Effect) {
+	t.Helper()
+	starts := 0
+	for _, e := range effs {
+		if _, ok := e.(StartRun); ok {
+			starts++
+		}
+	}
+	_, launch := in.(Launched)
+	switch {
+	case starts > 1 || (starts == 1 && (prev.Phase == Running || prev.Phase == Finishing)):
+		t.Fatalf("%d runs started from %s", starts, prev.Phase)
+	case next.Phase == Running && prev.Phase != Running && !(launch && starts == 1):
+		t.Fatalf("step moved %s into running on %T without starting a run", prev.Phase, in)
+	case starts == 1 && !launch:
+		t.Fatalf("a run started on %T", in)
+	}
+}
+
+// checkSend: no command under an ended lease, a submission only from a
+// completed run with its evidence. It returns 1 for an outcome command.
+func checkSend(t fataler, prev Item, in Input, next Item, s Send, online bool, now time.Time) int {
+	t.Helper()
+	if l := LeaseOf(s.Payload); l != "" && l == next.LeaseID && next.LeaseOver(online, now) {
+		t.Fatalf("%s sent under lease %s ended at %s (now %s)", s.Type, l, next.Expires, now)
+	}
+	if s.Type == protocol.CmdWorkSubmit {
+		var r RunEnded
+		switch in := in.(type) {
+		case RunEnded:
+			r = in
+		case Reconciled:
+			r = in.Run
+		default:
+			t.Fatalf("work.submit on %T", in)
+		}
+		p := s.Payload.(*protocol.SubmitWorkPayload)
+		if r.End != Completed || p.LeaseID != prev.LeaseID || len(p.Evidence) != len(r.Evidence) {
+			t.Fatalf("work.submit %+v from %+v", p, r)
+		}
+	}
+	if isOutcome(s.Type) {
+		return 1
+	}
+	return 0
+}
+
+func isOutcome(typ protocol.CommandType) bool {
+	return typ == protocol.CmdWorkSubmit || typ == protocol.CmdWorkFail || typ == protocol.CmdWorkBlock
+}
+
+// onlineOf is whether the worker was online for in (true when in does not say).
+func onlineOf(in Input) bool {
+	switch in := in.(type) {
+	case Answered:
+		return in.Online
+	case RunEnded:
+		return in.Online
+	case Due:
+		return in.Online
+	case StartFailed:
+		return in.Online
+	}
+	return true
 }
 
 // fataler is what checkInvariants needs of *testing.T and *rapid.T.
@@ -114,10 +146,6 @@ func TestStepKeepsInvariants(t *testing.T) {
 			it = next
 			it.Pending = rapid.IntRange(0, 2).Draw(rt, "pending")
 			it.Sending = rapid.Bool().Draw(rt, "sending")
-			if rapid.IntRange(0, 9).Draw(rt, "launch") == 0 { // the engine launches a run under a new lease
-				it.Phase, it.LeaseID, it.Lost = Running, rapid.SampledFrom(leases).Draw(rt, "new-lease"), false
-				it.Expires = now.Add(2 * time.Minute)
-			}
 		}
 	})
 }
@@ -148,7 +176,11 @@ func drawInput(rt *rapid.T, leases []string, now time.Time) Input {
 	if rapid.Bool().Draw(rt, "evidence") {
 		run.Evidence = []protocol.Evidence{{Subject: "wi-1", Criteria: protocol.List[string]{"ac-1"}, Result: protocol.EvidencePass}}
 	}
-	switch rapid.IntRange(0, 4).Draw(rt, "input") {
+	switch rapid.IntRange(0, 6).Draw(rt, "input") {
+	case 5:
+		return Launched{LeaseID: lease, Expires: now.Add(2 * time.Minute), Epoch: 1, Attempts: uint64(rapid.IntRange(0, 3).Draw(rt, "attempts"))}
+	case 6:
+		return StartFailed{Reason: "cannot run", AgentID: "w1", Online: online}
 	case 4:
 		states := []protocol.WorkItemState{protocol.WorkOffered, protocol.WorkQueued, protocol.WorkActive, protocol.WorkBlocked,
 			protocol.WorkSubmitted, protocol.WorkCancelled, protocol.WorkOpen}

@@ -34,6 +34,9 @@ var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 //	reconciled outcome=… [expires=D]   a held outcome, the worker back online
 //	due type=T [lease=L] [offline] [expires=D]
 //	                                   the head command about to be sent
+//	launched lease=L expires=D epoch=N attempts=N
+//	                                   a lease granted for the item's start; attempts as the store counts them
+//	start-failed [reason=R]            the slot could not start the run
 //	view [gone] state=S [mine] [offered] [offer=O] [epoch=N] [lease=L] [expires=D] [here] [rev=N] [accepted=N] [judged]
 //	                                   the store's view after a transaction: gone (not in the
 //	                                   store), owned by this worker, offered to it, the lease it
@@ -111,6 +114,10 @@ func (s *scenario) run(td *datadriven.TestData) string {
 		return s.step(in)
 	case "view":
 		return s.step(s.view())
+	case "launched":
+		return s.step(Launched{LeaseID: s.str("lease", ""), Expires: s.now.Add(s.dur("expires")), Epoch: s.num("epoch"), Attempts: s.num("attempts")})
+	case "start-failed":
+		return s.step(StartFailed{Reason: s.str("reason", "cannot run"), AgentID: "w1", Online: !td.HasArg("offline")})
 	case "due":
 		in := Due{Type: s.cmdType(), Payload: s.payload(s.cmdType()), Online: !td.HasArg("offline")}
 		if td.HasArg("expires") {
@@ -326,6 +333,8 @@ func render(e Effect) string {
 		return fmt.Sprintf("renewal-refused rev=%d", e.Revision)
 	case Withhold:
 		return "withhold: " + e.Why
+	case StartRun:
+		return fmt.Sprintf("start-run attempt=%d", e.Attempt)
 	case Renewed:
 		return "renewed expires=t0+" + e.Expires.Sub(t0).String()
 	}

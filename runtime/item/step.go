@@ -22,6 +22,10 @@ func Step(it Item, in Input, now time.Time) (Item, []Effect) {
 		return due(it, in, now)
 	case Viewed:
 		return viewed(it, in)
+	case Launched:
+		return launched(it, in)
+	case StartFailed:
+		return startFailed(it, in, now)
 	}
 	return it, nil
 }
