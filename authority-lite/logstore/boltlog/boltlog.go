@@ -10,8 +10,8 @@
 //
 // A Group's buckets items, proposals and meta are created with it, as the
 // service expects them. Every write is one transaction, fsynced before it
-// returns; concurrent appends share a transaction (bolt.DB.Batch), so one
-// fsync covers them. A record's revision is a hash of its value: the
+// returns; concurrent appends share a transaction (bolt.DB.Batch, which
+// gathers for at most 1 ms), so one fsync covers them. A record's revision is a hash of its value: the
 // layout has no revision column, and compare-and-set needs only "is it
 // still what I read".
 package boltlog
@@ -80,6 +80,9 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("boltlog: %s: %w", path, err)
 	}
+	// bbolt's default 10 ms would be a lone writer's wait on every
+	// commit; 1 ms still lets concurrent appends share one fsync.
+	db.MaxBatchDelay = time.Millisecond
 	return &Store{db: db}, nil
 }
 

@@ -21,7 +21,9 @@
 // event (Nats-Expected-Last-Subject-Sequence). The server applies all of
 // it or none, and refuses it when another decider appended to the Group,
 // or stored the same receipt, first. A command of one event and no
-// receipt is one ordinary publish with the same expectation.
+// receipt is one ordinary publish with the same expectation. A server
+// takes at most 1,000 messages in a batch (its default), which bounds a
+// command's events and receipts together.
 //
 // Organization records live in the same stream rather than in key-value
 // buckets (which are streams of their own): a read then goes to the
@@ -639,7 +641,8 @@ func (s *Store) Records(ctx context.Context, t logstore.Table, fn func(string, [
 	return nil
 }
 
-// Close drains the connection: what was published is answered first.
+// Close closes the connection; a write still waiting for its answer
+// returns an error (its outcome unknown: its receipt tells).
 func (s *Store) Close() error {
 	if s.nc.IsClosed() {
 		return nil
