@@ -121,6 +121,28 @@ func TestReconcileRefusals(t *testing.T) {
 	}
 }
 
+// Progress buffered while the lease was valid and delivered after it
+// expired, within the offline grace, is reconciled as a historical fact
+// (spec 11.5): accepted, its usage charged once, the lapsed lease not
+// renewed.
+func TestReconcileAfterTheLeaseExpiredWithinGrace(t *testing.T) {
+	k := newSvc(t)
+	w := k.toActive("wi-1")
+	disc := k.clk.Now().Add(10 * time.Second)
+	raw := k.buffered(w, disc, 20*time.Second, protocol.Usage{Tokens: 9})
+	k.clk.Advance(w.Lease.ExpiresAt.Sub(k.clk.Now()) + OfflineGrace/2) // past the lease, within the grace
+	raw = k.rebuildForCurrentSession(raw)
+	if _, err := k.submitRaw(raw); err != nil {
+		t.Fatalf("progress buffered within its lease, delivered within the grace: %v", err)
+	}
+	if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 9 {
+		t.Fatalf("usage %+v, want the buffered 9 tokens charged", u)
+	}
+	if got := k.item("wi-1"); got.Lease != nil && got.Lease.ExpiresAt.After(k.clk.Now()) {
+		t.Fatalf("the lapsed lease was renewed to %s by historical progress", got.Lease.ExpiresAt)
+	}
+}
+
 func TestReconcileAfterSessionReplacement(t *testing.T) {
 	k := newSvc(t)
 	w := k.toActive("wi-1")
