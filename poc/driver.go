@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,13 +45,13 @@ type Options struct {
 	// one (`poc --handlers go`); without python3 they run anyway.
 	GoHandlers bool
 
-	// For tests only: thwart names a fault whose moment the driver makes
-	// but whose effect it switches off while still journalling the
-	// injection, to prove that the run then fails with that fault named
+	// For tests only: thwart names faults whose moments the driver makes
+	// but whose effects it switches off while still journalling the
+	// injections, to prove that the run then fails with each fault named
 	// and what did not happen (see thwartText); momentWait shortens
 	// how long the driver waits for the protocol to react to a made
 	// moment (defaultMomentWait).
-	thwart     FaultName
+	thwart     []FaultName
 	momentWait time.Duration
 	// weightBlind gives the workers' schedulers equal effective weights
 	// for every Group: a scheduler blind to the weights, which the
@@ -163,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if o.thwart == FaultWorkerRestart {
+	if slices.Contains(o.thwart, FaultWorkerRestart) {
 		defer runtime.TestHooks.NoResume.Store(false) // set at the restart
 	}
 	r := &run{opts: o, dir: dir, ctx: ctx, log: o.Logger, out: &lockedWriter{w: o.Out}, keys: map[string]protocol.PrivateKey{}, holds: NewHolds(),

@@ -60,19 +60,22 @@ type faultPlan struct {
 	staleLease   string // the lease worker-1 held when it was cut off
 	momentWait   time.Duration
 	giveUpAt     time.Time
-	thwart       FaultName
+	thwart       map[FaultName]bool
 	abandonedAll bool
 	humanChanges []string // groups where a human requested changes
 }
 
 func newFaultPlan(r *run, names []FaultName) *faultPlan {
 	f := &faultPlan{r: r, want: map[FaultName]bool{}, done: map[FaultName]bool{}, seen: map[string]uint64{}, soakSeen: map[string]time.Time{},
-		momentWait: r.opts.momentWait, thwart: r.opts.thwart, giveUpAt: time.Now().Add(r.opts.Timeout / 2)}
+		momentWait: r.opts.momentWait, thwart: map[FaultName]bool{}, giveUpAt: time.Now().Add(r.opts.Timeout / 2)}
 	if f.momentWait <= 0 {
 		f.momentWait = defaultMomentWait
 	}
 	for _, n := range names {
 		f.want[n] = true
+	}
+	for _, n := range r.opts.thwart {
+		f.thwart[n] = true
 	}
 	a := r.specs[0]
 	if f.want[FaultGroupDisconnect] || f.want[FaultWorkerRestart] {
@@ -167,7 +170,7 @@ func (f *faultPlan) step() error {
 		r.mu.Lock()
 		old := r.coords[b.MissionID]
 		r.mu.Unlock()
-		c, err := failoverCoordinator(r.ctx, r.journal, r.owner, old, r.coordinatorConfig(b, next, []string{worker1}), f.thwart != FaultCoordinatorFailover)
+		c, err := failoverCoordinator(r.ctx, r.journal, r.owner, old, r.coordinatorConfig(b, next, []string{worker1}), !f.thwart[FaultCoordinatorFailover])
 		f.done[FaultCoordinatorFailover] = true
 		if err != nil {
 			return fmt.Errorf("coordinator-failover: %w", err)
@@ -199,7 +202,7 @@ func (f *faultPlan) step() error {
 		if err := r.stopWorker(worker1); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
 		}
-		if f.thwart == FaultWorkerRestart {
+		if f.thwart[FaultWorkerRestart] {
 			runtime.TestHooks.NoResume.Store(true) // cleared when the run ends
 		}
 		if err := r.startWorker(worker1, []string{a.GroupID, b.GroupID}); err != nil {
@@ -265,7 +268,7 @@ func (f *faultPlan) duplicateDelivery(a MissionSpec, now time.Time) error {
 				f.dupWant = float64(g.Cursor)
 			}
 		}
-		if f.thwart != FaultDuplicateDelivery {
+		if !f.thwart[FaultDuplicateDelivery] {
 			wr.w.Redeliver(a.GroupID, 0)
 		}
 		return nil
@@ -301,7 +304,7 @@ func (f *faultPlan) groupDisconnect(b MissionSpec, now time.Time) error {
 		if err := r.observe(worker1, string(FaultGroupDisconnect)+momentBefore); err != nil {
 			return err
 		}
-		if f.thwart != FaultGroupDisconnect {
+		if !f.thwart[FaultGroupDisconnect] {
 			r.links[worker1].Cut(disconnectMax)
 		}
 		f.disconnectCutAt, f.disconnectBackAt = now, now.Add(disconnectMax)
@@ -351,7 +354,7 @@ func (f *faultPlan) leaseExpiry(a MissionSpec, now time.Time) error {
 		if w.Ownership != nil && w.Ownership.OwnershipEpoch > f.stall.Epoch || now.After(f.stallBackAt) {
 			r.links[worker1].Restore()
 			f.leaseHold.Release()
-			if f.thwart != FaultLeaseExpiry {
+			if !f.thwart[FaultLeaseExpiry] {
 				f.stall.Code = f.lateSubmit(a)
 			}
 			return f.record(f.stall)
@@ -448,7 +451,7 @@ func (f *faultPlan) holdApproval(spec MissionSpec) bool {
 	if f.pending(FaultChangeRequest) {
 		changes := []string{"document the new function in the README"}
 		var err error
-		if f.thwart == FaultChangeRequest {
+		if f.thwart[FaultChangeRequest] {
 			err = r.journal.Record(Injection{Fault: FaultChangeRequest, At: protocol.NewTime(time.Now()), Group: spec.GroupID, Detail: changes[0]})
 		} else {
 			err = RequestChanges(r.ctx, r.journal, r.owner, spec, changes, "please also document it", time.Now())

@@ -90,7 +90,7 @@ func (f *faultPlan) offerHotfix(a MissionSpec, now time.Time) error {
 		return fmt.Errorf("priority-arrival: authorize: %w", err)
 	}
 	to := worker1
-	if f.thwart == FaultPriorityArrival {
+	if f.thwart[FaultPriorityArrival] {
 		to = worker2 // not running: the critical item never reaches a slot
 	}
 	basis := protocol.SelectionBasis{

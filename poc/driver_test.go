@@ -12,17 +12,30 @@ import (
 	"github.com/missionweave/mwp-worker/handlers/python"
 )
 
-// TestRunEndToEnd runs the whole proof of concept unattended and checks
-// the report read back from the durable stores.
+// TestRunEndToEnd runs the whole proof of concept unattended on the Go
+// handlers (TestRunFaultSuite runs the Python ones) and checks the report
+// read back from the durable stores. Its workers' schedulers are blind to
+// the Groups' weights (equal effective weights): the equal backlogs are
+// then served about half each, and the run must fail on the contention
+// check and on nothing else, so the check is one a wrong scheduler does not
+// pass. (One run serves both: a run is most of this package's test time.)
 func TestRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the full PoC run takes a few seconds")
 	}
 	dir := t.TempDir()
 	var out bytes.Buffer
-	rep, err := Run(context.Background(), Options{Dir: dir, AutoApprove: true, Out: &out, GoHandlers: true})
+	rep, err := Run(context.Background(), Options{Dir: dir, AutoApprove: true, Out: &out, GoHandlers: true, weightBlind: true})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if rep.Contention == nil {
+		t.Fatalf("no contention window\n%s", out.String())
+	}
+	if p := rep.Problems(); rep.OK() || len(p) == 0 || !strings.HasPrefix(p[0], "contention not fair: ") {
+		t.Errorf("a weight-blind scheduler passed: problems %q, contention %+v", p, rep.Contention)
+	} else {
+		t.Logf("%s", p[0])
 	}
 	requireHandlers(t, rep, "go")
 	if p := problemsButFairness(t, rep); len(p) > 0 {
@@ -114,7 +127,7 @@ func requireHandlers(t *testing.T, rep *Report, lang string) {
 // off its weight share, which is logged: a share measured on one run
 // under the test's load (the race detector, other packages) is a
 // measurement, not a verdict on the run's faults and invariants. The
-// check itself fails a run in TestRunWeightBlindSchedulerFails and
+// check itself fails a run in TestRunEndToEnd (weight-blind) and
 // TestReportVerdict, and `poc` keeps it.
 func problemsButFairness(t *testing.T, rep *Report) []string {
 	t.Helper()
@@ -139,7 +152,7 @@ func TestRunFailsOnAFaultNotInjected(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Faults: []FaultName{FaultPriorityArrival}, Out: &out,
-		thwart: FaultPriorityArrival, momentWait: time.Second, Timeout: 40 * time.Second})
+		thwart: []FaultName{FaultPriorityArrival}, momentWait: time.Second, Timeout: 40 * time.Second})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -175,59 +188,62 @@ func TestRunFailsOnAFaultNotInjected(t *testing.T) {
 // injection but does not cause it, or the worker does not resume from
 // checkpoints) and `--faults NAME` must fail, naming the fault and what
 // did not happen. The checks read what happened, never the journal's word.
+// Faults whose switches do not touch one another share a run (each must
+// still be named with its own problem); worker-restart's switch turns off
+// every resume of the worker, so it runs alone.
 func TestRunFaultSwitchedOff(t *testing.T) {
 	if testing.Short() {
-		t.Skip("seven PoC runs take over a minute")
+		t.Skip("PoC runs take over a minute")
 	}
-	cases := []struct {
-		fault FaultName
-		want  string // in the problem line
-	}{
-		{FaultDuplicateDelivery, "no redelivered event reached the worker"},
-		{FaultWorkerRestart, "0 runs resumed from a checkpoint"},
-		{FaultCoordinatorFailover, "no late command of the old coordinator"},
-		{FaultGroupDisconnect, "never lost its connection"},
-		{FaultLeaseExpiry, "no late command of the old owner"},
+	want := map[FaultName]string{ // in the problem line
+		FaultDuplicateDelivery:   "no redelivered event reached the worker",
+		FaultWorkerRestart:       "0 runs resumed from a checkpoint",
+		FaultCoordinatorFailover: "no late command of the old coordinator",
+		FaultGroupDisconnect:     "never lost its connection",
+		FaultLeaseExpiry:         "no late command of the old owner",
 		// priority-arrival: TestRunFailsOnAFaultNotInjected.
-		{FaultChangeRequest, "no mission.changes_requested"},
+		FaultChangeRequest: "no mission.changes_requested",
 	}
-	for _, c := range cases {
-		t.Run(string(c.fault), func(t *testing.T) {
+	runs := [][]FaultName{
+		{FaultDuplicateDelivery, FaultCoordinatorFailover, FaultGroupDisconnect, FaultLeaseExpiry, FaultChangeRequest},
+		{FaultWorkerRestart},
+	}
+	for _, faults := range runs {
+		t.Run(string(faults[0]), func(t *testing.T) {
 			var out bytes.Buffer
-			rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Faults: []FaultName{c.fault}, Out: &out,
-				thwart: c.fault, momentWait: time.Second, Timeout: 60 * time.Second})
+			rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Faults: faults, Out: &out,
+				thwart: faults, momentWait: time.Second, Timeout: 60 * time.Second})
 			if rep == nil {
 				t.Fatalf("no report: %v\n%s", err, out.String())
 			}
 			p := rep.Problems()
-			want := "fault " + string(c.fault) + " "
-			if rep.OK() || len(p) == 0 || !strings.HasPrefix(p[0], want) || !strings.Contains(p[0], c.want) {
-				t.Fatalf("switched off, the run gave problems %q (want %q … %q)\n%s", p, want, c.want, out.String())
+			if rep.OK() {
+				t.Fatalf("switched off, %v passed the run\n%s", faults, out.String())
 			}
-			t.Logf("%s", p[0])
+			for _, f := range faults {
+				prefix, named := "fault "+string(f)+" ", ""
+				for _, l := range p {
+					if strings.HasPrefix(l, prefix) && strings.Contains(l, want[f]) {
+						named = l
+					}
+				}
+				if named == "" {
+					t.Errorf("switched off, %s is not named with %q: problems %q", f, want[f], p)
+					continue
+				}
+				t.Logf("%s", named)
+			}
+			if t.Failed() {
+				t.Logf("%s", out.String())
+			}
 		})
 	}
-}
-
-// TestRunWeightBlindSchedulerFails: with the workers' schedulers blind to
-// the Groups' weights (equal effective weights), the equal backlogs are
-// served about half each, and the run fails on the contention check: the
-// check is one a wrong scheduler does not pass.
-func TestRunWeightBlindSchedulerFails(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a PoC run takes a few seconds")
+	// Every fault but priority-arrival is switched off in one of the runs.
+	n := 0
+	for _, r := range runs {
+		n += len(r)
 	}
-	var out bytes.Buffer
-	rep, err := Run(context.Background(), Options{Dir: t.TempDir(), AutoApprove: true, Out: &out, weightBlind: true})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
+	if n != len(want) || len(want) != len(AllFaults)-1 {
+		t.Errorf("%d faults switched off, %d listed, want %d", n, len(want), len(AllFaults)-1)
 	}
-	if rep.Contention == nil {
-		t.Fatalf("no contention window\n%s", out.String())
-	}
-	p := rep.Problems()
-	if rep.OK() || len(p) == 0 || !strings.HasPrefix(p[0], "contention not fair: ") {
-		t.Fatalf("a weight-blind scheduler passed: problems %q, contention %+v", p, rep.Contention)
-	}
-	t.Logf("%s", p[0])
 }

@@ -1,6 +1,7 @@
 package poc
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -137,5 +138,66 @@ func TestContentionLQFShare(t *testing.T) {
 	}
 	if math.Abs(a.SlotShare-2.0/3) > 0.01 || !c.Within {
 		t.Errorf("weighted: %+v", c)
+	}
+}
+
+// The contention window is, of the spans in which every Group waited, the
+// one in which the scheduler started the most runs, then the one with the
+// most slot-time. Each case has a span that another rule would pick: the
+// first, the longest, the one with the most slot-time, the last.
+func TestContentionWindowChoice(t *testing.T) {
+	w := map[string]int64{"grp-a": 4, "grp-b": 2}
+	// phase lays out one span on two slots from start: per slot, runs of
+	// length d (seconds) of the Group's items, all arrived at start, so
+	// each Group waits until its last item starts.
+	type run struct {
+		item, group string
+		from, to    float64
+	}
+	phase := func(start float64, n int, d float64) []run {
+		var rs []run
+		for i := 0; i < n; i++ {
+			from := start + float64(i)*d
+			rs = append(rs, run{fmt.Sprintf("a%g-%d", start, i), "grp-a", from, from + d}, run{fmt.Sprintf("b%g-%d", start, i), "grp-b", from, from + d})
+		}
+		return rs
+	}
+	build := func(phases ...[]run) ([]SlotUsage, []Arrival) {
+		s := []SlotUsage{{Worker: "w", Slot: 0}, {Worker: "w", Slot: 1}}
+		var arr []Arrival
+		for _, ph := range phases {
+			for _, r := range ph {
+				slot := 0
+				if r.group == "grp-b" {
+					slot = 1
+				}
+				s[slot].Intervals = append(s[slot].Intervals, iv(r.item, r.group, r.from, r.to, OutcomeSubmitted))
+				arr = append(arr, Arrival{Item: r.item, Group: r.group, At: at(ph[0].from).Time})
+			}
+		}
+		return s, arr
+	}
+	cases := []struct {
+		name     string
+		phases   [][]run
+		from, to int64 // the window chosen, ms
+	}{
+		// 0–6 s: the first and longest span, with the most slot-time: 4
+		// starts (two a Group, at 0 s and 6 s); 7–8 s: 6 starts; 9–9.5 s,
+		// the last: 4.
+		{"most runs started", [][]run{phase(0, 2, 6), phase(7, 3, 0.5), phase(9, 2, 0.5)}, 7000, 8000},
+		// Two spans with 6 starts each: the one with more slot-time, second
+		// or first.
+		{"then most slot-time", [][]run{phase(0, 3, 0.5), phase(7, 3, 0.75)}, 7000, 8500},
+		{"then most slot-time, first", [][]run{phase(0, 3, 0.75), phase(7, 3, 0.5)}, 0, 1500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			slots, arr := build(c.phases...)
+			got := ComputeContention(slots, arr, w, t0, t0.Add(20*time.Second))
+			if got == nil || got.FromMs != c.from || got.ToMs != c.to {
+				t.Fatalf("window %+v, want %d–%d ms", got, c.from, c.to)
+			}
+		})
 	}
 }

@@ -52,6 +52,27 @@ func TestPreemptionBurstServedTogether(t *testing.T) {
 		if r.Summary.Preemptions != 3 {
 			t.Errorf("%s: %d preemptions, want 3", tc.name, r.Summary.Preemptions)
 		}
+		// Each preemption names the critical item it is for, a different
+		// one each, and that item starts in the victim's slot.
+		forItem := map[string]simulate.Event{}
+		for _, e := range r.Events {
+			if e.Action == "preempt" {
+				if _, dup := forItem[e.For]; dup || e.For == "" {
+					t.Errorf("%s: preemption %+v: for no item or one already named", tc.name, e)
+				}
+				forItem[e.For] = e
+			}
+		}
+		for _, e := range r.Events {
+			if p, ok := forItem[e.Item]; ok && e.Action == "start" && e.Slot != p.Slot {
+				t.Errorf("%s: %s started in slot %d, its preemption freed slot %d", tc.name, e.Item, e.Slot, p.Slot)
+			}
+		}
+		for _, it := range r.Items[3:] {
+			if _, ok := forItem[it.ID]; !ok {
+				t.Errorf("%s: no preemption names %s", tc.name, it.ID)
+			}
+		}
 	}
 }
 

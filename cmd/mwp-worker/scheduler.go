@@ -26,7 +26,8 @@ func schedulerCommand() *cli.Command {
 				"quota, deadlineMs (absolute) and preemptible (default true) are optional; unknown members are errors.\n" +
 				"A preempted item keeps working for checkpointMs to reach its checkpoint, frees its slot, re-enters\n" +
 				"its Group queue and later resumes with its remaining duration.\n" +
-				"With --json: one line per decision {atMs, action: start|preempt|finish, item, group, slot}, in time\n" +
+				"With --json: one line per decision {atMs, action: start|preempt|finish, item, group, slot, and on a preempt\n" +
+				"for: the waiting item the slot is asked for}, in time\n" +
 				"order, then {\"summary\": ...} with each Group's share of slot-time, waits and deadline misses.\n" +
 				"Bad input: a message on stderr and exit status 1.",
 			Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON lines instead of a table"}},

@@ -52,8 +52,9 @@ func TestSchedulerSimulateJSON(t *testing.T) {
 		if err := dec.Decode(&e); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
-		if len(e) != 5 {
-			t.Fatalf("line %q: want exactly atMs, action, item, group, slot", l)
+		// A preempt also names the waiting item it is for.
+		if want := map[bool]int{false: 5, true: 6}[e["action"] == "preempt"]; len(e) != want {
+			t.Fatalf("line %q: want exactly atMs, action, item, group, slot (and for, on a preempt)", l)
 		}
 		at := int64(e["atMs"].(float64))
 		if at < last {
@@ -68,6 +69,9 @@ func TestSchedulerSimulateJSON(t *testing.T) {
 		case "preempt":
 			if e["item"] == "b2" {
 				t.Fatal("non-preemptible item preempted")
+			}
+			if f, _ := e["for"].(string); f == "" {
+				t.Fatalf("preemption %q is for no waiting item", l)
 			}
 		default:
 			t.Fatalf("unknown action in %q", l)

@@ -148,6 +148,10 @@ type Event struct {
 	Item   string `json:"item"`
 	Group  string `json:"group"`
 	Slot   int    `json:"slot"`
+	// For is, on a preempt, the waiting item the victim's slot is asked
+	// for (a later preempt of the same victim names the item it is for
+	// then: the first may have started elsewhere meanwhile).
+	For string `json:"for,omitempty"`
 }
 
 // GroupSummary is one Group's outcome.
@@ -284,13 +288,14 @@ func RunWith(in *Input, opt Options) (*Result, error) {
 		seq++
 		timers.push(timer{at: at, kind: kind, seq: seq, item: item, run: st[item].run})
 	}
-	emit := func(at int64, action string, i int) error {
+	emitFor := func(at int64, action string, i int, forItem string) error {
 		if len(res.Events) >= limit {
 			return fmt.Errorf("simulation exceeded %d events", limit)
 		}
-		res.Events = append(res.Events, Event{AtMs: at, Action: action, Item: st[i].spec.ID, Group: st[i].spec.Group, Slot: st[i].slot})
+		res.Events = append(res.Events, Event{AtMs: at, Action: action, Item: st[i].spec.ID, Group: st[i].spec.Group, Slot: st[i].slot, For: forItem})
 		return nil
 	}
+	emit := func(at int64, action string, i int) error { return emitFor(at, action, i, "") }
 	slotTime := map[string]int64{}
 	endRun := func(i int, at int64) {
 		res.Stays = append(res.Stays, Stay{Item: st[i].spec.ID, Group: st[i].spec.Group, Slot: st[i].slot, StartMs: st[i].runStart, EndMs: at})
@@ -360,7 +365,7 @@ func RunWith(in *Input, opt Options) (*Result, error) {
 			}
 			i := byID[p.Item]
 			st[i].preempts++
-			if err := emit(t, "preempt", i); err != nil {
+			if err := emitFor(t, "preempt", i, p.For); err != nil {
 				return nil, err
 			}
 			// The item keeps working until its safe point; if it completes
