@@ -222,6 +222,33 @@ func (s *Service) afterArchive(gs *groupState) {
 	gs.release(s.cfg.Limits)
 }
 
+// releaseArchived releases, at Open, every Group whose group.archived is
+// durable but whose release is not (the process ended between the two
+// commits; such a Group is not in the released index). afterArchive runs
+// only after the archive's commit and the archiver skips archived Groups,
+// so nothing else would drop its records, schedule its receipts or note
+// it for purge. Open may have loaded it as a stub (its state was
+// checkpointed at its last event, at Close or before the crash): its whole
+// state is read back first, so that the release does the store part too.
+func (s *Service) releaseArchived() {
+	for _, id := range s.GroupIDs() {
+		gs := s.rawGroup(id)
+		// A placeholder is in the released index: released already.
+		if gs == nil || gs.lazy.Load() || s.groupDamage(id) != nil {
+			continue
+		}
+		gs.mu.Lock()
+		archived := gs.archived
+		gs.mu.Unlock()
+		if !archived {
+			continue
+		}
+		s.log.Info("releasing an archived Group left unreleased", "group", id)
+		s.ensureLoaded(gs)
+		s.afterArchive(gs)
+	}
+}
+
 // clearDecisionRecords deletes what a released Group no longer needs on
 // disk: its WorkItem, proposal and lease records and its grants, leases
 // and Context Package heads. Its archive snapshot holds its WorkItems

@@ -293,3 +293,59 @@ func TestPurgeArchivedGroup(t *testing.T) {
 		open()
 	}
 }
+
+// TestReleaseRedrivenAtOpen: a Group archived but not released (the
+// process ended between the archive's commit and its release) is released
+// by the next Open, and so purged in time; before, nothing released it and
+// it kept its records, receipts and memory for good.
+func TestReleaseRedrivenAtOpen(t *testing.T) {
+	k := newSvc(t)
+	k.toActive("wi-1")
+	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "not needed"})
+	k.ok(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: "mis-a", Reason: "done with it"})
+	open := func(hold bool) {
+		t.Helper()
+		if err := k.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(Config{Dir: k.dir, Clock: k.clk, Key: k.akey, Limits: testLimits(), VerifyEvery: 1000 * time.Hour,
+			ArchiveAfter: time.Minute, RetainEvents: 1000, PurgeAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.holdRelease = hold
+		k.rebind(s)
+	}
+	archived := func() bool {
+		for _, g := range k.s.Status().Groups {
+			if g.GroupID == "grp-a" {
+				return g.Archived
+			}
+		}
+		return false
+	}
+	open(true)
+	ctx := context.Background()
+	k.clk.Advance(2 * time.Minute)
+	k.s.ArchiveDue(ctx) // or the background archiver did
+	if !archived() || k.s.Released("grp-a") {
+		t.Fatalf("before the restart: archived %v, released %v; want archived only", archived(), k.s.Released("grp-a"))
+	}
+	open(false)
+	if !k.s.Released("grp-a") {
+		t.Fatal("not released by the next Open")
+	}
+	// The store part too: its WorkItem records and its receipt index go.
+	_ = k.s.db.View(func(tx *bolt.Tx) error {
+		g := tx.Bucket(bucketGroups).Bucket([]byte("grp-a"))
+		if n := g.Bucket(bucketItems).Stats().KeyN; n != 0 || g.Bucket(bucketGroupReceipts) != nil || tx.Bucket(bucketReleased).Get([]byte("grp-a")) == nil {
+			t.Errorf("after the next Open: %d WorkItem records, receipt index %v, in released %v; want none, none, yes",
+				n, g.Bucket(bucketGroupReceipts) != nil, tx.Bucket(bucketReleased).Get([]byte("grp-a")) != nil)
+		}
+		return nil
+	})
+	k.clk.Advance(2 * time.Hour)
+	if k.s.ArchiveDue(ctx); !k.s.Purged("grp-a") {
+		t.Fatal("not purged once due")
+	}
+}

@@ -143,6 +143,10 @@ type Service struct {
 	released      releasedTimes
 	// unread counts the placeholders whose stub is not read yet.
 	unread atomic.Int64
+
+	// holdRelease, in tests, leaves an archived Group unreleased as a
+	// crash right after the archive's commit would.
+	holdRelease bool
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -289,6 +293,7 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
+	s.releaseArchived()
 	s.startBackgroundCheck()
 	if err := s.startArchiver(); err != nil {
 		s.stopBackgroundCheck()
@@ -714,7 +719,9 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 			s.followEffects(c, p)
 		}
 		if p != nil && p.archived {
-			s.afterArchive(gs)
+			if !s.holdRelease {
+				s.afterArchive(gs)
+			}
 			return nil
 		}
 		s.maybeCompact(gs)
