@@ -349,3 +349,48 @@ func TestReleaseRedrivenAtOpen(t *testing.T) {
 		t.Fatal("not purged once due")
 	}
 }
+
+// TestPurgedSnapshotRemovedAtOpen: the snapshot files of a purged Group
+// are removed by the next Open when the process ended between the purge's
+// commit and their removal; before, they stayed on disk for good.
+func TestPurgedSnapshotRemovedAtOpen(t *testing.T) {
+	k := newSvc(t)
+	k.toActive("wi-1")
+	k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: "wi-1", Reason: "not needed"})
+	k.ok(k.alice, protocol.CmdMissionCancel, &protocol.CancelMissionPayload{MissionID: "mis-a", Reason: "done with it"})
+	open := func(hold bool) {
+		t.Helper()
+		if err := k.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(Config{Dir: k.dir, Clock: k.clk, Key: k.akey, Limits: testLimits(), VerifyEvery: 1000 * time.Hour,
+			ArchiveAfter: time.Minute, RetainEvents: 1000, PurgeAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.holdRemove = hold
+		k.rebind(s)
+	}
+	snaps := func() int {
+		es, _ := os.ReadDir(filepath.Join(k.dir, "snapshots"))
+		return len(es)
+	}
+	recorded := func() (n int) {
+		_ = k.s.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketGoneFiles).Stats().KeyN; return nil })
+		return n
+	}
+	open(true)
+	ctx := context.Background()
+	k.clk.Advance(2 * time.Minute)
+	k.s.ArchiveDue(ctx) // or the background archiver did
+	k.clk.Advance(2 * time.Hour)
+	k.s.ArchiveDue(ctx)
+	if !k.s.Purged("grp-a") || snaps() == 0 || recorded() == 0 {
+		t.Fatalf("before the restart: purged %v, snapshot files %d, recorded %d; want a purge with its files left and recorded",
+			k.s.Purged("grp-a"), snaps(), recorded())
+	}
+	open(false)
+	if snaps() != 0 || recorded() != 0 {
+		t.Fatalf("after the next Open: snapshot files %d, recorded %d; want none", snaps(), recorded())
+	}
+}

@@ -158,7 +158,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 }
 
 func createRootBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps, bucketReleased, bucketPurged, bucketReceiptsDue} {
+	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps, bucketReleased, bucketPurged, bucketReceiptsDue, bucketGoneFiles} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

@@ -38,11 +38,84 @@ import (
 //	released     groupId -> empty (released before the times were kept), or archivedAt (8 bytes BE, Unix ns)
 //	purged       groupId -> last sequence (8 bytes BE)
 //	receiptsDue  due time (8 bytes BE, Unix ns) receipt key -> nil
+//	goneFiles    snapshot digest -> empty
+//
+// A snapshot file is deleted after the commit that leaves nothing naming
+// it (a purge, or history dropped past it). That commit records its
+// digest in goneFiles; once the file is removed a second commit clears the
+// record, and Open removes the files still recorded (the process ended in
+// between), so no file is left behind for good.
 
 var (
 	bucketPurged      = []byte("purged")
 	bucketReceiptsDue = []byte("receiptsDue")
+	bucketGoneFiles   = []byte("goneFiles")
 )
+
+// markGone records, in the commit that stops naming them, the snapshot
+// files to remove.
+func markGone(tx *bolt.Tx, digests []string) error {
+	b := tx.Bucket(bucketGoneFiles)
+	for _, d := range digests {
+		if err := b.Put([]byte(d), []byte{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeGone removes the snapshot files of digests, then clears the
+// record of those removed (or absent already).
+func (s *Service) removeGone(digests []string) {
+	if s.holdRemove {
+		return
+	}
+	var done [][]byte
+	for _, d := range digests {
+		if path, err := s.snapshotPath(d); err == nil {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				s.log.Warn("removing a snapshot nothing names failed; the next start tries again", "digest", d, "err", err)
+				continue
+			}
+		}
+		done = append(done, []byte(d))
+	}
+	if len(done) == 0 {
+		return
+	}
+	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketGoneFiles)
+		for _, k := range done {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Error("clearing removed snapshots from the record failed", "err", err)
+	}
+}
+
+// redoGone removes, at Open, the snapshot files a commit recorded as gone
+// whose removal may not have happened.
+func (s *Service) redoGone() error {
+	var digests []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketGoneFiles).ForEach(func(k, _ []byte) error {
+			digests = append(digests, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if len(digests) > 0 {
+		s.log.Info("removing snapshot files left by an earlier run", "files", len(digests))
+		s.removeGone(digests)
+	}
+	return nil
+}
 
 // maxReceiptPrune bounds the receipts one sweep deletes (one transaction).
 const maxReceiptPrune = 4096
@@ -216,6 +289,9 @@ func (s *Service) purge(id string) error {
 		if err != nil {
 			return err
 		}
+		if err := markGone(tx, files); err != nil {
+			return err
+		}
 		return purged.Put([]byte(id), seqKey(gs.last))
 	})
 	if err != nil {
@@ -235,13 +311,7 @@ func (s *Service) purge(id string) error {
 	// and ends, instead of holding the deleted state (its tail among it)
 	// for as long as its connection lasts.
 	gs.notify()
-	for _, d := range files {
-		if path, err := s.snapshotPath(d); err == nil {
-			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-				s.log.Warn("removing a purged Group's snapshot failed", "group", id, "digest", d, "err", err)
-			}
-		}
-	}
+	s.removeGone(files)
 	return nil
 }
 

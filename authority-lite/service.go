@@ -147,6 +147,9 @@ type Service struct {
 	// holdRelease, in tests, leaves an archived Group unreleased as a
 	// crash right after the archive's commit would.
 	holdRelease bool
+	// holdRemove, in tests, leaves the snapshot files a commit let go on
+	// disk as a crash right after that commit would.
+	holdRemove bool
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -294,6 +297,12 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.releaseArchived()
+	if err := s.redoGone(); err != nil {
+		s.writer.close()
+		s.head.close()
+		db.Close()
+		return nil, err
+	}
 	s.startBackgroundCheck()
 	if err := s.startArchiver(); err != nil {
 		s.stopBackgroundCheck()

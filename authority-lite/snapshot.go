@@ -107,6 +107,9 @@ func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotR
 			prev = &p
 		}
 		gone = supersededSnapshots(prev, announced, ref, cut)
+		if err := markGone(gb.tx, gone); err != nil {
+			return err
+		}
 		return putJSON(gb.meta, keySnapshot, ref)
 	})
 	if err != nil {
@@ -114,13 +117,7 @@ func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotR
 	}
 	gs.tail.drop(cut)
 	gs.first = cut + 1
-	for _, d := range gone {
-		if path, err := s.snapshotPath(d); err == nil {
-			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-				s.log.Warn("removing a superseded snapshot failed", "group", gs.id, "digest", d, "err", err)
-			}
-		}
-	}
+	s.removeGone(gone)
 	return nil
 }
 
