@@ -1,7 +1,7 @@
 package poc
 
 import (
-		"context"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -151,5 +151,32 @@ type errWriter struct {
 func (e *errWriter) printf(format string, args ...any) {
 	if e.err == nil {
 		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
+
+// ReviewSource is where the terminal reads what it shows: the pending
+// Missions, their Group's log and the artifacts.
+type ReviewSource interface {
+	ApprovalSource
+	EventSource
+}
+
+// ShowReview is AskDecision's show with package review's review, the one
+// every terminal shows before a decision: the Mission's stages in plan
+// order with the handler's evidence, outputs by name with a preview and
+// the coordinator's review in one line, then the summary.
+func ShowReview(ctx context.Context, src ReviewSource) func(io.Writer, PendingMission) error {
+	return func(w io.Writer, p PendingMission) error {
+		evs, err := src.GroupEvents(ctx, p.GroupID)
+		if err != nil {
+			return fmt.Errorf("poc: read the log of %s: %w", p.GroupID, err)
+		}
+		v := review.NewView(p.GroupID)
+		for _, e := range evs {
+			if err := v.Add(e); err != nil {
+				return err
+			}
+		}
+		return v.Show(ctx, w, p.Summary, src.ArtifactBytes)
 	}
 }
