@@ -1,23 +1,19 @@
 package poc
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/review"
 )
-
-// maxPromptTries bounds how often an unreadable answer is asked again.
-const maxPromptTries = 3
 
 // ErrNoDecision is returned when the terminal closed or the human quit
 // without deciding.
-var ErrNoDecision = errors.New("poc: no decision taken")
+var ErrNoDecision = review.ErrNoDecision
 
 // ApproveFromTerminal is the terminal fallback of the approval page: it
 // prints the evidence summary of missionID, asks approve or request changes
@@ -44,48 +40,12 @@ func AskDecision(ctx context.Context, in io.Reader, out io.Writer, src ApprovalS
 	if err := show(out, p); err != nil {
 		return err
 	}
+	ans, err := review.Ask(in, out)
+	if err != nil {
+		return err
+	}
+	d := Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision, Approve: ans.Approve, Comment: ans.Comment}
 	w := &errWriter{w: out}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 4096), maxCommentBytes+1)
-	d := Decision{MissionID: p.MissionID, ExpectedRevision: p.Revision}
-	answer := ""
-	for try := 0; ; try++ {
-		if try == maxPromptTries {
-			return fmt.Errorf("%w: no valid answer after %d tries", ErrNoDecision, maxPromptTries)
-		}
-		w.printf("Approve, request changes, or quit? [a/r/q]: ")
-		if !sc.Scan() {
-			return fmt.Errorf("%w: input ended", ErrNoDecision)
-		}
-		answer = strings.ToLower(strings.TrimSpace(sc.Text()))
-		if answer == "a" || answer == "approve" || answer == "r" || answer == "request changes" || answer == "q" || answer == "quit" {
-			break
-		}
-		w.printf("Please answer a, r or q.\n")
-	}
-	switch answer[0] {
-	case 'q':
-		return fmt.Errorf("%w: quit", ErrNoDecision)
-	case 'a':
-		d.Approve = true
-		w.printf("Comment (optional, one line): ")
-		if sc.Scan() {
-			d.Comment = sc.Text()
-		}
-	case 'r':
-		w.printf("What must change? One change per line; an empty line ends.\n")
-		var lines []string
-		for sc.Scan() && strings.TrimSpace(sc.Text()) != "" {
-			lines = append(lines, sc.Text())
-		}
-		d.Comment = strings.Join(lines, "\n")
-		if len(ChangeLines(d.Comment)) == 0 {
-			return fmt.Errorf("%w: requesting changes needs at least one change", ErrNoDecision)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("poc: read decision: %w", err)
-	}
 	return submit(ctx, w, approver, clk, d, p)
 }
 
@@ -191,5 +151,32 @@ type errWriter struct {
 func (e *errWriter) printf(format string, args ...any) {
 	if e.err == nil {
 		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
+
+// ReviewSource is where the terminal reads what it shows: the pending
+// Missions, their Group's log and the artifacts.
+type ReviewSource interface {
+	ApprovalSource
+	EventSource
+}
+
+// ShowReview is AskDecision's show with package review's review, the one
+// every terminal shows before a decision: the Mission's stages in plan
+// order with the handler's evidence, outputs by name with a preview and
+// the coordinator's review in one line, then the summary.
+func ShowReview(ctx context.Context, src ReviewSource) func(io.Writer, PendingMission) error {
+	return func(w io.Writer, p PendingMission) error {
+		evs, err := src.GroupEvents(ctx, p.GroupID)
+		if err != nil {
+			return fmt.Errorf("poc: read the log of %s: %w", p.GroupID, err)
+		}
+		v := review.NewView(p.GroupID)
+		for _, e := range evs {
+			if err := v.Add(e); err != nil {
+				return err
+			}
+		}
+		return v.Show(ctx, w, p.Summary, src.ArtifactBytes)
 	}
 }

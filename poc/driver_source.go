@@ -64,6 +64,19 @@ func (s ServiceSource) Pending(ctx context.Context) ([]PendingMission, error) {
 	return out, nil
 }
 
+// GroupEvents returns the raw events of groupID's log, the review's input.
+func (s ServiceSource) GroupEvents(_ context.Context, groupID string) ([]json.RawMessage, error) {
+	evs, err := s.Service.Events(groupID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, len(evs))
+	for i, e := range evs {
+		out[i] = e.Raw
+	}
+	return out, nil
+}
+
 // ArtifactBytes returns stored artifact bytes (hash-checked by the store).
 func (s ServiceSource) ArtifactBytes(_ context.Context, digest string) ([]byte, error) {
 	return s.Service.Artifact(digest)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -44,6 +45,29 @@ func (s *ApprovalServer) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/pending", s.authAPI(s.apiPending))
 	mux.HandleFunc("GET /api/artifacts/{digest}", s.authAPI(s.apiArtifact))
 	mux.HandleFunc("POST /api/submit", s.authAPI(s.apiSubmit))
+	mux.HandleFunc("GET /api/events/{group}", s.authAPI(s.apiEvents))
+}
+
+// EventSource is an ApprovalSource that also reads a Group's log, from
+// which the terminal shows package review's review.
+type EventSource interface {
+	GroupEvents(ctx context.Context, groupID string) ([]json.RawMessage, error)
+}
+
+// apiEvents is a Group's log as a JSON array of its events.
+func (s *ApprovalServer) apiEvents(w http.ResponseWriter, r *http.Request) {
+	es, ok := s.src.(EventSource)
+	if !ok {
+		http.Error(w, "this approval page does not serve events", http.StatusNotFound)
+		return
+	}
+	evs, err := es.GroupEvents(r.Context(), r.PathValue("group"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(evs)
 }
 
 // APIToken is the bearer token the API requires.
@@ -176,6 +200,20 @@ func (c *APIClient) ArtifactBytes(ctx context.Context, digest string) ([]byte, e
 		return nil, fmt.Errorf("approval API: %s", resp.Status)
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+}
+
+// GroupEvents reads a Group's log through the page.
+func (c *APIClient) GroupEvents(ctx context.Context, groupID string) ([]json.RawMessage, error) {
+	resp, err := c.do(ctx, http.MethodGet, "api/events/"+url.PathEscape(groupID), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("approval API: %s", resp.Status)
+	}
+	var out []json.RawMessage
+	return out, json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&out)
 }
 
 // Submit sends a signed decision through the page to the authority.

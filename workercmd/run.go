@@ -35,9 +35,10 @@ type Options struct {
 	// Handlers run beside those of --handler-exec, each for its
 	// Capability(); with none of either, the built-in demo handler.
 	Handlers []slots.Handler
-	// Ask, when set, is how `up` without --auto-approve asks a terminal
-	// for the decision on its Mission; without it up prints what awaits
-	// approval and how to approve, and waits.
+	// Ask, when set, replaces how `up` without --auto-approve asks a
+	// terminal for the decision on its Mission; without it up shows the
+	// review of package review and asks approve, request changes or quit.
+	// Off a terminal up prints what awaits approval and how, and waits.
 	Ask Asker
 	// ownProcess (Main): the command's logger is also slog's default, so
 	// a Go handler's slog lines come out in the chosen format.

@@ -49,8 +49,8 @@ type Approval struct {
 }
 
 // UpCommand is `mwp-worker up`: one plan end to end in one process with
-// opts' handlers beside those of --handler-exec; opts.Ask, when set, asks a
-// terminal for the approval.
+// opts' handlers beside those of --handler-exec; on a terminal it asks for
+// the approval with package review's review (opts.Ask, when set, instead).
 func UpCommand(opts Options) *cli.Command {
 	return &cli.Command{
 		Name:                      "up",
@@ -200,8 +200,12 @@ func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 	if in == nil {
 		in = os.Stdin
 	}
+	ask := opts.Ask
+	if ask == nil {
+		ask = askTerminal
+	}
 	r := upRun{out: out, svc: svc, plan: p, approval: Approval{Service: svc, Owner: owner, Key: keys[owner.ID], MissionID: p.Mission.ID, GroupID: p.Mission.GroupID},
-		auto: cmd.Bool("auto-approve"), ask: opts.Ask, in: in, log: log, dir: dir, url: emb.URL}
+		auto: cmd.Bool("auto-approve"), ask: ask, in: in, log: log, dir: dir, url: emb.URL}
 	end, reason, err := r.follow(ctx, cerr)
 	if ferr := FailedWrite(stderr, "up: embedded authority", svc); ferr != nil {
 		return ferr
@@ -299,7 +303,7 @@ type upRun struct {
 	plan     *plan.Plan
 	approval Approval
 	auto     bool
-	ask      Asker // nil: up says what awaits approval and waits
+	ask      Asker
 	in       io.Reader
 	log      *slog.Logger
 	dir, url string
@@ -354,7 +358,7 @@ func (r *upRun) approve(ctx context.Context) error {
 	switch {
 	case r.auto:
 		return autoApprove(ctx, r.approval, "approved by up --auto-approve")
-	case r.ask != nil && IsTerminal(r.in):
+	case inIsTerminal(r.in):
 		decided, err := r.ask(ctx, r.in, r.out, r.approval)
 		if err == nil && !decided {
 			r.waiting()

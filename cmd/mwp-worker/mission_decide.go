@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/review"
 )
 
 // missionDecisionCommand is approve, request-changes or cancel: one
@@ -69,21 +70,18 @@ func decideMission(ctx context.Context, cmd *cli.Command, name string) error {
 	if err != nil {
 		return refusal(cmd, err)
 	}
-	v := newMissionView(g)
-	if err := v.load(ctx, a); err != nil {
+	v := review.NewView(g)
+	if err := loadView(ctx, v, a); err != nil {
 		return refusal(cmd, err)
 	}
 	if typ == protocol.CmdMissionApprove {
-		rev := uint64(0)
-		if v.g.Mission != nil {
-			rev = v.g.Mission.Revision
-		}
+		rev := v.Revision()
 		// One approval id per Mission revision: the approval of what was
 		// submitted, the same for a retry.
 		sum := sha256.Sum256([]byte(missionID + "\x00" + strconv.FormatUint(rev, 10)))
 		payload = &protocol.ApproveMissionPayload{MissionID: missionID, ApprovalID: "apr-" + hex.EncodeToString(sum[:12]), Comment: comment}
 	}
-	env := protocol.Envelope{GroupID: g, MembershipEpoch: protocol.Uint64(v.members[a.Actor()]), CorrelationID: missionID}
+	env := protocol.Envelope{GroupID: g, MembershipEpoch: protocol.Uint64(v.MembershipEpoch(a.Actor())), CorrelationID: missionID}
 	_, raw, err := protocol.BuildCommand(a.Actor(), key, typ, env, payload, time.Now())
 	if err != nil {
 		return refusal(cmd, err)
@@ -92,13 +90,13 @@ func decideMission(ctx context.Context, cmd *cli.Command, name string) error {
 	if err != nil {
 		return refusal(cmd, err)
 	}
-	if err := v.load(ctx, a); err != nil {
+	if err := loadView(ctx, v, a); err != nil {
 		return refusal(cmd, err)
 	}
 	var seq uint64
 	if n := len(rec.Events); n > 0 && rec.Events[0].Sequence != nil {
 		seq = *rec.Events[0].Sequence
 	}
-	fmt.Fprintf(cmd.Root().Writer, "mission %s %s event %d\n", missionID, v.status().State, seq)
+	fmt.Fprintf(cmd.Root().Writer, "mission %s %s event %d\n", missionID, v.Status().State, seq)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/missionweave/mwp-worker/authority-lite/embed"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/remote"
+	"github.com/missionweave/mwp-worker/review"
 )
 
 // The status view over the routes: a WorkItem accepted by a worker shows
@@ -77,34 +78,34 @@ func TestMissionViewETA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := newMissionView("grp-v")
-	if err := v.load(ctx, r); err != nil {
+	v := review.NewView("grp-v")
+	if err := loadView(ctx, v, r); err != nil {
 		t.Fatal(err)
 	}
-	before := v.status()
+	before := v.Status()
 	if len(before.Stages) != 1 || before.Stages[0].State != protocol.WorkOffered || before.Stages[0].ETA != nil || before.Stages[0].Owner != "" {
 		t.Fatalf("before acceptance: %+v", before)
 	}
-	if v.members[alice.Actor] != 1 {
-		t.Fatalf("alice's membership epoch %d, want 1", v.members[alice.Actor])
+	if v.MembershipEpoch(alice.Actor) != 1 {
+		t.Fatalf("alice's membership epoch %d, want 1", v.MembershipEpoch(alice.Actor))
 	}
 	eta := protocol.NewTime(now.Add(90 * time.Minute))
 	do("w1", protocol.CmdWorkAcceptOffer, &protocol.AcceptOfferPayload{WorkItemID: "wi-1", OfferID: "off-1", ContractRevision: 1,
 		ScheduleDisclosure: protocol.ScheduleDisclosure{EstimatedStartWindow: protocol.TimeWindow{From: protocol.NewTime(now), To: protocol.NewTime(now.Add(time.Minute))},
 			EstimatedCompletion: eta, Confidence: 0.8, CapacityState: protocol.CapacityAvailable, ComputedAt: protocol.NewTime(now)}})
-	if err := v.load(ctx, r); err != nil {
+	if err := loadView(ctx, v, r); err != nil {
 		t.Fatal(err)
 	}
-	after := v.status()
+	after := v.Status()
 	st := after.Stages[0]
 	if st.State != protocol.WorkQueued || st.Owner != "w1" || st.ETA == nil || !st.ETA.Equal(eta.Time) {
 		t.Fatalf("after acceptance: %+v", st)
 	}
-	lines := changes(before, after)
-	if len(lines) != 1 || lines[0] != "stage "+st.line() {
+	lines := review.Changes(before, after)
+	if len(lines) != 1 || lines[0] != "stage "+st.Line() {
 		t.Fatalf("changes: %q", lines)
 	}
-	if len(changes(after, after)) != 0 {
+	if len(review.Changes(after, after)) != 0 {
 		t.Fatal("no change reported as a change")
 	}
 }

@@ -102,7 +102,7 @@ func pocApproveCommand() *cli.Command {
 			if scripted {
 				err = poc.ApproveNonInteractive(ctx, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First(), decision == "approve", cmd.String("comment"))
 			} else {
-				err = poc.ApproveFromTerminal(ctx, in, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First())
+				err = poc.AskDecision(ctx, in, cmd.Root().Writer, client, approver, clock.Real{}, cmd.Args().First(), poc.ShowReview(ctx, client))
 			}
 			if err != nil {
 				return fail(err)

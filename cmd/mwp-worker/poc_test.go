@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -104,8 +105,17 @@ func TestPocApproveScripted(t *testing.T) {
 		t.Fatalf("approve mis-b: exit %d\n%s%s", code, out, errOut)
 	}
 	awaitPending(t, p, dir, "mis-a") // the rework resubmitted
-	if out, errOut, code := runPocCLI(t, bin, nil, "poc", "approve", "--data", dir, "--decision", "approve", "mis-a"); code != 0 {
-		t.Fatalf("approve mis-a: exit %d\n%s%s", code, out, errOut)
+	// Asked on a terminal (a pipe stands in for it), poc approve shows
+	// package review's review, as up and mission status do.
+	out = approveAtTerminal(t, dir, "mis-a", "a\nreworked as asked\n")
+	for _, want := range []string{"\nstage ", "  evidence  [", "  output    ", "  review    ", "\nsummary: ",
+		"Approve, request changes, or quit? [a/r/q]: ", "Accepted: mission.approve"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("interactive approve of mis-a: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Evidence (") {
+		t.Fatalf("interactive approve shows the approval projection, not the review:\n%s", out)
 	}
 	select {
 	case err := <-p.done:
@@ -138,4 +148,27 @@ func TestPocApproveScripted(t *testing.T) {
 	if len(rep.Faults) != 1 || rep.Faults[0].Name != "change-request" || !rep.Faults[0].Injected || !rep.Faults[0].Held {
 		t.Fatalf("faults %+v\n%s", rep.Faults, p.logs())
 	}
+}
+
+// approveAtTerminal runs `poc approve --data dir mission` in this process
+// with answer on a pipe standing in for its terminal, and returns stdout.
+func approveAtTerminal(t *testing.T, dir, mission, answer string) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.WriteString(answer); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	stdin, isTerm := os.Stdin, isTerminal
+	os.Stdin, isTerminal = r, func(in io.Reader) bool { return in == r }
+	defer func() { os.Stdin, isTerminal = stdin, isTerm }()
+	var out, errb strings.Builder
+	if code := run(context.Background(), []string{"mwp-worker", "poc", "approve", "--data", dir, mission}, &out, &errb); code != 0 {
+		t.Fatalf("poc approve %s at a terminal: exit %d\n%s%s", mission, code, out.String(), errb.String())
+	}
+	return out.String()
 }

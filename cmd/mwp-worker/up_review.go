@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/missionweave/mwp-worker/poc"
+	"github.com/missionweave/mwp-worker/review"
 )
 
 // showReview is what `up` shows a terminal before asking for the
@@ -15,20 +15,16 @@ import (
 // records and digests.
 func showReview(ctx context.Context, groupID string, src poc.ServiceSource) func(io.Writer, poc.PendingMission) error {
 	return func(w io.Writer, p poc.PendingMission) error {
-		v := newMissionView(groupID)
-		evs, err := src.Service.Events(v.g.GroupID, 0, 0)
+		v := review.NewView(groupID)
+		evs, err := src.Service.Events(groupID, 0, 0)
 		if err != nil {
 			return err
 		}
 		for _, e := range evs {
-			if err := v.add(e.Raw); err != nil {
+			if err := v.Add(e.Raw); err != nil {
 				return err
 			}
 		}
-		s := v.status()
-		s.render(w)
-		v.renderReview(ctx, w, s, src.ArtifactBytes)
-		_, err = fmt.Fprintf(w, "\nsummary: %s\n", safe(oneLine(p.Summary)))
-		return err
+		return v.Show(ctx, w, p.Summary, src.ArtifactBytes)
 	}
 }

@@ -216,7 +216,19 @@ var rules = map[string]rule{
 	// as plans.
 	"poc": {imports: []string{"protocol", "internal/clock", "queue", "scheduler", "slots", "checkpoint", "toolkeys", "offline",
 		"group", "authority-lite", "authority-lite/wss", "authority-lite/embed", "runtime", "runtime/client", "handlers/python", "plan", "coordinator",
-		"internal/atomicfile"}},
+		"internal/atomicfile", "review"}},
+	// What a human reads before approving a Mission, and the prompt: the
+	// Group's log folded with group.Fold, rendered as text. The caller reads
+	// the log and the artifacts, so it links no store, no network and no
+	// driver, and every terminal that asks (up, poc approve, mission
+	// status) can share it.
+	"review": {
+		imports: []string{"protocol", "group"},
+		banned:  cat(noIO, noRandom),
+		never:   cat(noStorage, []string{mod + "poc", mod + "runtime/...", mod + "authority-lite/..."}),
+		clock:   true,
+		noGo:    true,
+	},
 	// The load generator behind `mwp-worker bench`: it runs the embedded
 	// authority and real workers side by side, as the PoC does.
 	"internal/bench": {
@@ -229,7 +241,7 @@ var rules = map[string]rule{
 	// the PoC.
 	"workercmd": {
 		imports: []string{"protocol", "checkpoint", "slots", "offline", "runtime", "runtime/client", "internal/ops",
-			"authority-lite", "authority-lite/embed", "remote", "plan", "coordinator", "group", "handlers/python", "internal/atomicfile"},
+			"authority-lite", "authority-lite/embed", "remote", "plan", "coordinator", "group", "handlers/python", "internal/atomicfile", "review"},
 		never: []string{mod + "poc"},
 	},
 	// The Python helper module, embedded for programs that install it.
