@@ -125,7 +125,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		nc.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 4*cfg.Timeout)
+	// A cluster that has just formed, or a loaded one, may take several
+	// request timeouts before it places a replicated stream.
+	ctx, cancel := context.WithTimeout(ctx, 12*cfg.Timeout)
 	defer cancel()
 	p := cfg.Subjects
 	sc := jetstream.StreamConfig{
@@ -142,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		AllowAtomicPublish: true,
 		DenyDelete:         true,
 	}
-	stream, err := createStream(ctx, js, sc)
+	stream, err := createStream(ctx, js, sc, cfg.Timeout)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jslog: stream %s: %w", cfg.Stream, err)
@@ -151,13 +153,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // createStream creates or updates the stream, again while the cluster
-// cannot place it yet: a meta leader just elected has not heard from its
-// peers and calls them offline for a moment.
-func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+// cannot place it yet (a meta leader just elected has not heard from its
+// peers and calls them offline for a moment) or a request went unanswered
+// within its own timeout (lost in a leader change): creating is idempotent.
+func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, each time.Duration) (jetstream.Stream, error) {
 	for {
-		stream, err := js.CreateOrUpdateStream(ctx, sc)
-		var api *jetstream.APIError
-		if err == nil || !errors.As(err, &api) || api.ErrorCode != errNoPeers {
+		try, cancel := context.WithTimeout(ctx, each)
+		stream, err := js.CreateOrUpdateStream(try, sc)
+		cancel()
+		if err == nil || !retryCreate(err) {
 			return stream, err
 		}
 		t := time.NewTimer(100 * time.Millisecond)
@@ -168,6 +172,15 @@ func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 		case <-t.C:
 		}
 	}
+}
+
+// retryCreate reports whether a failed stream creation may succeed later.
+func retryCreate(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode == errNoPeers
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)
 }
 
 // token is an id as one subject token.
