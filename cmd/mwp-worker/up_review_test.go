@@ -42,7 +42,7 @@ func TestUpReviewShowsStages(t *testing.T) {
 	defer svc.Close()
 	src := poc.ServiceSource{Service: svc, Human: protocol.Actor{Kind: protocol.ActorHuman, ID: pl.Approval.Approvers[0]}}
 	var b strings.Builder
-	if err := showReview(context.Background(), pl.Mission.GroupID, src)(&b, poc.PendingMission{Summary: "all stages verified"}); err != nil {
+	if err := poc.ShowReview(context.Background(), src)(&b, poc.PendingMission{GroupID: pl.Mission.GroupID, Summary: "all stages verified"}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

@@ -38,7 +38,7 @@ func upCommand() *cli.Command { return workercmd.UpCommand(workercmd.Options{Ask
 func askTerminal(ctx context.Context, in io.Reader, out io.Writer, a workercmd.Approval) (bool, error) {
 	src := poc.ServiceSource{Service: a.Service, Human: a.Owner}
 	approver := poc.Approver{Human: a.Owner, Key: a.Key, Submit: poc.SubmitTo(a.Service)}
-	err := poc.AskDecision(ctx, in, out, src, approver, clock.Real{}, a.MissionID, showReview(ctx, a.GroupID, src))
+	err := poc.AskDecision(ctx, in, out, src, approver, clock.Real{}, a.MissionID, poc.ShowReview(ctx, src))
 	if errors.Is(err, poc.ErrNoDecision) {
 		return false, nil
 	}
