@@ -2,6 +2,7 @@ package poc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -171,11 +172,9 @@ func ShowReview(ctx context.Context, src ReviewSource) func(io.Writer, PendingMi
 		if err != nil {
 			return fmt.Errorf("poc: read the log of %s: %w", p.GroupID, err)
 		}
-		v := review.NewView(p.GroupID)
-		for _, e := range evs {
-			if err := v.Add(e); err != nil {
-				return err
-			}
+		v, err := review.Load(p.GroupID, evs, func(e json.RawMessage) []byte { return e })
+		if err != nil {
+			return err
 		}
 		return v.Show(ctx, w, p.Summary, src.ArtifactBytes)
 	}

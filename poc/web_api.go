@@ -67,7 +67,11 @@ func (s *ApprovalServer) apiEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(evs)
+	// Each event as the authority signed it: the default escaping of
+	// "<", ">" and "&" would change the bytes its signature covers.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(evs)
 }
 
 // APIToken is the bearer token the API requires.

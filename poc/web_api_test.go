@@ -1,7 +1,10 @@
 package poc
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -42,5 +45,61 @@ func TestTerminalAPI(t *testing.T) {
 	}
 	if _, err := client.Submit(context.Background(), []byte(`{"type":"work.cancel"}`)); protocol.CodeOf(err) != protocol.CodeInvalidCommand {
 		t.Fatalf("other command type relayed: %v", err)
+	}
+}
+
+// eventsFake is the fake authority with a log per Group, the source of
+// the page's GET /api/events/GROUP.
+type eventsFake struct {
+	*fakeAuthority
+	logs map[string][]json.RawMessage
+}
+
+func (f eventsFake) GroupEvents(_ context.Context, groupID string) ([]json.RawMessage, error) {
+	evs, ok := f.logs[groupID]
+	if !ok {
+		return nil, fmt.Errorf("no group %s", groupID)
+	}
+	return evs, nil
+}
+
+// GET /api/events/GROUP relays a Group's events in log order, each byte
+// for byte (an event's bytes are what its signature covers, "<" and all),
+// behind the bearer token; a Group the source does not know, and a page
+// whose source reads no logs, answer 404.
+func TestTerminalAPIEvents(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	fa, approver := newFakeAuthority(t, clk)
+	log := []json.RawMessage{
+		json.RawMessage(`{"seq":1,"type":"mission.created","payload":{"title":"a <b> & c"}}`),
+		json.RawMessage(`{"seq":2,"type":"mission.submitted_for_approval","payload":{"summary":"ok \u2028"}}`),
+	}
+	srv := NewApprovalServer(eventsFake{fa, map[string][]json.RawMessage{"grp-a": log}}, approver, clk, nil)
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	client := &APIClient{Info: APIInfo{URL: hs.URL + "/", Token: srv.APIToken()}, HTTP: hs.Client()}
+
+	got, err := client.GroupEvents(context.Background(), "grp-a")
+	if err != nil || len(got) != len(log) {
+		t.Fatalf("events of grp-a: %v, %d events", err, len(got))
+	}
+	for i := range log {
+		if !bytes.Equal(got[i], log[i]) {
+			t.Errorf("event %d relayed as %s, want %s", i, got[i], log[i])
+		}
+	}
+	if _, err := client.GroupEvents(context.Background(), "grp-z"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("an unknown Group: %v", err)
+	}
+	bad := &APIClient{Info: APIInfo{URL: hs.URL + "/", Token: "wrong"}, HTTP: hs.Client()}
+	if _, err := bad.GroupEvents(context.Background(), "grp-a"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("wrong token: %v", err)
+	}
+	plain := NewApprovalServer(fa, approver, clk, nil) // a source that reads no logs
+	hp := httptest.NewServer(plain)
+	defer hp.Close()
+	c2 := &APIClient{Info: APIInfo{URL: hp.URL + "/", Token: plain.APIToken()}, HTTP: hp.Client()}
+	if _, err := c2.GroupEvents(context.Background(), "grp-a"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a page without logs: %v", err)
 	}
 }

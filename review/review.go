@@ -68,7 +68,27 @@ func NewView(groupID string) *View {
 		work: map[string]*stageWork{}, manifests: map[string]protocol.ArtifactManifest{}}
 }
 
-// add folds one verified event's bytes.
+// Load is a View of groupID's log: evs in log order, raw giving each
+// one's verified bytes. Every terminal that shows a review builds its
+// View here (or with Fold, to continue one), whatever its events' type.
+func Load[E any](groupID string, evs []E, raw func(E) []byte) (*View, error) {
+	v := NewView(groupID)
+	return v, Fold(v, evs, raw)
+}
+
+// Fold folds evs, the events of v's Group after v.Last() in log order,
+// into v. It stops at an event that does not fold, naming it by the
+// sequence it follows.
+func Fold[E any](v *View, evs []E, raw func(E) []byte) error {
+	for _, e := range evs {
+		if err := v.Add(raw(e)); err != nil {
+			return fmt.Errorf("review: the event after %d of %s: %w", v.last, v.g.GroupID, err)
+		}
+	}
+	return nil
+}
+
+// Add folds one verified event's bytes.
 func (v *View) Add(raw []byte) error {
 	parsed, err := protocol.Parse(raw, protocol.DecodeOptions{})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/review"
 )
@@ -17,15 +18,13 @@ var inIsTerminal = IsTerminal
 // askTerminal is up's own Asker: the Mission's review (package review, as
 // `mwp-worker up` shows it), then the decision, signed as the owner.
 func askTerminal(ctx context.Context, in io.Reader, out io.Writer, a Approval) (bool, error) {
-	v := review.NewView(a.GroupID)
 	evs, err := a.Service.Events(a.GroupID, 0, 0)
 	if err != nil {
 		return false, err
 	}
-	for _, e := range evs {
-		if err := v.Add(e.Raw); err != nil {
-			return false, err
-		}
+	v, err := review.Load(a.GroupID, evs, func(e wss.StoredEvent) []byte { return e.Raw })
+	if err != nil {
+		return false, err
 	}
 	fetch := func(_ context.Context, digest string) ([]byte, error) { return a.Service.Artifact(digest) }
 	if err := v.Show(ctx, out, v.Summary(), fetch); err != nil {

@@ -25,12 +25,7 @@ func loadView(ctx context.Context, v *review.View, a *remote.Authority) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range evs {
-		if err := v.Add(e.Raw); err != nil {
-			return err
-		}
-	}
-	return nil
+	return review.Fold(v, evs, func(e remote.SignedEvent) []byte { return e.Raw })
 }
 
 // The watch's back-off after a lost connection or a retryable answer.

@@ -241,7 +241,7 @@ var rules = map[string]rule{
 	// the PoC.
 	"workercmd": {
 		imports: []string{"protocol", "checkpoint", "slots", "offline", "runtime", "runtime/client", "internal/ops",
-			"authority-lite", "authority-lite/embed", "remote", "plan", "coordinator", "group", "handlers/python", "internal/atomicfile", "review"},
+			"authority-lite", "authority-lite/embed", "authority-lite/wss", "remote", "plan", "coordinator", "group", "handlers/python", "internal/atomicfile", "review"},
 		never: []string{mod + "poc"},
 	},
 	// The Python helper module, embedded for programs that install it.
