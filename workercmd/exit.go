@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/urfave/cli/v3"
+
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
 )
 
@@ -15,6 +17,17 @@ import (
 type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// FailLine writes a command's last word, the line saying why it stops
+// with an error: as it is, or with --log-format json as an ERROR log
+// line, so that every line on stderr is in the chosen format.
+func FailLine(cmd *cli.Command, w io.Writer, line string) {
+	if cmd.String("log-format") == "json" {
+		slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: jsonAttr})).Error(line)
+		return
+	}
+	fmt.Fprintln(w, line)
+}
 
 // SyncWriter serializes writes to W.
 type SyncWriter struct {

@@ -101,7 +101,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, opts Options) error {
 	// goroutine while this one writes its lines: one lock for stderr.
 	out, stderr := cmd.Root().Writer, &SyncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
-		fmt.Fprintf(stderr, "run: "+format+"\n", args...)
+		FailLine(cmd, stderr, "run: "+fmt.Sprintf(format, args...))
 		return ExitError{1}
 	}
 	log, err := NewLogger(cmd, stderr)

@@ -83,7 +83,7 @@ func UpCommand(opts Options) *cli.Command {
 func upMission(ctx context.Context, cmd *cli.Command, opts Options) error {
 	out, stderr := &SyncWriter{W: cmd.Root().Writer}, &SyncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
-		fmt.Fprintln(stderr, "up: "+OneLine(fmt.Sprintf(format, args...)))
+		FailLine(cmd, stderr, "up: "+OneLine(fmt.Sprintf(format, args...)))
 		return ExitError{1}
 	}
 	if cmd.Args().Len() != 1 {

@@ -20,6 +20,7 @@ import (
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/internal/ops"
 	"github.com/missionweave/mwp-worker/protocol"
+	"github.com/missionweave/mwp-worker/workercmd"
 )
 
 func authorityCommand() *cli.Command {
@@ -71,7 +72,7 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	// refusals below share stderr.
 	stderr := &syncWriter{W: cmd.Root().ErrWriter}
 	fail := func(format string, args ...any) error {
-		fmt.Fprintf(stderr, "authority serve: "+format+"\n", args...)
+		workercmd.FailLine(cmd, stderr, "authority serve: "+fmt.Sprintf(format, args...))
 		return exitError{1}
 	}
 	limits := wss.Options{MaxConns: int(cmd.Int("max-conns")), MaxConnsPerIP: int(cmd.Int("max-conns-per-ip")), HandshakeTimeout: cmd.Duration("handshake-timeout")}

@@ -116,9 +116,9 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	fail := func(prefix string, err error) error {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
-			fmt.Fprintf(stderr, "coordinator run: %s%s: %s\n", prefix, pe.Code, oneLine(pe.Message))
+			workercmd.FailLine(cmd, stderr, fmt.Sprintf("coordinator run: %s%s: %s", prefix, pe.Code, oneLine(pe.Message)))
 		} else {
-			fmt.Fprintf(stderr, "coordinator run: %s%s\n", prefix, oneLine(err.Error()))
+			workercmd.FailLine(cmd, stderr, fmt.Sprintf("coordinator run: %s%s", prefix, oneLine(err.Error())))
 		}
 		return exitError{1}
 	}

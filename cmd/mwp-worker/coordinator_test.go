@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,9 +93,13 @@ type cliRig struct {
 	// coordArgs and startArgs are added to `coordinator run` and to
 	// `mission start` (the same --input values, say).
 	coordArgs, startArgs []string
+	// midway, when set, runs once every Mission has started, before the
+	// rig waits for them to await approval.
+	midway func()
 }
 
-func newCLIRig(t *testing.T) *cliRig {
+// newCLIRig starts the rig's `authority serve` with authArgs added.
+func newCLIRig(t *testing.T, authArgs ...string) *cliRig {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -108,12 +115,42 @@ func newCLIRig(t *testing.T) *cliRig {
 	writeKey(t, r.keys, "policy", protocol.ActorService, "org-policy")
 	writeKey(t, r.keys, "owner", protocol.ActorHuman, "owner") // the plans' approver
 	r.authDir = filepath.Join(r.dir, "authority")
-	r.auth = startProc(t, r.bin, "authority", "serve", "--data", r.authDir, "--listen", "127.0.0.1:0", "--closed-registration",
-		"--policy", "org-policy="+filepath.Join(r.keys, "policy.pub"), "--human", "owner="+filepath.Join(r.keys, "owner.pub"))
+	r.auth = startProc(t, r.bin, append([]string{"authority", "serve", "--data", r.authDir, "--listen", "127.0.0.1:0", "--closed-registration",
+		"--policy", "org-policy=" + filepath.Join(r.keys, "policy.pub"), "--human", "owner=" + filepath.Join(r.keys, "owner.pub")}, authArgs...)...)
 	r.url = r.auth.await(t, regexp.MustCompile(`listening on (wss://127\.0\.0\.1:\d+/mwp)`), 10*time.Second)[1]
 	r.fp = r.auth.await(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`), 5*time.Second)[1]
 	r.authPub = filepath.Join(r.authDir, "authority.pub")
 	return r
+}
+
+// restartAuthority stops the rig's authority with a signal and starts it
+// again with the same flags on the same address; it returns the stopped
+// process.
+func (r *cliRig) restartAuthority() *proc {
+	t := r.t
+	t.Helper()
+	old := r.auth
+	if err := old.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-old.done:
+		old.done <- err
+		if err != nil {
+			t.Fatalf("authority serve after a signal: %v\n%s", err, old.logs())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("authority serve did not stop on a signal:\n%s", old.logs())
+	}
+	u, err := url.Parse(r.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := slices.Clone(old.cmd.Args[1:])
+	args[slices.Index(args, "--listen")+1] = u.Host
+	r.auth = startProc(t, r.bin, args...)
+	r.auth.await(t, regexp.MustCompile(`listening on wss://`), 10*time.Second)
+	return old
 }
 
 // run runs one command of the binary against the rig's authority.
@@ -217,6 +254,9 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) *proc {
 			out != "mission "+missions[i]+" group "+pl.Mission.GroupID+"\n" {
 			t.Fatalf("mission start: exit %d\n%s", code, out)
 		}
+	}
+	if r.midway != nil {
+		r.midway()
 	}
 	logs := func() string {
 		var b strings.Builder

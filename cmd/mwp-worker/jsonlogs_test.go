@@ -145,3 +145,155 @@ func TestUpHealthyStartIsQuiet(t *testing.T) {
 		t.Fatalf("up left its temporary data directory: %v", left)
 	}
 }
+
+// flakyHandler copies testdata/jsonlogs/flaky.py into a directory of its
+// own, where it keeps its `started` and `go` files.
+func flakyHandler(t *testing.T) (handler, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	handler = filepath.Join(dir, "flaky.py")
+	if err := os.WriteFile(handler, mustRead(t, "testdata/jsonlogs/flaky.py"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return handler, dir
+}
+
+// waitFile waits for the file at path to exist.
+func waitFile(t *testing.T, path string, within time.Duration, logs func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s:\n%s", path, within, logs())
+		}
+	}
+}
+
+// touch creates an empty file at path.
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With --log-format json every line that `authority serve`, `coordinator
+// run`, `run` and `up` write on stderr is one JSON object with
+// enumerations by name and durations in seconds, through a stage whose
+// first attempt fails and is run again (a retry), the authority going
+// away and coming back while that attempt runs (a disconnection of the
+// worker and of the coordinator), and a signal to every process still
+// running at the end: the worker, the authority and an `up` whose Mission
+// awaits approval, whose last word is an ERROR line, not plain text.
+func TestJSONLogsFourCommands(t *testing.T) {
+	const plan = "testdata/jsonlogs/flaky.yaml"
+	r := newCLIRig(t, "--log-format", "json")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // where the worker keeps mwpslot.py for the handler
+	handler, hdir := flakyHandler(t)
+	w := r.startWorker("w1", []string{"--log-format", "json"}, "text.flaky="+handler)
+	r.coordArgs = []string{"--log-format", "json"}
+	var stopped *proc // the authority before its restart
+	r.midway = func() {
+		waitFile(t, filepath.Join(hdir, "started"), time.Minute, w.logs)
+		stopped = r.restartAuthority()
+		w.awaitErr(t, "reconnected to the authority; reconciling", 30*time.Second)
+		touch(t, filepath.Join(hdir, "go")) // the first attempt fails now
+	}
+	coord := r.runMission(plan, w)
+
+	// A coordinator whose Mission nobody starts, stopped by a signal: its
+	// last word is an ERROR line, not plain text.
+	waiting := strings.NewReplacer("mis-flaky", "mis-waiting", "grp-flaky", "grp-waiting").Replace(string(mustRead(t, plan)))
+	waitingPlan := filepath.Join(r.dir, "waiting.yaml")
+	if err := os.WriteFile(waitingPlan, []byte(waiting), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	idle := startProc(t, r.bin, "coordinator", "run", waitingPlan, "--key", filepath.Join(r.keys, "coord.key"), "--worker", "w1",
+		"--authority", r.url, "--authority-fingerprint", r.fp, "--authority-key", r.authPub, "--log-format", "json")
+	idle.awaitErr(t, `"msg":"coordinating"`, 15*time.Second)
+	if err := idle.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitCode(t, "coordinator run", idle, 1)
+	il := jsonLines(t, "coordinator run", idle.stderrText())
+	if l := withMsg(il, "coordinator run: mission mis-waiting: stopped before the Mission ended"); len(l) != 1 || l[0]["level"] != "ERROR" {
+		t.Fatalf("coordinator run: its last word after a signal is not an ERROR line:\n%s", idle.stderrText())
+	}
+
+	stopBySignal(t, "run", w)
+	stopBySignal(t, "authority serve", r.auth)
+
+	wl := jsonLines(t, "run", w.stderrText())
+	retried := withMsg(wl, "attempt failed; retrying")
+	if len(retried) != 1 || retried[0]["level"] != "WARN" || retried[0]["retryIn"] != 0.01 {
+		t.Fatalf("run: want one WARN line for the retry, retryIn in seconds:\n%s", w.stderrText())
+	}
+	if len(withMsg(wl, "disconnected from authority")) != 1 || len(withMsg(wl, "reconnected to the authority; reconciling")) != 1 {
+		t.Fatalf("run: want one disconnection and one reconnection for one outage:\n%s", w.stderrText())
+	}
+	if len(withMsg(wl, "run: stopping at the next safe points (signal again to exit now)")) != 1 {
+		t.Fatalf("run: the signal line is not a JSON log line:\n%s", w.stderrText())
+	}
+	for _, a := range []*proc{stopped, r.auth} {
+		if len(withMsg(jsonLines(t, "authority serve", a.stderrText()), "authority log closed")) != 1 {
+			t.Fatalf("authority serve: no closing line after its signal:\n%s", a.stderrText())
+		}
+	}
+	cl := jsonLines(t, "coordinator run", coord.stderrText())
+	// Its long poll of the Group's events was cut by the restart.
+	if u := withMsg(cl, "the authority is unreachable; waiting"); len(u) != 1 || u[0]["level"] != "WARN" || u[0]["grace"] != 120.0 {
+		t.Fatalf("coordinator run: want one WARN line for the outage, grace in seconds:\n%s", coord.stderrText())
+	}
+	if len(withMsg(cl, "review")) == 0 {
+		t.Fatalf("coordinator run: no review line:\n%s", coord.stderrText())
+	}
+
+	// up: the same stage fails once, then the Mission awaits approval
+	// (no terminal, no --auto-approve) until a signal stops up.
+	handler, hdir = flakyHandler(t)
+	up := startProc(t, r.bin, "up", plan, "--log-format", "json", "--handler-exec", "text.flaky="+handler)
+	waitFile(t, filepath.Join(hdir, "started"), time.Minute, up.logs)
+	touch(t, filepath.Join(hdir, "go"))
+	up.await(t, regexp.MustCompile(`awaiting approval: mission mis-flaky`), time.Minute)
+	if err := up.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitCode(t, "up", up, 1)
+	ul := jsonLines(t, "up", up.stderrText())
+	if len(withMsg(ul, "attempt failed; retrying")) != 1 {
+		t.Fatalf("up: no retry line:\n%s", up.stderrText())
+	}
+	if l := withMsg(ul, "up: stopped before the Mission ended"); len(l) != 1 || l[0]["level"] != "ERROR" {
+		t.Fatalf("up: its last word after a signal is not an ERROR line:\n%s", up.stderrText())
+	}
+}
+
+// stopBySignal sends p SIGINT and waits for it to exit 0.
+func stopBySignal(t *testing.T, who string, p *proc) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitCode(t, who, p, 0)
+}
+
+// waitCode waits for p to exit with code.
+func waitCode(t *testing.T, who string, p *proc, code int) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		got := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			got = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		if got != code {
+			t.Fatalf("%s after a signal: exit %d, want %d\n%s", who, got, code, p.logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop on a signal:\n%s", who, p.logs())
+	}
+}
