@@ -70,6 +70,8 @@ func TestPatienceWaitsOutAnOutage(t *testing.T) {
 	waits := make(chan error, 100)
 	cfg.Patience = remote.Patience{Grace: time.Minute, First: 5 * time.Millisecond, Max: 20 * time.Millisecond}
 	cfg.Waiting = func(_ int, _ time.Duration, err error) { waits <- err }
+	reached := make(chan int, 100)
+	cfg.Reached = func(tries int) { reached <- tries }
 	dialed := make(chan error, 1)
 	var a *remote.Authority
 	go func() {
@@ -89,6 +91,16 @@ func TestPatienceWaitsOutAnOutage(t *testing.T) {
 	if err := <-dialed; err != nil {
 		t.Fatalf("Dial with patience = %v", err)
 	}
+	// Reached says that the request that waited got its answer, and the
+	// tries it took.
+	if n := <-reached; n < 2 || n != len(waits)+2 {
+		t.Fatalf("reached after %d tries, with %d waits", n, len(waits)+1)
+	}
+	for len(reached) > 0 { // Dial's other requests
+		if n := <-reached; n != 1 {
+			t.Fatalf("a request that did not wait reached after %d tries", n)
+		}
+	}
 	_, raw, err := protocol.BuildCommand(alice, k.alice, protocol.CmdMissionCreate, protocol.Envelope{GroupID: "grp:o.1"},
 		&protocol.CreateMissionPayload{MissionID: "mis:o.1", Title: "t", Objective: "o", PriorityClass: protocol.PriorityNormal}, time.Now())
 	if err != nil {
@@ -96,5 +108,8 @@ func TestPatienceWaitsOutAnOutage(t *testing.T) {
 	}
 	if rc, err := a.Submit(context.Background(), raw); err != nil || len(rc.Events) == 0 {
 		t.Fatalf("Submit = %+v, %v", rc, err)
+	}
+	if n := <-reached; n != 1 || len(reached) != 0 {
+		t.Fatalf("a command answered at once: reached after %d tries, %d more", n, len(reached))
 	}
 }

@@ -68,6 +68,11 @@ type Config struct {
 	// Waiting, when set, is told of each wait Patience makes (Retry's
 	// waiting: the tries so far, the wait, the failure).
 	Waiting func(tries int, wait time.Duration, err error)
+	// Reached, when set with Patience, is told of every request the
+	// authority answered (a result or a refusal) and the tries it took,
+	// 1 when it did not wait: with Waiting it tells when an outage began
+	// and when it ended.
+	Reached func(tries int)
 }
 
 // Authority is one principal's view of a remote Group Authority.
@@ -274,9 +279,19 @@ func (a *Authority) send(ctx context.Context, method, path, ctype string, body [
 		return a.sendLimited(ctx, method, path, ctype, body, tok, proof, read)
 	}
 	ts, _ := a.cfg.Clock.(clock.Timers) // nil: real time
-	return Retry(ctx, ts, a.cfg.Patience, mrand.Float64, a.cfg.Waiting, func(ctx context.Context) error {
+	waited := 0
+	err := Retry(ctx, ts, a.cfg.Patience, mrand.Float64, func(tries int, wait time.Duration, err error) {
+		waited = tries
+		if a.cfg.Waiting != nil {
+			a.cfg.Waiting(tries, wait, err)
+		}
+	}, func(ctx context.Context) error {
 		return a.sendLimited(ctx, method, path, ctype, body, tok, proof, read)
 	})
+	if a.cfg.Reached != nil && ctx.Err() == nil && (err == nil || !Transient(err)) {
+		a.cfg.Reached(waited + 1)
+	}
+	return err
 }
 
 // sendLimited is one request, RATE_LIMITED answers waited out.

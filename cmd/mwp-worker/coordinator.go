@@ -181,14 +181,19 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var reach reachability
 	a, err := remote.Dial(ctx, remote.Config{URL: cmd.String("authority"), AllowInsecureLoopback: cmd.Bool("insecure-loopback"),
 		Trust: remote.Trust{Pin: cmd.String("authority-fingerprint"), CAFile: cmd.String("authority-ca")},
 		Actor: me, Key: key, AuthorityKeys: protocol.NewKeySet(apub), Logger: log,
 		Patience: outagePatience(), Waiting: func(tries int, wait time.Duration, err error) {
-			if tries == 1 {
+			if reach.waiting(err) {
 				log.Warn("the authority is unreachable; waiting", "grace", outagePatience().Grace, "err", err)
 			} else {
 				log.Debug("the authority is still unreachable", "tries", tries, "wait", wait, "err", err)
+			}
+		}, Reached: func(tries int) {
+			if reach.reached() {
+				log.Info("the authority answers again", "tries", tries)
 			}
 		}})
 	if err != nil {
@@ -211,7 +216,7 @@ func coordinatorRun(ctx context.Context, cmd *cli.Command) error {
 		}
 	}
 	if err := startOps(ctx, cmd, cmd.Root().Writer, log, []prometheus.Collector{coordinatorMetrics{coords}},
-		ops.Checks{Live: func() error { return nil }, Ready: coordinatorReady(coords)}); err != nil {
+		ops.Checks{Live: func() error { return nil }, Ready: func() error { return errors.Join(reach.ready(), coordinatorReady(coords)()) }}); err != nil {
 		return fail("", err)
 	}
 	stdout := &syncWriter{W: cmd.Root().Writer}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -69,6 +70,46 @@ func (m coordinatorMetrics) Collect(ch chan<- prometheus.Metric) {
 // serve. The session is open before the listener starts; a coordinator
 // whose last round failed (the authority unreachable or refusing) makes
 // it not ready. Waiting for a Mission to name it is idle, not unready.
+// reachability is whether coordinator run's requests reach the
+// authority: not from a request's first failed try, while it waits the
+// outage out, until a request that waited gets its answer. Several
+// requests wait at once in an outage; it changes once each way, so the
+// log says once that the authority went away and once that it is back.
+type reachability struct {
+	mu   sync.Mutex
+	down error // the failure that began the outage; nil: reachable
+}
+
+// waiting records a failed try; true when it begins an outage.
+func (r *reachability) waiting(err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := r.down == nil
+	if first {
+		r.down = err
+	}
+	return first
+}
+
+// reached records an answer after a wait; true when it ends an outage.
+func (r *reachability) reached() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := r.down != nil
+	r.down = nil
+	return was
+}
+
+// ready is /readyz's part: not ready while the authority is unreachable.
+func (r *reachability) ready() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down != nil {
+		return fmt.Errorf("the authority is unreachable: %w", r.down)
+	}
+	return nil
+}
+
 func coordinatorReady(coords []*plancoord.Coordinator) func() error {
 	return func() error {
 		var errs []error

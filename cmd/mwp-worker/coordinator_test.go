@@ -96,6 +96,8 @@ type cliRig struct {
 	// midway, when set, runs once every Mission has started, before the
 	// rig waits for them to await approval.
 	midway func()
+	// ops is the running coordinator's operator endpoint (http://ADDR).
+	ops string
 }
 
 // newCLIRig starts the rig's `authority serve` with authArgs added.
@@ -127,6 +129,14 @@ func newCLIRig(t *testing.T, authArgs ...string) *cliRig {
 // again with the same flags on the same address; it returns the stopped
 // process.
 func (r *cliRig) restartAuthority() *proc {
+	r.t.Helper()
+	old := r.stopAuthority()
+	r.startAuthorityAgain(old)
+	return old
+}
+
+// stopAuthority stops the rig's authority with a signal and returns it.
+func (r *cliRig) stopAuthority() *proc {
 	t := r.t
 	t.Helper()
 	old := r.auth
@@ -142,6 +152,14 @@ func (r *cliRig) restartAuthority() *proc {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("authority serve did not stop on a signal:\n%s", old.logs())
 	}
+	return old
+}
+
+// startAuthorityAgain starts the stopped authority old again, with the
+// same flags on the same address.
+func (r *cliRig) startAuthorityAgain(old *proc) {
+	t := r.t
+	t.Helper()
 	u, err := url.Parse(r.url)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +168,6 @@ func (r *cliRig) restartAuthority() *proc {
 	args[slices.Index(args, "--listen")+1] = u.Host
 	r.auth = startProc(t, r.bin, args...)
 	r.auth.await(t, regexp.MustCompile(`listening on wss://`), 10*time.Second)
-	return old
 }
 
 // run runs one command of the binary against the rig's authority.
@@ -255,6 +272,7 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) *proc {
 			t.Fatalf("mission start: exit %d\n%s", code, out)
 		}
 	}
+	r.ops = ops
 	if r.midway != nil {
 		r.midway()
 	}

@@ -196,7 +196,12 @@ func TestJSONLogsFourCommands(t *testing.T) {
 	var stopped *proc // the authority before its restart
 	r.midway = func() {
 		waitFile(t, filepath.Join(hdir, "started"), time.Minute, w.logs)
-		stopped = r.restartAuthority()
+		stopped = r.stopAuthority()
+		// The coordinator is not ready while the authority is away, and
+		// ready again once it answers.
+		waitReady(t, r.ops, 503, 30*time.Second)
+		r.startAuthorityAgain(stopped)
+		waitReady(t, r.ops, 200, 30*time.Second)
 		w.awaitErr(t, "reconnected to the authority; reconciling", 30*time.Second)
 		touch(t, filepath.Join(hdir, "go")) // the first attempt fails now
 	}
@@ -245,6 +250,9 @@ func TestJSONLogsFourCommands(t *testing.T) {
 	if u := withMsg(cl, "the authority is unreachable; waiting"); len(u) != 1 || u[0]["level"] != "WARN" || u[0]["grace"] != 120.0 {
 		t.Fatalf("coordinator run: want one WARN line for the outage, grace in seconds:\n%s", coord.stderrText())
 	}
+	if a := withMsg(cl, "the authority answers again"); len(a) != 1 || a[0]["tries"] == nil {
+		t.Fatalf("coordinator run: want one line with a count when the authority answers again:\n%s", coord.stderrText())
+	}
 	if len(withMsg(cl, "review")) == 0 {
 		t.Fatalf("coordinator run: no review line:\n%s", coord.stderrText())
 	}
@@ -266,6 +274,20 @@ func TestJSONLogsFourCommands(t *testing.T) {
 	}
 	if l := withMsg(ul, "up: stopped before the Mission ended"); len(l) != 1 || l[0]["level"] != "ERROR" {
 		t.Fatalf("up: its last word after a signal is not an ERROR line:\n%s", up.stderrText())
+	}
+}
+
+// waitReady waits for base's /readyz to answer code.
+func waitReady(t *testing.T, base string, code int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		got, body := httpGet(t, base+"/readyz")
+		if got == code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %d %q, want %d", got, body, code)
+		}
 	}
 }
 

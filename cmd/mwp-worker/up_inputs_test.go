@@ -35,14 +35,20 @@ func TestUpOutsidePlanWithInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataFile := "testdata/outside/inputs/data.csv"
+	// The Python run reads `data` from the file the plan names; the Go
+	// run's --input data=FILE, another file, overrides it.
+	otherData := filepath.Join(t.TempDir(), "cities.csv")
+	if err := os.WriteFile(otherData, []byte("city,people\nBrest,1\nNice,4\nPau,6\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name string
-		bin  string
-		args []string
+		name     string
+		bin      string
+		args     []string
+		dataFile string
 	}{
-		{"python", bin, []string{"--input", "spec=" + spec, "--handler-exec", "outside.run=" + handler}},
-		{"go", goHandler, []string{"--input", "spec=" + spec, "--input", "data=" + dataFile, "--log-format", "json"}},
+		{"python", bin, []string{"--input", "spec=" + spec, "--handler-exec", "outside.run=" + handler}, "testdata/outside/inputs/data.csv"},
+		{"go", goHandler, []string{"--input", "spec=" + spec, "--input", "data=" + otherData, "--log-format", "json"}, otherData},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()
@@ -75,7 +81,7 @@ func TestUpOutsidePlanWithInputs(t *testing.T) {
 			for _, in := range w.Contract.Inputs {
 				got[in.Name] = in.Artifact
 			}
-			if got["spec"] != protocol.Digest(mustRead(t, spec)) || got["data"] != protocol.Digest(mustRead(t, dataFile)) {
+			if got["spec"] != protocol.Digest(mustRead(t, spec)) || got["data"] != protocol.Digest(mustRead(t, tc.dataFile)) {
 				t.Errorf("gather's inputs %v, want spec and data by their files' digests", got)
 			}
 			if tc.name == "go" {
