@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/missionweave/mwp-worker/slots"
+	"github.com/missionweave/mwp-worker/workercmd"
 )
 
 // The packaging examples of examples/systemd and examples/docker
@@ -343,4 +347,92 @@ func TestDockerfile(t *testing.T) {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndex(s, "\n")+1:]
+}
+
+// envFileVars reads a systemd EnvironmentFile's assignments, commented-out
+// examples included, as systemd would read them uncommented: NAME to the
+// value with one pair of enclosing double quotes removed.
+func envFileVars(t *testing.T, path string) (vars map[string]string, text string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars = map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "#"), "=")
+		if !ok || !strings.HasPrefix(name, "MWP_") || strings.ContainsAny(name, " \t") {
+			continue
+		}
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			value = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(value[1 : len(value)-1])
+		}
+		vars[name] = value
+	}
+	return vars, string(b)
+}
+
+// The env files beside the units name only variables their command reads
+// (a flag's variable, or one the unit's ExecStart expands), carry the log
+// format and the metrics address, describe enrolment with `authority
+// enroll` (no restart), and worker.env's MWP_HANDLER_EXEC, a handler with
+// arguments, is read as one --handler-exec: the program and its
+// arguments, split as a shell would.
+func TestSystemdEnvFiles(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "systemd")
+	for _, tc := range []struct {
+		env, unit string
+		command   []string
+	}{
+		{"authority.env", "mwp-authority.service", []string{"authority", "serve"}},
+		{"worker.env", "mwp-worker.service", []string{"run"}},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			vars, text := envFileVars(t, filepath.Join(dir, tc.env))
+			c := newApp()
+			for _, name := range tc.command {
+				c = c.Command(name)
+			}
+			read := map[string]bool{}
+			for _, f := range c.Flags {
+				if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
+					for _, v := range ev.GetEnvVars() {
+						read[v] = true
+					}
+				}
+			}
+			execStart := readUnit(t, filepath.Join(dir, tc.unit)).last("Service.ExecStart")
+			for name := range vars {
+				if !read[name] && !strings.Contains(execStart, "$"+name) {
+					t.Errorf("%s sets %s, which `mwp-worker %s` does not read", tc.env, name, strings.Join(tc.command, " "))
+				}
+			}
+			for _, want := range []string{"MWP_LOG_LEVEL", "MWP_LOG_FORMAT", "MWP_METRICS_LISTEN"} {
+				if _, ok := vars[want]; !ok {
+					t.Errorf("%s does not carry %s", tc.env, want)
+				}
+			}
+			if tc.env == "authority.env" && (!strings.Contains(text, "authority enroll") || strings.Contains(text, "clock skew")) {
+				t.Errorf("%s does not describe enrolment with `authority enroll` while it runs:\n%s", tc.env, text)
+			}
+		})
+	}
+
+	vars, _ := envFileVars(t, filepath.Join(dir, "worker.env"))
+	t.Setenv("MWP_HANDLER_EXEC", vars["MWP_HANDLER_EXEC"])
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // where the worker keeps mwpslot.py
+	var hs []slots.Handler
+	cmd := &cli.Command{Name: "run", DisableSliceFlagSeparator: true, Flags: []cli.Flag{workercmd.HandlerExecFlag(), workercmd.HandlerClarifyFlag()},
+		Action: func(_ context.Context, cmd *cli.Command) (err error) {
+			hs, err = workercmd.HandlersOf(cmd, nil, "w1", time.Second, slog.New(slog.DiscardHandler))
+			return err
+		}}
+	if err := cmd.Run(context.Background(), []string{"run"}); err != nil {
+		t.Fatalf("MWP_HANDLER_EXEC=%q: %v", vars["MWP_HANDLER_EXEC"], err)
+	}
+	e, ok := hs[0].(slots.Exec)
+	if len(hs) != 1 || !ok || e.Cap.ID != "build.go" || e.Path != "/usr/bin/python3" ||
+		!slices.Equal(e.Args, []string{"/usr/local/lib/mwp/handlers/build.py", "--jobs", "2"}) {
+		t.Fatalf("MWP_HANDLER_EXEC=%q read as %+v", vars["MWP_HANDLER_EXEC"], hs)
+	}
 }
