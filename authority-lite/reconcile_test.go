@@ -145,28 +145,39 @@ func TestReconcileAfterTheLeaseExpiredWithinGrace(t *testing.T) {
 }
 
 func TestReconcileAfterSessionReplacement(t *testing.T) {
-	k := newSvc(t)
-	w := k.toActive("wi-1")
-	disc := k.clk.Now().Add(5 * time.Second)
-	before := k.buffered(w, disc, 10*time.Second, protocol.Usage{Tokens: 7})
-	k.clk.Advance(30 * time.Second)
-	// The worker restarts: a new session revokes the lease (closed now).
-	if err := k.w["w1"].OpenSession(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	late := k.buffered(w, disc, 40*time.Second, protocol.Usage{Tokens: 7}) // after the close
-	before = k.rebuildForCurrentSession(before)
-	if _, err := k.submitRaw(before); err != nil {
-		t.Fatalf("progress buffered before the close: %v", err)
-	}
-	if got := k.item("wi-1"); got.State != protocol.WorkQueued {
-		t.Fatalf("historical progress moved the item to %s", got.State)
-	}
-	if _, err := k.submitRaw(late); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
-		t.Fatalf("progress buffered after the close: %v", err)
-	}
-	if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 7 {
-		t.Fatalf("usage %+v", u)
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			k := newSvc(t)
+			w := k.toActive("wi-1")
+			disc := k.clk.Now().Add(5 * time.Second)
+			before := k.buffered(w, disc, 10*time.Second, protocol.Usage{Tokens: 7})
+			k.clk.Advance(30 * time.Second)
+			if restart {
+				// The lease records are read back from the store: the open
+				// lease must still be closed when the session revokes it.
+				k.s.Close()
+				k.s = openSvc(t, k.dir, k.clk, k.akey)
+				k.w["w1"].s = k.s
+			}
+			// The worker restarts: a new session revokes the lease (closed now).
+			if err := k.w["w1"].OpenSession(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			late := k.buffered(w, disc, 40*time.Second, protocol.Usage{Tokens: 7}) // after the close
+			before = k.rebuildForCurrentSession(before)
+			if _, err := k.submitRaw(before); err != nil {
+				t.Fatalf("progress buffered before the close: %v", err)
+			}
+			if got := k.item("wi-1"); got.State != protocol.WorkQueued {
+				t.Fatalf("historical progress moved the item to %s", got.State)
+			}
+			if _, err := k.submitRaw(late); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+				t.Fatalf("progress buffered after the close: %v", err)
+			}
+			if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 7 {
+				t.Fatalf("usage %+v", u)
+			}
+		})
 	}
 }
 
