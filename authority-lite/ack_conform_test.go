@@ -10,7 +10,8 @@ import (
 )
 
 // replayAll subscribes c to grp-a from the start and reads events until
-// the one at last, returning their sequences in order.
+// the one at last, returning their sequences in order; an ERROR frame
+// fails the test at once.
 func replayAll(t *testing.T, c *wireConn, last uint64) []uint64 {
 	t.Helper()
 	if err := c.send(`{"type":"SUBSCRIBE","frameId":"s1","groups":[{"groupId":"grp-a","afterSequence":0}]}`); err != nil {
@@ -21,6 +22,10 @@ func replayAll(t *testing.T, c *wireConn, last uint64) []uint64 {
 		f, err := c.read()
 		if err != nil {
 			t.Fatalf("replay: %v after %v", err, seqs)
+		}
+		if e, ok := f.(*protocol.ErrorFrame); ok {
+			// CURSOR_TOO_OLD here means history was deleted.
+			t.Fatalf("replay from the start refused after %v: %v", seqs, e.Error)
 		}
 		if e, ok := f.(*protocol.EventFrame); ok {
 			seqs = append(seqs, e.Event.Seq())

@@ -165,3 +165,42 @@ func BenchmarkHelloNonces(b *testing.B) {
 	b.ReportMetric(float64(per[100000].Microseconds()), "us_at_100k")
 	b.ReportMetric(float64(per[100000])/float64(per[1000]), "x_100k_vs_1k")
 }
+
+// A nonce is refused while its last use is within 2×skew, the boundary
+// included, and taken again once it is older; a HELLO prunes every
+// nonce older than that, however many (up to maxNoncePrune), and no
+// other.
+func TestHelloNonceReuseAtTheWindowEdge(t *testing.T) {
+	k := newSvc(t)
+	ctx := context.Background()
+	w1 := k.w["w1"]
+	skew := protocol.DefaultMaxSkew
+	hello := func(nonce string) error {
+		_, err := k.s.Hello(ctx, helloFor(t, k.s, w1, nonce, k.clk.Now()))
+		return err
+	}
+	counts := func(what string, want int) {
+		t.Helper()
+		if n, idx := nonceCounts(t, k.s); n != want || idx != want {
+			t.Fatalf("%s: %d nonces, %d index entries; want %d", what, n, idx, want)
+		}
+	}
+	for _, n := range []string{"nonce-a", "nonce-b", "nonce-d"} {
+		if err := hello(n + "-0000000000000000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.clk.Advance(2 * skew) // exactly 2×skew after their use: still kept
+	if err := hello("nonce-c-0000000000000000"); err != nil {
+		t.Fatal(err)
+	}
+	counts("at the edge of the window", 4)
+	if err := hello("nonce-a-0000000000000000"); protocol.CodeOf(err) != protocol.CodeAuthInvalidSignature {
+		t.Fatalf("a nonce used exactly 2×skew ago, in a fresh proof: %v, want AUTH_INVALID_SIGNATURE", err)
+	}
+	k.clk.Advance(time.Second) // now older than 2×skew, not yet pruned
+	if err := hello("nonce-a-0000000000000000"); err != nil {
+		t.Fatalf("a nonce last used more than 2×skew ago: %v", err)
+	}
+	counts("after b and d were pruned", 2) // a (used again) and c
+}

@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -144,28 +145,39 @@ func TestReconcileAfterTheLeaseExpiredWithinGrace(t *testing.T) {
 }
 
 func TestReconcileAfterSessionReplacement(t *testing.T) {
-	k := newSvc(t)
-	w := k.toActive("wi-1")
-	disc := k.clk.Now().Add(5 * time.Second)
-	before := k.buffered(w, disc, 10*time.Second, protocol.Usage{Tokens: 7})
-	k.clk.Advance(30 * time.Second)
-	// The worker restarts: a new session revokes the lease (closed now).
-	if err := k.w["w1"].OpenSession(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	late := k.buffered(w, disc, 40*time.Second, protocol.Usage{Tokens: 7}) // after the close
-	before = k.rebuildForCurrentSession(before)
-	if _, err := k.submitRaw(before); err != nil {
-		t.Fatalf("progress buffered before the close: %v", err)
-	}
-	if got := k.item("wi-1"); got.State != protocol.WorkQueued {
-		t.Fatalf("historical progress moved the item to %s", got.State)
-	}
-	if _, err := k.submitRaw(late); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
-		t.Fatalf("progress buffered after the close: %v", err)
-	}
-	if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 7 {
-		t.Fatalf("usage %+v", u)
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			k := newSvc(t)
+			w := k.toActive("wi-1")
+			disc := k.clk.Now().Add(5 * time.Second)
+			before := k.buffered(w, disc, 10*time.Second, protocol.Usage{Tokens: 7})
+			k.clk.Advance(30 * time.Second)
+			if restart {
+				// The lease records are read back from the store: the open
+				// lease must still be closed when the session revokes it.
+				k.s.Close()
+				k.s = openSvc(t, k.dir, k.clk, k.akey)
+				k.w["w1"].s = k.s
+			}
+			// The worker restarts: a new session revokes the lease (closed now).
+			if err := k.w["w1"].OpenSession(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			late := k.buffered(w, disc, 40*time.Second, protocol.Usage{Tokens: 7}) // after the close
+			before = k.rebuildForCurrentSession(before)
+			if _, err := k.submitRaw(before); err != nil {
+				t.Fatalf("progress buffered before the close: %v", err)
+			}
+			if got := k.item("wi-1"); got.State != protocol.WorkQueued {
+				t.Fatalf("historical progress moved the item to %s", got.State)
+			}
+			if _, err := k.submitRaw(late); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+				t.Fatalf("progress buffered after the close: %v", err)
+			}
+			if u := k.s.Usage("grp-a", "wi-1"); u.Tokens != 7 {
+				t.Fatalf("usage %+v", u)
+			}
+		})
 	}
 }
 
@@ -210,45 +222,57 @@ func (k *svc) bufferedPost(w group.WorkItem, disconnected time.Time, p *protocol
 
 // A message buffered offline is accepted in its WorkItem's conversation
 // only (spec 11.5); one to any other conversation, or replying into one,
-// is refused with nothing appended.
+// is refused with nothing appended. The same holds after a restart, when
+// the conversations of the messages replied to are read back from the log.
 func TestReconcileMessageConversationBound(t *testing.T) {
-	k := newSvc(t)
-	w := k.toActive("wi-1")
-	k.ok(k.coord, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "elsewhere", ConversationID: "general", Text: "hello all"})
-	k.ok(k.coord, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "q", ConversationID: "wi-1", Text: "status?"})
-	disc := k.clk.Now().Add(5 * time.Second)
-	posts := []struct {
-		p    protocol.PostMessagePayload
-		code protocol.Code // "" accepts
-	}{
-		{protocol.PostMessagePayload{MessageID: "off-1", ConversationID: "general", Text: "offline chatter"}, protocol.CodeAuthForbidden},
-		{protocol.PostMessagePayload{MessageID: "off-2", ConversationID: "wi-2", Text: "about another item"}, protocol.CodeAuthForbidden},
-		{protocol.PostMessagePayload{MessageID: "off-3", ConversationID: "wi-1", Text: "re", ReplyTo: "elsewhere"}, protocol.CodeAuthForbidden},
-		{protocol.PostMessagePayload{MessageID: "off-4", ConversationID: "wi-1", Text: "step 2 done", ReplyTo: "q"}, ""},
-		{protocol.PostMessagePayload{MessageID: "off-5", ConversationID: "wi-1", Text: "still working"}, ""},
-	}
-	raws := make([][]byte, len(posts))
-	for i := range posts {
-		raws[i] = k.bufferedPost(w, disc, &posts[i].p)
-	}
-	k.clk.Advance(30 * time.Second) // reconnect within the lease
-	for i, tc := range posts {
-		last := k.s.LastSequence("grp-a")
-		_, err := k.submitRaw(k.rebuildForCurrentSession(raws[i]))
-		if (tc.code == "") != (err == nil) || (err != nil && protocol.CodeOf(err) != tc.code) {
-			t.Fatalf("%s: got %v, want %q", tc.p.MessageID, err, tc.code)
-		}
-		if tc.code != "" && k.s.LastSequence("grp-a") != last {
-			t.Fatalf("%s: a refused message appended events", tc.p.MessageID)
-		}
-	}
-	var posted []string
-	for _, ev := range checkLog(t, k.s, "grp-a") {
-		if ev.Type == protocol.EvtMessagePosted {
-			posted = append(posted, ev.Aggregate.ID)
-		}
-	}
-	if want := []string{"elsewhere", "q", "off-4", "off-5"}; strings.Join(posted, ",") != strings.Join(want, ",") {
-		t.Fatalf("posted %v, want %v", posted, want)
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			k := newSvc(t)
+			w := k.toActive("wi-1")
+			k.ok(k.coord, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "elsewhere", ConversationID: "general", Text: "hello all"})
+			k.ok(k.coord, protocol.CmdMessagePost, &protocol.PostMessagePayload{MessageID: "q", ConversationID: "wi-1", Text: "status?"})
+			if restart {
+				// The Group's message index is rebuilt from the log, with
+				// each message's conversation.
+				k.s.Close()
+				k.s = openSvc(t, k.dir, k.clk, k.akey)
+				k.w["w1"].s = k.s
+			}
+			disc := k.clk.Now().Add(5 * time.Second)
+			posts := []struct {
+				p    protocol.PostMessagePayload
+				code protocol.Code // "" accepts
+			}{
+				{protocol.PostMessagePayload{MessageID: "off-1", ConversationID: "general", Text: "offline chatter"}, protocol.CodeAuthForbidden},
+				{protocol.PostMessagePayload{MessageID: "off-2", ConversationID: "wi-2", Text: "about another item"}, protocol.CodeAuthForbidden},
+				{protocol.PostMessagePayload{MessageID: "off-3", ConversationID: "wi-1", Text: "re", ReplyTo: "elsewhere"}, protocol.CodeAuthForbidden},
+				{protocol.PostMessagePayload{MessageID: "off-4", ConversationID: "wi-1", Text: "step 2 done", ReplyTo: "q"}, ""},
+				{protocol.PostMessagePayload{MessageID: "off-5", ConversationID: "wi-1", Text: "still working"}, ""},
+			}
+			raws := make([][]byte, len(posts))
+			for i := range posts {
+				raws[i] = k.bufferedPost(w, disc, &posts[i].p)
+			}
+			k.clk.Advance(30 * time.Second) // reconnect within the lease
+			for i, tc := range posts {
+				last := k.s.LastSequence("grp-a")
+				_, err := k.submitRaw(k.rebuildForCurrentSession(raws[i]))
+				if (tc.code == "") != (err == nil) || (err != nil && protocol.CodeOf(err) != tc.code) {
+					t.Fatalf("%s: got %v, want %q", tc.p.MessageID, err, tc.code)
+				}
+				if tc.code != "" && k.s.LastSequence("grp-a") != last {
+					t.Fatalf("%s: a refused message appended events", tc.p.MessageID)
+				}
+			}
+			var posted []string
+			for _, ev := range checkLog(t, k.s, "grp-a") {
+				if ev.Type == protocol.EvtMessagePosted {
+					posted = append(posted, ev.Aggregate.ID)
+				}
+			}
+			if want := []string{"elsewhere", "q", "off-4", "off-5"}; strings.Join(posted, ",") != strings.Join(want, ",") {
+				t.Fatalf("posted %v, want %v", posted, want)
+			}
+		})
 	}
 }

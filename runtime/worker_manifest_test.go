@@ -50,7 +50,11 @@ func TestWorkerManifestFields(t *testing.T) {
 	tw := k.start(cfg)
 	k.member("w1")
 	tw.w.AddGroup("grp-a")
-	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	// The contract names a schema for the notes, which the handler does not.
+	c := contractFor("wi-1", protocol.UrgencyNormal, k.ac.Now())
+	c.RequiredOutputs = append(c.RequiredOutputs, protocol.OutputSpec{Name: "notes", MediaType: "text/plain", Schema: "https://schemas.example/notes.json"})
+	k.ok(k.coord, protocol.CmdWorkAuthorize, &protocol.AuthorizeWorkPayload{WorkItemID: "wi-1", MissionID: "mis-a", Contract: c})
+	k.reoffer("wi-1", "off-wi-1", "w1")
 	k.until("submitted", func() bool { return k.state("wi-1") == protocol.WorkSubmitted }, tw)
 
 	got := map[string]protocol.ArtifactManifest{}
@@ -73,7 +77,8 @@ func TestWorkerManifestFields(t *testing.T) {
 		// type's default.
 		{"text/x-diff", protocol.MediaTypeSchemaBase + "text/x-diff", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
 		{"application/json", "https://schemas.example/report.json", protocol.ClassRestricted, map[string]string{"code.implement": "1.2.0", "pytest": "8.3.2"}},
-		{"text/plain", protocol.MediaTypeSchemaBase + "text/plain", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
+		// The handler names none, the contract's required output does.
+		{"text/plain", "https://schemas.example/notes.json", protocol.ClassConfidential, map[string]string{"code.implement": "1.2.0"}},
 	} {
 		m, ok := got[tc.media]
 		if !ok {
