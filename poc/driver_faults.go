@@ -20,9 +20,9 @@ import (
 // ten events. Then the quiet point: both testing stages held at their
 // first safe point on worker-1, both slots busy, nothing offered or
 // accepted in flight (the next stages wait for these), only lease
-// renewals going out. There, in turn: worker-restart (the held runs
-// checkpoint at the shutdown, resume and are held again), then
-// group-disconnect, which releases the holds as it cuts the link. priority-arrival is the critical hotfix
+// renewals going out. There, in turn: group-disconnect, worker-restart
+// (the held runs checkpoint at the shutdown, resume and are held again);
+// then the holds are released. priority-arrival is the critical hotfix
 // every run gets while Mission A's soak stages run (driver_hotfix.go),
 // journaled when chosen. lease-expiry once Mission A's integration is
 // held before its first checkpoint on worker-1 (after the hotfix has
@@ -186,9 +186,18 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// worker-restart: at the quiet point, stop worker-1 and start it again
-	// on the same store; its held runs resume and are held again.
-	if f.pending(FaultWorkerRestart) && f.quiet() {
+	// group-disconnect: at the quiet point, cut worker-1's connection until
+	// it has buffered a command offline (a lease renewal comes due within
+	// pocLease/2) or disconnectMax passed; journal it once worker-1 is back
+	// online with its buffer reconciled.
+	if f.pending(FaultGroupDisconnect) {
+		if err := f.groupDisconnect(b, now); err != nil {
+			return err
+		}
+	}
+	// worker-restart: at the quiet point (after the disconnect), stop
+	// worker-1 and start it again on the same store.
+	if f.pending(FaultWorkerRestart) && f.disconnectDone() && f.quiet() {
 		since := protocol.NewTime(now)
 		if err := r.stopWorker(worker1); err != nil {
 			return fmt.Errorf("worker-restart: %w", err)
@@ -203,20 +212,8 @@ func (f *faultPlan) step() error {
 			return err
 		}
 	}
-	// group-disconnect: at the quiet point again (after the restart, whose
-	// new connection would end a cut), cut worker-1's connection and let
-	// the held runs go: their next progress reports are buffered offline at
-	// once, so the link comes back within moments (not after a lease
-	// renewal falls due, seconds later) while the tests run on; journal it
-	// once worker-1 is back online with its buffer reconciled.
-	if f.pending(FaultGroupDisconnect) && !f.pending(FaultWorkerRestart) {
-		if err := f.groupDisconnect(b, now); err != nil {
-			return err
-		}
-	}
-	// The quiet point is over once the restart is done and the link is cut
-	// (or no disconnect is wanted).
-	if !f.pending(FaultWorkerRestart) && (f.disconnectDone() || !f.disconnectBackAt.IsZero()) {
+	// The quiet point is over once the disconnect and the restart are.
+	if f.disconnectDone() && !f.pending(FaultWorkerRestart) {
 		for _, h := range f.quietHolds {
 			h.Release()
 		}
@@ -311,8 +308,7 @@ func (f *faultPlan) groupDisconnect(b MissionSpec, now time.Time) error {
 			r.links[worker1].Cut(disconnectMax)
 		}
 		f.disconnectCutAt, f.disconnectBackAt = now, now.Add(disconnectMax)
-		fmt.Fprintf(r.out, "fault %s: %s's connection cut while %s, released now\n", FaultGroupDisconnect, worker1, f.heldText())
-		// The held runs go on offline (step's release of the quiet holds).
+		fmt.Fprintf(r.out, "fault %s: %s's connection cut while %s\n", FaultGroupDisconnect, worker1, f.heldText())
 	case f.disconnectUpAt.IsZero():
 		if wr == nil || (wr.w.Status().Buffered == 0 || now.Sub(f.disconnectCutAt) < 300*time.Millisecond) && now.Before(f.disconnectBackAt) {
 			return nil
