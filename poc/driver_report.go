@@ -1,10 +1,12 @@
 package poc
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
@@ -199,7 +201,63 @@ func (r *run) missionReport(svc *authoritylite.Service, spec MissionSpec, runs m
 		}
 		mr.Stages = append(mr.Stages, sr)
 	}
+	// Then the WorkItems added while the Mission ran (the critical hotfix,
+	// a change request's rework stages), in the order they first started:
+	// every stage that ran is named, with its handler's language.
+	inGraph := map[string]bool{}
+	for _, s := range spec.WorkStages() {
+		inGraph[s.WorkItemID] = true
+	}
+	var added []string
+	for item := range firstStart {
+		if !inGraph[item] {
+			added = append(added, item)
+		}
+	}
+	slices.SortFunc(added, func(a, b string) int { return cmp.Or(firstStart[a].Compare(firstStart[b].Time), cmp.Compare(a, b)) })
+	for _, item := range added {
+		name, kind := addedStage(spec, item)
+		sr := StageReport{WorkItemID: item, Name: name, Worker: owner[item], Handler: HandlerLanguage(kind, r.python)}
+		if w, ok := svc.WorkItem(spec.GroupID, item); ok {
+			sr.State = string(w.State)
+			if kind == "" && len(w.Contract.RequiredCapabilities) > 0 {
+				kind = kindOfCapability(w.Contract.RequiredCapabilities[0].ID)
+				sr.Handler = HandlerLanguage(kind, r.python)
+			}
+		}
+		t := firstStart[item]
+		sr.StartedAt = &t
+		if t, ok := verified[item]; ok {
+			sr.FinishedAt = &t
+		}
+		mr.Stages = append(mr.Stages, sr)
+	}
 	return mr, nil
+}
+
+// addedStage names a WorkItem added to spec's Mission while it ran: the
+// hotfix, or a rework stage ("implementation r1", its stage's name and
+// round); kind is "" when the item is neither.
+func addedStage(spec MissionSpec, item string) (string, StageKind) {
+	if item == hotfixID {
+		return "hotfix", StageRequirements
+	}
+	if i := strings.LastIndex(item, "-r"); i > 0 {
+		if s, ok := spec.Stage(item[:i]); ok {
+			return s.Name + " " + item[i+1:], s.Kind
+		}
+	}
+	return item, ""
+}
+
+// kindOfCapability is the stage kind whose handler serves capability id.
+func kindOfCapability(id string) StageKind {
+	for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
+		if templateFor(k, Feature{}).capability == id {
+			return k
+		}
+	}
+	return ""
 }
 
 // assignSlots places each worker's runs on its slots, from the

@@ -174,3 +174,31 @@ func TestWorkerTakesEveryReadyStage(t *testing.T) {
 		t.Errorf("the PoC worker commits to %d items, %d are ready at once", c, ready)
 	}
 }
+
+// The WorkItems added to a Mission while it runs are named in the report
+// after what they play, with the stage kind whose handler ran them.
+func TestAddedStage(t *testing.T) {
+	a := MissionA(time.Unix(0, 0))
+	for _, c := range []struct {
+		item, name string
+		kind       StageKind
+	}{
+		{hotfixID, "hotfix", StageRequirements},
+		{"wi-a-impl-r1", "implementation r1", StageImplementation},
+		{"wi-a-integ-r2", "integration r2", StageIntegration},
+		{"wi-a-nope-r1", "wi-a-nope-r1", ""},
+		{"wi-x", "wi-x", ""},
+	} {
+		if name, kind := addedStage(a, c.item); name != c.name || kind != c.kind {
+			t.Errorf("%s: %q %q, want %q %q", c.item, name, kind, c.name, c.kind)
+		}
+	}
+	for _, k := range []StageKind{StageRequirements, StageImplementation, StageTesting, StageReview, StageIntegration, StageLoad, StageSoak} {
+		if got := kindOfCapability(templateFor(k, Feature{}).capability); got != k {
+			t.Errorf("capability of %s: kind %q", k, got)
+		}
+	}
+	if got := kindOfCapability("dev.unknown"); got != "" {
+		t.Errorf("unknown capability: kind %q", got)
+	}
+}

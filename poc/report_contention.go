@@ -15,12 +15,16 @@ const ContentionTolerance = 0.10
 // eligible to run and not running), the one in which slots ran the most
 // work: while all are backlogged, weighted fair sharing promises each its
 // weight share of the slot-time. The shares are of the runs the scheduler
-// started inside the span, each at its whole length: those are its
-// decisions under contention. Runs started before the span, when not
-// every Group was waiting (after a fault, one Mission's tests finishing
-// first), still hold slots at its start; their time inside the span is
-// carried over, reported apart and not in the shares. FromMs and ToMs are
-// offsets from the start of the report's span.
+// started inside the span, each at its whole length (its decisions under
+// contention), and of the time inside the span of the runs started before
+// it, when not every Group was waiting (one Mission's tests ending
+// first): a weighted fair scheduler charges those runs to their Group and
+// gives the other Group the slot-time back once both wait, so leaving the
+// carried time out would count the repayment as unfairness (a Group with a
+// 0.7 s head start then read 0.72 against 0.667, and a weight-blind
+// scheduler's 0.5 crept towards the tolerance); with it counted both come
+// out at their weight shares. FromMs and ToMs are offsets from the start
+// of the report's span.
 type Contention struct {
 	FromMs int64             `json:"fromMs"`
 	ToMs   int64             `json:"toMs"`
@@ -35,8 +39,10 @@ type ContentionShare struct {
 	GroupID     string  `json:"groupId"`
 	WeightShare float64 `json:"weightShare"`
 	SlotShare   float64 `json:"slotShare"`
-	SlotMs      int64   `json:"slotMs"` // runs started in the window, whole
-	Runs        int     `json:"runs"`   // runs started in the window
+	// SlotMs is the slot-time the share is of: runs started in the
+	// window, whole, and CarriedMs.
+	SlotMs int64 `json:"slotMs"`
+	Runs   int   `json:"runs"` // runs started in the window
 	// CarriedMs is the slot-time inside the window of the Group's runs
 	// started before it.
 	CarriedMs int64 `json:"carriedMs"`
@@ -102,7 +108,10 @@ func ComputeContention(slots []SlotUsage, arrivals []Arrival, weights map[string
 				g.Runs++
 				total += ms
 			case iv.From.Before(best[0]) && iv.To.After(best[0]):
-				g.CarriedMs += minTime(iv.To.Time, best[1]).Sub(best[0]).Milliseconds()
+				ms := minTime(iv.To.Time, best[1]).Sub(best[0]).Milliseconds()
+				g.CarriedMs += ms
+				g.SlotMs += ms
+				total += ms
 			}
 		}
 	}

@@ -35,19 +35,24 @@ func TestComputeContention(t *testing.T) {
 		t.Errorf("a %.3f of slot-time against %.3f of the weights is within %.2f", a.SlotShare, a.WeightShare, ContentionTolerance)
 	}
 
-	// A run started before grp-b waited is carried into the window, apart
-	// from the shares (counted, it would give grp-a all of the window).
+	// A run started before grp-a waited is carried into the window: grp-b
+	// had a head start (b0, 2 s of it inside the window), and the
+	// scheduler gave it back to grp-a once both waited (a0–a3 against b1).
+	// Counted, grp-a has two thirds; left out, it would read 0.8.
 	carried := []SlotUsage{
-		{Worker: "w", Slot: 0, Intervals: []Interval{iv("a0", "grp-a", 0, 4, OutcomeSubmitted), iv("b1", "grp-b", 4, 6, OutcomeSubmitted)}},
-		{Worker: "w", Slot: 1, Intervals: []Interval{iv("a1", "grp-a", 2, 4, OutcomeSubmitted), iv("a2", "grp-a", 4, 6, OutcomeSubmitted)}},
+		{Worker: "w", Slot: 0, Intervals: []Interval{iv("b0", "grp-b", 0, 3, OutcomeSubmitted), iv("a1", "grp-a", 3, 5, OutcomeSubmitted), iv("a3", "grp-a", 5, 7, OutcomeSubmitted)}},
+		{Worker: "w", Slot: 1, Intervals: []Interval{iv("bx", "grp-b", 0, 1, OutcomeSubmitted), iv("a0", "grp-a", 1, 3, OutcomeSubmitted), iv("a2", "grp-a", 3, 5, OutcomeSubmitted), iv("b1", "grp-b", 5, 7, OutcomeSubmitted)}},
 	}
-	ca := []Arrival{{Item: "a0", Group: "grp-a", At: t0}, {Item: "a1", Group: "grp-a", At: t0}, {Item: "a2", Group: "grp-a", At: t0},
-		{Item: "b1", Group: "grp-b", At: at(1).Time}}
+	ca := []Arrival{{Item: "b0", Group: "grp-b", At: t0}, {Item: "bx", Group: "grp-b", At: t0}, {Item: "b1", Group: "grp-b", At: t0}}
+	for _, it := range []string{"a0", "a1", "a2", "a3"} {
+		ca = append(ca, Arrival{Item: it, Group: "grp-a", At: at(1).Time})
+	}
 	c = ComputeContention(carried, ca, w, t0, end)
-	if c == nil || c.FromMs != 1000 || c.ToMs != 4000 {
+	if c == nil || c.FromMs != 1000 || c.ToMs != 5000 {
 		t.Fatalf("contention %+v", c)
 	}
-	if a, b := c.Groups[0], c.Groups[1]; a.CarriedMs != 3000 || a.SlotMs != 4000 || a.Runs != 2 || b.SlotMs != 2000 || b.CarriedMs != 0 || !c.Within {
+	if a, b := c.Groups[0], c.Groups[1]; a.CarriedMs != 0 || a.SlotMs != 8000 || a.Runs != 4 || b.CarriedMs != 2000 || b.SlotMs != 4000 || b.Runs != 1 || !c.Within ||
+		math.Abs(a.SlotShare-2.0/3) > 1e-9 {
 		t.Errorf("carried %+v %+v", a, b)
 	}
 

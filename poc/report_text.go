@@ -104,7 +104,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if !c.Within {
 			verdict = "NOT within"
 		}
-		ew.printf("every Group had work waiting from %s to %s (%s): the slot shares of the runs started in it are %s %.0f points of the weight shares (runs started before it, carried in, are not counted)\n",
+		ew.printf("every Group had work waiting from %s to %s (%s): the slot shares (of the runs started in it, and the time in it of those carried in) are %s %.0f points of the weight shares\n",
 			off(from.Add(time.Duration(c.FromMs)*time.Millisecond)), off(from.Add(time.Duration(c.ToMs)*time.Millisecond)), fmtMs(c.ToMs-c.FromMs), verdict, 100*ContentionTolerance)
 	}
 

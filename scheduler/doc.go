@@ -23,10 +23,18 @@
 // or 3:5:7 (by id, 1:2:4 lagged 8/7 of a run). When one Group outweighs the
 // rest (1:1:8 lags 1.4 runs) no tie-break helps; a one-run bound for every
 // weight set would take WF2Q's eligibility test (TestLagWithinOneQuantum,
-// TestPropertyLagEqualRuns). V, the smallest ready virtual time at
-// the latest pick, only grows; an idle Group that becomes ready joins at
-// max(own, V), so sleeping banks no credit; a Group coming back under its
-// quota keeps at most q × its mean run of credit.
+// TestPropertyLagEqualRuns). V only grows: at each pick it moves up to
+// the picked Group's virtual time of slot-time used (a running item counts
+// the time it has run, not the estimate charged for it, which a run that
+// ends sooner gives back), and when a Group stops being active, to the
+// least such virtual time of the Groups still active, or to its own when
+// it was the last. An idle Group that becomes ready joins at max(own, V),
+// so sleeping, or waiting with nothing eligible for its own runs to end,
+// banks no credit, and another Group's over-estimated charges are no debt
+// (TestJoinAtServiceNotEstimate: a 4:2 pair whose long tests end one
+// after the other then shares its loads 2:1, whichever ended first); a
+// Group coming back under its quota keeps at most q × its mean run of
+// credit.
 //
 // # Within a Group
 //

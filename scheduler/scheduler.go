@@ -89,8 +89,12 @@ type Scheduler struct {
 	seq    uint64
 
 	// System virtual time V = vNum/vDen: the smallest ready virtual time at
-	// the latest pick. A Group joining the ready set starts no lower.
+	// the latest pick, of the slot-time its Group's runs have used (earned).
+	// A Group joining the ready set starts no lower.
 	vNum, vDen int64
+	// nowMs is the latest time an operation was given: when a Group joins,
+	// the other Groups' runs have used their slots until then.
+	nowMs int64
 
 	// settleBy: until then no running item's charge can grow, so settle has
 	// nothing to do (charges grow only once a run outlasts its charge).
@@ -225,6 +229,7 @@ func (s *Scheduler) Enqueue(it Item, now time.Time) error {
 	if it.Urgency > UrgencyCritical || it.Impact > ImpactCritical || it.Estimate < 0 {
 		return fmt.Errorf("%w: item %q urgency, impact or estimate out of range", ErrInvalid, it.ID)
 	}
+	s.nowMs = max(s.nowMs, ms(now))
 	e := s.ents.get()
 	e.item, e.g, e.seq, e.enqMs, e.firstStart, e.slot = it, g, s.seq+1, ms(now), -1, -1
 	if s.items.insert(e) != nil {
@@ -313,6 +318,7 @@ func (s *Scheduler) leave(e *entry) {
 // refresh re-derives a Group's ready and active membership after a change.
 func (s *Scheduler) refresh(g *group) {
 	active := g.eligible() > 0 || g.running > 0
+	left := g.active && !active
 	if active != g.active {
 		if active {
 			s.activeWeight += g.weight
@@ -340,6 +346,9 @@ func (s *Scheduler) refresh(g *group) {
 		s.ready.remove(g)
 	case ready && (g.svc != g.keySvc || g.weight != g.keyWeight || g.nextEst() != g.keyEst):
 		s.ready.fix(g.hpos)
+	}
+	if left {
+		s.advance(g)
 	}
 }
 
@@ -425,6 +434,7 @@ func (s *Scheduler) Next(now time.Time) (Decision, bool) {
 		return Decision{}, false
 	}
 	t := ms(now)
+	s.nowMs = max(s.nowMs, t)
 	s.settle(t)
 	if s.handoffs > 0 || s.preempting > 0 {
 		if d, ok := s.nextPromised(t); ok {
@@ -435,8 +445,8 @@ func (s *Scheduler) Next(now time.Time) (Decision, bool) {
 	if top == nil {
 		return Decision{}, false
 	}
-	if vtCmp(top.svc, top.weight, s.vNum, s.vDen) > 0 {
-		s.vNum, s.vDen = top.svc, top.weight
+	if svc := s.earned(top, t); vtCmp(svc, top.weight, s.vNum, s.vDen) > 0 {
+		s.vNum, s.vDen = svc, top.weight
 	}
 	var skipped []*group
 	var d Decision
@@ -463,6 +473,58 @@ func (s *Scheduler) Next(now time.Time) (Decision, bool) {
 		s.ready.push(g)
 	}
 	return d, found
+}
+
+// earned is g's service with each running item's charge replaced by the
+// time it has run: what its runs have used of their slots by now. A
+// charge is an estimate until its run ends, and one over the run's real
+// length is given back then; V counts none of it, or a Group that joined
+// meanwhile would keep it as a debt (two runs charged at a Group's 2.5 s
+// mean that took 0.3 s gave a 4:2 Group half the slot-time until its own
+// runs ended: TestJoinAtServiceNotEstimate).
+func (s *Scheduler) earned(g *group, now int64) int64 {
+	svc := g.svc
+	if g.running == 0 {
+		return svc
+	}
+	for i := range s.slots {
+		if e := s.slots[i].e; e != nil && e.g == g {
+			svc += max(now-e.startMs, 0) - e.charged
+		}
+	}
+	return max(svc, 0)
+}
+
+// advance moves V up to the least earned virtual time of the Groups still
+// active (the top ready one and those running items) when g stops being
+// active, or to g's own when it was the last: V otherwise moves only at
+// picks, and a Group that waited for its own runs to end, none of its
+// items eligible, would join at a V from before them, keeping as credit
+// what it did not use for want of work (a 4:2 Group's one long run beside
+// another Group's gave it a run's worth of extra slot-time once both had
+// work: TestJoinAtServiceNotEstimate). O(S).
+func (s *Scheduler) advance(g *group) {
+	lo, loSvc := g, g.svc
+	found := false
+	consider := func(h *group) {
+		if h == g {
+			return
+		}
+		if svc := s.earned(h, s.nowMs); !found || vtCmp(svc, h.weight, loSvc, lo.weight) < 0 {
+			lo, loSvc, found = h, svc, true
+		}
+	}
+	if top := s.ready.top(); top != nil {
+		consider(top)
+	}
+	for i := range s.slots {
+		if e := s.slots[i].e; e != nil {
+			consider(e.g)
+		}
+	}
+	if vtCmp(loSvc, lo.weight, s.vNum, s.vDen) > 0 {
+		s.vNum, s.vDen = loSvc, lo.weight
+	}
 }
 
 func (s *Scheduler) start(e *entry, sl int, mode pickMode, now int64) Decision {
@@ -553,6 +615,7 @@ func (s *Scheduler) Release(id string, now time.Time) error {
 func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 	// The index, not a scan of the slots: its probe reads the line that
 	// Finish's removal writes next, and no other item's id.
+	s.nowMs = max(s.nowMs, ms(now))
 	e := s.items.get(id)
 	if e == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownItem, id)
@@ -594,6 +657,7 @@ func (s *Scheduler) stop(id string, now time.Time) (*entry, error) {
 // Update changes a queued, blocked or running item. A queued item is
 // re-keyed at once (priority changes reorder the queue immediately).
 func (s *Scheduler) Update(id string, ch Change, now time.Time) error {
+	s.nowMs = max(s.nowMs, ms(now))
 	e := s.items.get(id)
 	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownItem, id)
