@@ -7,6 +7,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/scheduler"
 )
 
@@ -14,7 +15,7 @@ import (
 // (or its revised contract) on, before the scheduler's disclosure: the
 // worker's card and commitments, the item's expected cost in every budget
 // dimension and what the other accepted items already hold.
-func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.WorkContract, now time.Time) AdmissionInput {
+func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.WorkContract, now time.Time) lc.Admission {
 	m, _ := e.store.Mission(k.group)
 	committed := 0
 	var held protocol.Usage
@@ -23,22 +24,29 @@ func (e *engine) admissionInput(k itemKey, en queue.Entry, contract protocol.Wor
 			committed++
 		}
 		if x.key != k && x.Phase != phFinishing {
-			held = held.Add(x.cost)
+			held = held.Add(x.Cost)
 		}
 	}
 	var want protocol.Usage
 	for _, c := range contract.RequiredCapabilities {
-		want = want.Add(usageOf(e.cfg.Costs[c.ID]))
+		want = want.Add(lc.UsageOf(e.cfg.Costs[c.ID]))
 	}
 	est, _ := e.estimateOf(en)
-	return AdmissionInput{
+	in := lc.Admission{
 		UnknownCritical: e.unknownCritical(k, en),
 		Now:             now, AgentID: e.cfg.AgentID, Capabilities: e.sess.card.Capabilities, Slots: int(e.cfg.Card.MaxConcurrency),
 		Committed: committed, Capacity: int(e.cfg.Card.MaxConcurrency) * e.cfg.QueueDepth,
-		Item: en, Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
+		Owner: en.Owner, OfferedToMe: en.OfferedTo(e.cfg.AgentID), Contract: contract, MissionActive: m.State == "" || m.State == protocol.MissionActive,
 		EarliestStart: now, Estimate: est, Confidence: 0.5, Reliability: e.reliability,
 		Expected: want, Held: held, Limits: e.cfg.Limits,
 	}
+	if en.Offer != nil {
+		in.OfferID, in.OfferExpires = en.Offer.OfferID, en.Offer.ExpiresAt.Time
+	}
+	for _, d := range en.Dependencies {
+		in.Dependencies = append(in.Dependencies, lc.Dependency{WorkItemID: d.WorkItemID, Policy: d.Policy, State: d.State})
+	}
+	return in
 }
 
 func wireDisclosure(d scheduler.Disclosure, now time.Time) protocol.ScheduleDisclosure {

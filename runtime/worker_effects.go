@@ -94,7 +94,7 @@ func (e *engine) carryAnswer(it *item, m msgSent, ef lc.Effect, now time.Time) b
 	case lc.RenewalRefused:
 		e.log.Warn("renewed acceptance refused", "item", it.key.sched(), "contractRevision", ef.Revision, "err", m.err)
 	case lc.RenewAnswered:
-		it.retryAt = now.Add(e.cfg.Tick)
+		it.RetryAt = now.Add(e.cfg.Tick)
 		if ef.OK {
 			it.renewals++
 			e.w.m.renewals.WithLabelValues("renewed").Inc()
@@ -133,7 +133,7 @@ func (e *engine) again(it *item, m msgSent, a lc.Again, now time.Time) {
 	}
 	switch a.Why {
 	case "membership":
-		it.staleMembership = a.StaleMembership
+		it.StaleMembership = a.StaleMembership
 		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
 	case "collision":
 		e.log.Warn("command refused for a used actionId; building it again", "type", m.typ, "item", m.key.sched(), "err", m.err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/missionweave/mwp-worker/protocol"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 )
 
 // renewalKit is a one-slot worker running wi-1 (held by the step handler)
@@ -38,7 +39,7 @@ func TestWorkerRenewsAcceptanceAfterRevision(t *testing.T) {
 	k.until("renewed acceptance recorded", func() bool { return k.item("wi-2").Contract.Revision == 2 && acceptedRevision(k, "wi-2") == 2 }, tw)
 	st := tw.w.Status()
 	adm, _ := admissionOf(st, "wi-2")
-	if !adm.Renewal || !adm.Accepted || adm.ContractRevision != 2 || adm.Basis.PolicyRulesApplied[0] != RuleAdmitOwnership {
+	if !adm.Renewal || !adm.Accepted || adm.ContractRevision != 2 || adm.Basis.PolicyRulesApplied[0] != lc.RuleAdmitOwnership {
 		t.Fatalf("last admission of wi-2: %+v", adm)
 	}
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 )
 
 // startsOf decodes the work.start commands the worker built for item id.
@@ -148,28 +149,24 @@ func TestStillApplies(t *testing.T) {
 }
 
 // A revisioned command waits until the events of the item's own previous
-// command are in the projection (so it never conflicts with itself); a
-// command that carries no revision does not wait.
+// command are in the projection (so it never conflicts with itself; lc.Due
+// decides, waits.txt); a command that carries no revision does not wait.
+// Here: the receipt's events are what the item waits for.
 func TestAwaitingOwnEvents(t *testing.T) {
-	store, err := queue.Open(t.TempDir(), queue.Options{NoSocket: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	e := &engine{store: store}
 	it := newItem(itemKey{"grp-a", "wi-1"}, 0, "")
 	it.sentApplied(&protocol.Receipt{Events: protocol.List[protocol.EventRef]{
 		{GroupID: "grp-a", Sequence: protocol.Uint64(4)}, {GroupID: "grp-a", Sequence: protocol.Uint64(5)}}})
-	if it.awaitSeq != 5 {
-		t.Fatalf("awaiting %d, want 5", it.awaitSeq)
+	if it.AwaitSeq != 5 {
+		t.Fatalf("awaiting %d, want 5", it.AwaitSeq)
 	}
 	for _, tc := range []struct {
-		typ  protocol.CommandType
-		want bool
-	}{{protocol.CmdWorkSubmit, true}, {protocol.CmdLeaseRenew, true}, {protocol.CmdArtifactPublish, false}} {
-		it.cmds = []*itemCmd{{typ: tc.typ}}
-		if got := e.awaitingOwn(it); got != tc.want {
-			t.Errorf("%s with the projection at %d: waits %v, want %v", tc.typ, store.Cursor("grp-a"), got, tc.want)
+		typ    protocol.CommandType
+		cursor uint64
+		want   bool
+	}{{protocol.CmdWorkSubmit, 4, true}, {protocol.CmdLeaseRenew, 4, true}, {protocol.CmdArtifactPublish, 4, false}, {protocol.CmdWorkSubmit, 5, false}} {
+		_, effs := lc.Step(it.core(), lc.Due{Type: tc.typ, Online: true, Membership: 1, Cursor: tc.cursor}, t0)
+		if got := len(effs) == 1 && effs[0] == (lc.Wait{Why: "own-events"}); got != tc.want {
+			t.Errorf("%s with the projection at %d: waits %v, want %v", tc.typ, tc.cursor, got, tc.want)
 		}
 	}
 }

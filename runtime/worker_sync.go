@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -48,7 +47,7 @@ func (e *engine) onApplied(res queue.Result) {
 		}
 	}
 	for _, it := range e.items { // commands that waited for their own events
-		if it.awaitSeq > 0 && len(it.cmds) > 0 && !it.Sending {
+		if it.AwaitSeq > 0 && len(it.cmds) > 0 && !it.Sending {
 			e.pump(it)
 		}
 	}
@@ -129,6 +128,9 @@ func (e *engine) viewOf(k itemKey, en queue.Entry, ok bool) lc.Viewed {
 	v := lc.Viewed{Known: true, State: en.State, Mine: en.Owner == me, OfferedToMe: en.Offer != nil && en.OfferedTo(me),
 		OwnershipEpoch: en.OwnershipEpoch, StartedHere: e.startedHere(en),
 		ContractRevision: en.ContractRevision, AcceptedRevision: en.Item.AcceptedRevision}
+	if r, ok := e.refused[k]; ok && r.revision == en.ContractRevision {
+		v.RenewalRefused = true
+	}
 	if en.Offer != nil {
 		v.OfferID = en.Offer.OfferID
 		r, refused := e.refused[k]
@@ -219,101 +221,109 @@ func (e *engine) drop(it *item) {
 	it.Phase = phFinishing // its commands still go out; then it is forgotten
 }
 
-// admit runs admission control on an offer and accepts or refuses it.
+// admit runs admission control on an offer (lc.Step, Offered) and
+// carries out its acceptance or refusal. An essential ambiguity (spec
+// 10.1) is raised before acceptance: the handlers that would run the
+// contract are asked, slow ones in the background (worker_clarify.go).
 func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
 	contract, err := e.store.Contract(k.group, k.id)
 	if err != nil {
 		e.log.Warn("offer without a readable contract", "item", k.sched(), "err", err)
 		return
 	}
-	// An essential ambiguity (spec 10.1) is raised before acceptance, and
-	// the item is not taken: the coordinator answers with a corrected
-	// contract (a new revision or a new offer), judged afresh.
-	if qs := e.ambiguities(contract); len(qs) > 0 {
-		e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
-			"contractRevision", en.ContractRevision, "questions", qs)
-		e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
-		e.noticeAmbiguity(k, en, qs, now)
-		return
-	}
-	if len(e.unknownCritical(k, en)) == 0 { // refused below without asking
+	o := lc.Offered{ContractRevision: en.ContractRevision, Questions: e.ambiguities(contract)}
+	if len(o.Questions) == 0 && len(e.unknownCritical(k, en)) == 0 { // refused below without asking
 		qs, err, ready := e.askedAbout(k, en, contract)
-		switch {
-		case !ready:
+		if !ready {
 			return // judged when the handlers answer
-		case err != nil:
+		}
+		if err != nil {
 			// The reason stays in the worker's log: a program's stderr is
 			// not for the Group.
-			rej := protocol.AdmissionRejection{Reason: protocol.RejectCapability, Detail: "the handler could not be asked about the contract (the worker's log says why)"}
 			e.log.Warn("offer refused: asking the handler about the contract failed", "item", k.sched(), "offer", en.Offer.OfferID, "err", err)
-			e.refused[k] = refusal{offerID: en.Offer.OfferID, reason: rej.Reason, capacity: e.freed}
-			e.noticeRefusal(k, en, rej, now)
-			return
-		case len(qs) > 0:
-			e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
-				"contractRevision", en.ContractRevision, "questions", qs)
-			e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
-			e.noticeAmbiguity(k, en, qs, now)
-			return
 		}
+		o.Questions, o.AskFailed = qs, err != nil
 	}
-	e.ensureGroup(k.group)
-	in := e.admissionInput(k, en, contract, now)
-	it := newItem(k, phAccepting, en.MissionID)
-	it.OfferID, it.Hold = en.Offer.OfferID, true
 	// The disclosure comes from the scheduler: enqueue as if accepted,
-	// disclose, then hold it until the ownership is granted.
-	var disclosure scheduler.Disclosure
-	if in.Committed < in.Capacity {
-		it.Hold = false
-		e.enqueue(it, en, now)
-		if d, err := e.sched.Disclose(k.sched(), now); err == nil {
-			disclosure = d
-			in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
+	// disclose; lc holds it until the ownership is granted.
+	it := newItem(k, phAccepting, en.MissionID)
+	o.Disclosure = wireDisclosure(scheduler.Disclosure{}, now)
+	if len(o.Questions) == 0 && !o.AskFailed {
+		e.ensureGroup(k.group)
+		o.Admission = e.admissionInput(k, en, contract, now)
+		if o.Admission.Committed < o.Admission.Capacity {
+			e.enqueue(it, en, now)
+			o.Disclosure = e.disclose(k, &o.Admission, now)
 		}
 	}
-	dec := Admit(in)
-	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: en.Offer.OfferID, Accepted: dec.Accepted(),
-		Rejection: dec.Rejection, Basis: dec.Basis, At: now})
-	if !dec.Accepted() {
-		// Spec 10.3 wants a structured refusal; 0.1 has no command for
-		// it (spec 15), so the reason is kept in Status and posted to the
-		// Group as a message, once per offer (worker_notice.go).
-		e.log.Info("offer refused", "item", k.sched(), "reason", dec.Rejection.Reason, "detail", dec.Rejection.Detail)
-		e.unschedule(it)
-		e.refused[k] = refusal{offerID: en.Offer.OfferID, reason: dec.Rejection.Reason, capacity: e.freed}
-		e.noticeRefusal(k, en, *dec.Rejection, now)
+	next, effs := lc.Step(lc.Item{ID: k.id}, o, now)
+	it.Item = next
+	e.carryAdmission(it, en, effs, now)
+}
+
+// disclose is the scheduler's disclosure of an item just enqueued, which
+// admission judges the deadline on.
+func (e *engine) disclose(k itemKey, in *lc.Admission, now time.Time) protocol.ScheduleDisclosure {
+	d, err := e.sched.Disclose(k.sched(), now)
+	if err != nil {
+		return wireDisclosure(scheduler.Disclosure{}, now)
+	}
+	in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
+	return wireDisclosure(d, now)
+}
+
+// carryAdmission carries out what lc decided of an offer or a renewal.
+func (e *engine) carryAdmission(it *item, en queue.Entry, effs []lc.Effect, now time.Time) {
+	k := it.key
+	for _, ef := range effs {
+		switch ef := ef.(type) {
+		case lc.Admitted:
+			e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: ef.OfferID, ContractRevision: ef.Revision,
+				Renewal: ef.Revision != 0, Accepted: ef.Decision.Accepted(), Rejection: ef.Decision.Rejection, Basis: ef.Decision.Basis, At: now})
+		case lc.Ambiguous:
+			e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
+				"contractRevision", en.ContractRevision, "questions", ef.Questions)
+			e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
+			e.noticeAmbiguity(k, en, ef.Questions, now)
+		case lc.Declined:
+			e.declined(it, en, ef, now)
+		case lc.Unschedule:
+			e.unschedule(it)
+		case lc.Created:
+			delete(e.refused, k) // judged again and taken
+			e.items[k] = it
+		case lc.Enqueue:
+			e.enqueue(it, en, now)
+		case lc.AcceptanceNoticed:
+			e.noticeAccepted(k, ef.Disclosure, now) // the first publication
+		default:
+			e.carryItem(it, ef, now)
+		}
+	}
+}
+
+// declined records an offer or a renewal admission refused, and posts the
+// refusal to the Group (spec 10.3 wants a structured refusal; 0.1 has no
+// command for it, spec 15), once per offer (worker_notice.go).
+func (e *engine) declined(it *item, en queue.Entry, d lc.Declined, now time.Time) {
+	k, rej := it.key, d.Rejection
+	if d.Revision != 0 {
+		e.log.Warn("contract revised beyond what this worker can honour; releasing the item", "item", k.sched(),
+			"contractRevision", d.Revision, "reason", rej.Reason, "detail", rej.Detail)
+		e.refused[k] = refusal{offerID: d.OfferID, reason: rej.Reason, revision: d.Revision}
+		e.noticeRenewalRefusal(k, en, d.OfferID, d.Revision, rej, now)
 		return
 	}
-	delete(e.refused, k) // judged again and taken
-	it.Hold, it.cost = true, usageOf(dec.Basis.ExpectedCost)
-	e.enqueue(it, en, now)
-	e.items[k] = it
-	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
-		ScheduleDisclosure: wireDisclosure(disclosure, now)}
-	e.noticeAccepted(k, p.ScheduleDisclosure, now) // the first publication
-	e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
+	e.log.Info("offer refused", "item", k.sched(), "reason", rej.Reason, "detail", rej.Detail)
+	e.refused[k] = refusal{offerID: d.OfferID, reason: rej.Reason, capacity: e.freed}
+	e.noticeRefusal(k, en, rej, now)
 }
 
 // renewAcceptance runs admission control again on the revised contract of
-// an item this worker owns and has not started: accepted, work.accept_offer
-// goes out again for the offer it won, naming the new revision, and the
-// item waits, held, until the authority records it; refused, the item is
-// released with work.fail naming the refusal and the refusal is posted to
-// the Group like an offer's.
+// an item this worker owns and has not started (lc.Step, Renewal; spec
+// 10.1).
 func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	k, rev := it.key, en.ContractRevision
-	if r, ok := e.refused[k]; ok && r.revision == rev {
-		// Refused and released already (the release itself may have been
-		// refused: the ownership lapsed meanwhile); never started.
-		e.drop(it)
-		return
-	}
-	if it.Reaccepting == rev && !it.ForceRenew {
-		it.Hold = true // sent; the answer or its event ends the wait
-		e.enqueue(it, en, now)
-		return
-	}
 	contract, err := e.store.Contract(k.group, k.id)
 	if err != nil {
 		e.log.Warn("revised contract unreadable", "item", k.sched(), "err", err)
@@ -321,42 +331,19 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 		e.enqueue(it, en, now)
 		return
 	}
-	offerID := en.Item.WonOfferID
-	if offerID == "" {
-		offerID = it.OfferID
+	r := lc.Renewal{Revision: rev, OfferID: en.Item.WonOfferID, AgentID: e.cfg.AgentID}
+	if r.OfferID == "" {
+		r.OfferID = it.OfferID
 	}
-	in := e.admissionInput(k, en, contract, now)
-	in.Renewal = true
+	r.Admission = e.admissionInput(k, en, contract, now)
 	e.enqueue(it, en, now) // not held while disclosing
-	var disclosure scheduler.Disclosure
-	if d, err := e.sched.Disclose(k.sched(), now); err == nil {
-		disclosure = d
-		in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
-	}
-	dec := Admit(in)
-	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev, Renewal: true,
-		Accepted: dec.Accepted(), Rejection: dec.Rejection, Basis: dec.Basis, At: now})
-	it.ForceRenew = false
-	if dec.Accepted() {
+	r.Disclosure = e.disclose(k, &r.Admission, now)
+	var effs []lc.Effect
+	it.Item, effs = lc.Step(it.core(), r, now)
+	if it.Reaccepting == rev && it.Hold {
 		e.log.Info("contract revised; acceptance renewed", "item", k.sched(), "contractRevision", rev)
-		it.Hold, it.Reaccepting, it.cost = true, rev, usageOf(dec.Basis.ExpectedCost)
-		e.enqueue(it, en, now)
-		p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
-			ScheduleDisclosure: wireDisclosure(disclosure, now)}
-		e.noticeAccepted(k, p.ScheduleDisclosure, now)
-		e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
-		return
 	}
-	rej := *dec.Rejection
-	e.log.Warn("contract revised beyond what this worker can honour; releasing the item", "item", k.sched(),
-		"contractRevision", rev, "reason", rej.Reason, "detail", rej.Detail)
-	e.refused[k] = refusal{offerID: offerID, reason: rej.Reason, revision: rev}
-	e.noticeRenewalRefusal(k, en, offerID, rev, rej, now)
-	e.unschedule(it)
-	it.Phase = phFinishing
-	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id,
-		Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", rev, rej.Reason, rej.Detail),
-		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.Epoch)})
+	e.carryAdmission(it, en, effs, now)
 }
 
 // refusal is an offer admission control refused.
