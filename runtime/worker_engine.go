@@ -50,7 +50,7 @@ type engine struct {
 	sendCtx context.Context
 
 	items   map[itemKey]*item
-	refused map[itemKey]refusal     // the offer admission control refused, and why
+	refused map[itemKey]lc.Refusal     // the offer admission control refused, and why
 	clarify map[itemKey]*clarifyAsk // offers whose slow clarifiers were asked
 	// freed counts commitments that ended (records forgotten); step
 	// judges capacity refusals again when it moved past freedSeen.
@@ -169,7 +169,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
-		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
+		items: map[itemKey]*item{}, refused: map[itemKey]lc.Refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
 		reliability: map[string]protocol.ReliabilityRecord{}, runs: map[string]runStats{}, log_: newStatusLogs(w.m, &w.mu),
 	}
 	// A start takes at least a loop tick until one is observed.

@@ -249,14 +249,6 @@ func (e *engine) bufferProgress(it *item, typ protocol.CommandType, p any, now t
 
 func roundMs(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
 
-// leaseOver reports that the run's lease has ended by the worker's clock
-// (online: offline, the grace of spec 11.5 decides and reconciliation
-// settles the lease). Nothing more is sent under such a lease, whatever an
-// authority whose clock is behind would still accept.
-func (e *engine) leaseOver(it *item, now time.Time) bool {
-	return it.LeaseOver(e.mon.State() == stateOnline, now)
-}
-
 // leaseExpiry is the run's lease expiry as the store shows it, zero when
 // the store shows another lease or none.
 func (e *engine) leaseExpiry(it *item) time.Time {

@@ -128,13 +128,13 @@ func (e *engine) viewOf(k itemKey, en queue.Entry, ok bool) lc.Viewed {
 	v := lc.Viewed{Known: true, State: en.State, Mine: en.Owner == me, OfferedToMe: en.Offer != nil && en.OfferedTo(me),
 		OwnershipEpoch: en.OwnershipEpoch, StartedHere: e.startedHere(en),
 		ContractRevision: en.ContractRevision, AcceptedRevision: en.Item.AcceptedRevision}
-	if r, ok := e.refused[k]; ok && r.revision == en.ContractRevision {
+	if r, ok := e.refused[k]; ok && r.Revision == en.ContractRevision {
 		v.RenewalRefused = true
 	}
 	if en.Offer != nil {
 		v.OfferID = en.Offer.OfferID
 		r, refused := e.refused[k]
-		v.Judged = refused && r.offerID == en.Offer.OfferID && !e.reconsider(r) && !(r.ambiguous && r.revision != en.ContractRevision)
+		v.Judged = refused && r.Stands(en.Offer.OfferID, en.ContractRevision, e.freed)
 	}
 	if l := en.Lease; l != nil {
 		v.LeaseID, v.LeaseExpires = l.LeaseID, l.ExpiresAt.Time
@@ -283,7 +283,7 @@ func (e *engine) carryAdmission(it *item, en queue.Entry, effs []lc.Effect, now 
 		case lc.Ambiguous:
 			e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
 				"contractRevision", en.ContractRevision, "questions", ef.Questions)
-			e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
+			e.refused[k] = lc.Refusal{OfferID: en.Offer.OfferID, Ambiguous: true, Revision: en.ContractRevision}
 			e.noticeAmbiguity(k, en, ef.Questions, now)
 		case lc.Declined:
 			e.declined(it, en, ef, now)
@@ -310,12 +310,12 @@ func (e *engine) declined(it *item, en queue.Entry, d lc.Declined, now time.Time
 	if d.Revision != 0 {
 		e.log.Warn("contract revised beyond what this worker can honour; releasing the item", "item", k.sched(),
 			"contractRevision", d.Revision, "reason", rej.Reason, "detail", rej.Detail)
-		e.refused[k] = refusal{offerID: d.OfferID, reason: rej.Reason, revision: d.Revision}
+		e.refused[k] = lc.Refusal{OfferID: d.OfferID, Reason: rej.Reason, Revision: d.Revision}
 		e.noticeRenewalRefusal(k, en, d.OfferID, d.Revision, rej, now)
 		return
 	}
 	e.log.Info("offer refused", "item", k.sched(), "reason", rej.Reason, "detail", rej.Detail)
-	e.refused[k] = refusal{offerID: d.OfferID, reason: rej.Reason, capacity: e.freed}
+	e.refused[k] = lc.Refusal{OfferID: d.OfferID, Reason: rej.Reason, Capacity: e.freed}
 	e.noticeRefusal(k, en, rej, now)
 }
 
@@ -346,21 +346,6 @@ func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
 	e.carryAdmission(it, en, effs, now)
 }
 
-// refusal is an offer admission control refused.
-type refusal struct {
-	offerID string
-	reason  protocol.AdmissionReason
-	// capacity is e.freed when it was refused: a capacity refusal is
-	// judged again once capacity has freed since.
-	capacity uint64
-	// revision is the contract revision of a refused renewal (spec 10.1):
-	// that revision is not judged again.
-	revision uint64
-	// ambiguous: a handler raised questions about this offer's contract at
-	// revision; only a new offer or revision is judged again.
-	ambiguous bool
-}
-
 // ambiguities are the questions the handlers that would run the contract
 // raise about it (slots.Clarifier), in handler order.
 func (e *engine) ambiguities(c protocol.WorkContract) []string {
@@ -388,27 +373,12 @@ func (e *engine) handlersFor(c protocol.WorkContract) []slots.Handler {
 	return out
 }
 
-// reconsider reports whether a refused, still open offer is judged again
-// now that sync looks at it: a capacity refusal once a commitment has
-// ended since, a dependency or budget refusal whenever its item's view
-// changed (sync runs for that). Capability, authorization and deadline
-// refusals stand for that offer.
-func (e *engine) reconsider(r refusal) bool {
-	switch r.reason {
-	case protocol.RejectCapacity:
-		return e.freed != r.capacity
-	case protocol.RejectDependency, protocol.RejectBudget:
-		return true
-	}
-	return false
-}
-
 // rejudgeCapacity judges the offers refused for capacity or a budget
 // limit again, in a stable order: a commitment that ended freed both.
 func (e *engine) rejudgeCapacity() {
 	var keys []itemKey
 	for k, r := range e.refused {
-		if r.reason == protocol.RejectCapacity || r.reason == protocol.RejectBudget {
+		if r.Reason == protocol.RejectCapacity || r.Reason == protocol.RejectBudget {
 			keys = append(keys, k)
 		}
 	}

@@ -125,3 +125,36 @@ func renewal(it Item, r Renewal, now time.Time) (Item, []Effect) {
 			Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", r.Revision, rej.Reason, rej.Detail),
 			Evidence: FailureEvidence(it.ID, r.AgentID, now), OwnershipEpoch: protocol.Uint64(it.Epoch)}})
 }
+
+// Refusal is what the engine remembers of an offer it did not take: the
+// offer, admission's reason, the count of commitments ended when it was
+// refused (Capacity), the contract revision of a refused renewal or of an
+// ambiguous contract.
+type Refusal struct {
+	OfferID   string
+	Reason    protocol.AdmissionReason
+	Capacity  uint64
+	Revision  uint64
+	Ambiguous bool
+}
+
+// Stands reports whether the refusal still decides the offer standing now
+// (offerID at revision; freed commitments have ended so far), so it is
+// not judged again (Viewed.Judged). A capacity refusal is judged again
+// once a commitment has ended since; a dependency or budget refusal
+// whenever the item's view changed (this is asked on a view); an
+// ambiguity on a new offer or revision only; capability, authorization and
+// deadline refusals stand for that offer.
+func (r Refusal) Stands(offerID string, revision, freed uint64) bool {
+	switch {
+	case r.OfferID != offerID:
+		return false
+	case r.Ambiguous:
+		return r.Revision == revision
+	case r.Reason == protocol.RejectCapacity:
+		return r.Capacity == freed
+	case r.Reason == protocol.RejectDependency || r.Reason == protocol.RejectBudget:
+		return false
+	}
+	return true
+}
