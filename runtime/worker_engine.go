@@ -50,7 +50,7 @@ type engine struct {
 	sendCtx context.Context
 
 	items   map[itemKey]*item
-	refused map[itemKey]lc.Refusal     // the offer admission control refused, and why
+	refused map[itemKey]lc.Refusal  // the offer admission control refused, and why
 	clarify map[itemKey]*clarifyAsk // offers whose slow clarifiers were asked
 	// freed counts commitments that ended (records forgotten); step
 	// judges capacity refusals again when it moved past freedSeen.
