@@ -30,7 +30,7 @@
 // outcome (onOutcome), the outcomes held while offline (onReconciled)
 // and each command about to be sent (pump: the waits for a membership
 // epoch or the item's own events, the withheld outcome), and carries out
-// the effects (worker_effects.go, worker_sync.go carryAdmission,
+// the effects (worker_effects.go, worker_admit.go carryAdmission,
 // worker_exec.go carryTime); the rules are tabled in runtime/item's doc.go
 // and written as scenarios under its testdata. What stays here is I/O.
 //
