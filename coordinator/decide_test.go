@@ -23,7 +23,7 @@ func stateView(t testing.TB, p *plan.Plan, states ...protocol.WorkItemState) *vi
 	v.g.Mission = &protocol.Mission{MissionID: p.Mission.ID, State: protocol.MissionActive, CreatedAt: protocol.NewTime(t0),
 		Coordinator: &protocol.CoordinatorLease{AgentID: "c1", CoordinatorEpoch: 1, LeaseExpiresAt: protocol.NewTime(t0.Add(10 * time.Minute))}}
 	for _, id := range []string{"c1", "w1"} {
-		v.members[agentActor(id)] = protocol.Membership{Principal: agentActor(id), State: protocol.MembershipActive, MembershipEpoch: 1}
+		v.members[agentActor(id)] = protocol.Membership{Principal: agentActor(id), State: protocol.MembershipActive, MembershipEpoch: 1, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}
 	}
 	for i, st := range states {
 		s := p.Stages[i]
@@ -84,6 +84,12 @@ func TestDecide(t *testing.T) {
 			edit: func(v *view, _ *policy) {
 				v.members[agentActor("w1")] = protocol.Membership{State: protocol.MembershipEnded}
 			}, want: "member w1"},
+		// The authority refuses a candidate without the worker role
+		// (group.CheckCandidate): none is offered.
+		{name: "a member without the worker role is no candidate", states: []protocol.WorkItemState{protocol.WorkOpen, protocol.WorkOpen},
+			edit: func(v *view, _ *policy) {
+				v.members[agentActor("w1")] = protocol.Membership{State: protocol.MembershipActive, Roles: protocol.List[protocol.Role]{protocol.RoleObserver}}
+			}, want: ""},
 		{name: "waits for a dependency", states: []protocol.WorkItemState{protocol.WorkActive, protocol.WorkOpen}, want: ""},
 		{name: "a submitted dependency is enough for a reviewer", states: []protocol.WorkItemState{protocol.WorkSubmitted, protocol.WorkOpen},
 			edit: func(v *view, pol *policy) { submitted(v, draft, 7); pol.prechecked[draft] = 7 }, want: "context proofread, offer proofread"},
@@ -172,7 +178,7 @@ func TestDecideProperties(t *testing.T) {
 			}
 			workers = append(workers, Worker{AgentID: id, Capabilities: caps})
 			if rapid.Bool().Draw(rt, "member") {
-				v.members[agentActor(id)] = protocol.Membership{State: protocol.MembershipActive}
+				v.members[agentActor(id)] = protocol.Membership{State: protocol.MembershipActive, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}
 			}
 		}
 		now := t0.Add(time.Duration(rapid.IntRange(0, 3600).Draw(rt, "secs")) * time.Second)

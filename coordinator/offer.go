@@ -23,13 +23,15 @@ const (
 )
 
 // candidates are the eligible workers for w, best first: active members
-// whose Agent Card satisfies every required capability. Agents already
+// holding the worker role (group.CheckCandidate, the rule the authority
+// refuses an offer by) whose Agent Card satisfies every required
+// capability. Agents already
 // offered w this round, and owners whose ownership of it lapsed, are
 // left out while another eligible worker remains.
 func candidates(v *view, w *group.WorkItem, workers []Worker, now time.Time) []Worker {
 	var ok []Worker
 	for _, wk := range workers {
-		if v.isMember(wk.AgentID) && capabilityMatch(wk, w.Contract) != nil {
+		if v.mayWork(wk.AgentID) && capabilityMatch(wk, w.Contract) != nil {
 			ok = append(ok, wk)
 		}
 	}

@@ -39,7 +39,7 @@ func TestExclusiveOffersFollowTheRanking(t *testing.T) {
 		for _, id := range order {
 			r := agents[id]
 			workers = append(workers, Worker{AgentID: id, Capabilities: capsOf(p)})
-			v.members[agentActor(id)] = protocol.Membership{Principal: agentActor(id), State: protocol.MembershipActive, MembershipEpoch: 1}
+			v.members[agentActor(id)] = protocol.Membership{Principal: agentActor(id), State: protocol.MembershipActive, MembershipEpoch: 1, Roles: protocol.List[protocol.Role]{protocol.RoleWorker}}
 			a := v.agent(id)
 			a.accepted, a.failed, a.lapsed = r.accepted, r.failed, r.lapsed
 			if r.startIn > 0 {

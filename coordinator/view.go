@@ -197,6 +197,14 @@ func (v *view) membershipEpoch(a protocol.Actor) uint64 {
 	return v.members[a].MembershipEpoch
 }
 
+// mayWork reports whether agentID may be offered work: the rule the
+// authority refuses an offer's candidates by (group.CheckCandidate), an
+// active member holding the worker role.
+func (v *view) mayWork(agentID string) bool {
+	m, ok := v.members[protocol.Actor{Kind: protocol.ActorAgent, ID: agentID}]
+	return ok && group.CheckCandidate(v.g.GroupID, agentID, &m, "") == nil
+}
+
 func (v *view) isMember(agentID string) bool {
 	return v.members[protocol.Actor{Kind: protocol.ActorAgent, ID: agentID}].State == protocol.MembershipActive
 }

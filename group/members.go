@@ -389,19 +389,31 @@ func (ms Members) CheckCardRoles(groupID string, in Input, dir Directory) error 
 		for i, c := range pl.Candidates {
 			ptr := "/payload/candidates/" + strconv.Itoa(i) + "/agentId"
 			who := protocol.Actor{Kind: protocol.ActorAgent, ID: c.AgentID}
-			m := ms.Active(who)
-			if m == nil {
-				return protocol.WithDetails(protocol.Errorf(protocol.CodeMembershipRequired, "candidate %s is not a member of group %s", c.AgentID, groupID).At(ptr),
-					"agentId", c.AgentID)
-			}
-			if !slices.Contains(m.Roles, protocol.RoleWorker) {
-				e := protocol.Forbidden("candidate %s does not hold the worker role in group %s", c.AgentID, groupID).At(ptr)
-				return protocol.WithDetails(e, "role", string(protocol.RoleWorker), "memberRoles", rolesOf(m.Roles))
+			if err := CheckCandidate(groupID, c.AgentID, ms.Active(who), ptr); err != nil {
+				return err
 			}
 			if err := CardAllows(dir, who, protocol.RoleWorker, ptr); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// CheckCandidate is the membership rule for a work.offer candidate: an
+// active member (m is its membership, nil for none) holding the worker
+// role. One that is no member is MEMBERSHIP_REQUIRED, one without the role
+// AUTH_FORBIDDEN, at ptr. The authority refuses an offer by it
+// (CheckCardRoles, which also asks the Agent Card) and a coordinator
+// chooses its candidates by it.
+func CheckCandidate(groupID, agentID string, m *protocol.Membership, ptr string) error {
+	if m == nil || m.State != protocol.MembershipActive {
+		return protocol.WithDetails(protocol.Errorf(protocol.CodeMembershipRequired, "candidate %s is not a member of group %s", agentID, groupID).At(ptr),
+			"agentId", agentID)
+	}
+	if !slices.Contains(m.Roles, protocol.RoleWorker) {
+		e := protocol.Forbidden("candidate %s does not hold the worker role in group %s", agentID, groupID).At(ptr)
+		return protocol.WithDetails(e, "role", string(protocol.RoleWorker), "memberRoles", rolesOf(m.Roles))
 	}
 	return nil
 }

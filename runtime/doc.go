@@ -21,14 +21,18 @@
 //
 // What an item's lifecycle calls for is decided by package runtime/item,
 // pure: lc.Step(item, input, now) → (item, effects). The engine feeds it
-// the store's view of an item after each transaction (sync), each
-// command's answer (onSent), the lease granted for a start and a start
-// the slot refused (launch), each run's outcome (onOutcome), the outcomes
-// held while offline (onReconciled) and each command about to be sent
-// (pump), and carries out the effects (worker_effects.go); the rules are
-// tabled in runtime/item's doc.go and written as scenarios under its
-// testdata. Admission control, the renewed acceptance's admission,
-// starts, preemption and the offline pauses are still decided here.
+// the store's view of an item after each transaction (sync), an offer
+// with what admission judges it on (admit) and a revised contract
+// (renewAcceptance), the scheduler's picks and preemptions (schedule),
+// the time on every loop turn (tick: renewals, lease ends, the offline
+// grace, preemptions refused), each command's answer (onSent), the lease
+// granted for a start and a start the slot refused (launch), each run's
+// outcome (onOutcome), the outcomes held while offline (onReconciled)
+// and each command about to be sent (pump: the waits for a membership
+// epoch or the item's own events, the withheld outcome), and carries out
+// the effects (worker_effects.go, worker_admit.go carryAdmission,
+// worker_exec.go carryTime); the rules are tabled in runtime/item's doc.go
+// and written as scenarios under its testdata. What stays here is I/O.
 //
 // One goroutine owns the state (worker_engine.go): the scheduler, the
 // item records, the offline Monitor and the memberships (the epoch every
@@ -37,7 +41,7 @@
 // (through the slots.Host) and the command senders only post messages to
 // it. Each applied store transaction is fed to the
 // scheduler: an item offered to this agent goes to admission control
-// (Admit, pure: authorization, capability via slots.VersionSatisfies,
+// (lc.Admission.Decide, pure: authorization, capability via protocol.VersionSatisfies,
 // capacity, deadline, dependency, budget, in spec 10.3's order) with the
 // disclosure of scheduler.Disclose. Budget covers all six dimensions: the
 // contract's budget must cover the item's expected cost (WorkerConfig.Costs
@@ -71,7 +75,7 @@
 // work.started event's lease starts the handler (Pool.Start) with a
 // credential bound to the lease id and expiring with it (an HMAC of lease
 // id and expiry, rotated on renewal). Leases are renewed at half their
-// remaining time (RenewAt) with the handler's last structured progress; a
+// remaining time (lc.RenewAt) with the handler's last structured progress; a
 // renewal refused with WORK_LEASE_EXPIRED or WORK_STALE_OWNERSHIP is
 // Pool.LeaseLost. scheduler.Preempt names victims; Pool.Preempt asks them
 // for a safe point. A victim that reaches none within PreemptTimeout is not

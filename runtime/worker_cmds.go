@@ -55,25 +55,28 @@ func (e *engine) queueCmd(it *item, typ protocol.CommandType, payload any) {
 	e.pump(it)
 }
 
-// pump sends the head of the item's chain. Only while online: a command
-// signed now and delivered after a long outage would be stale, and
-// non-bufferable commands wait for reconciliation anyway (spec 11.5).
+// pump sends the head of the item's chain, once lc.Step (Due) lets it go.
+// Only while online: a command signed now and delivered after a long
+// outage would be stale, and non-bufferable commands wait for
+// reconciliation anyway (spec 11.5).
 func (e *engine) pump(it *item) {
 	for !it.Sending && len(it.cmds) > 0 && e.mon.State() == stateOnline && e.fatal == nil {
-		// A Group command needs the worker's current membership epoch:
-		// none known yet, or the one the authority just called stale, and
-		// it waits for the view (onApplied pumps again).
-		mepoch := e.members[it.key.group]
-		if mepoch == 0 || mepoch == it.staleMembership || it.conflict != nil || e.awaitingOwn(it) {
-			return
-		}
 		c := it.cmds[0]
 		now := e.cfg.Clock.Now()
-		if !c.due(now) {
-			return // step pumps it again when the back-off has passed
+		mepoch := e.members[it.key.group]
+		in := lc.Due{Type: c.typ, Payload: c.payload, Online: true, Membership: mepoch, Cursor: e.store.Cursor(it.key.group),
+			Conflicted: it.conflict != nil, RetryAt: c.retryAt}
+		if lc.LeaseOf(c.payload) != "" {
+			in.Expires = e.leaseExpiry(it)
 		}
-		if e.withhold(it, c, now) {
-			continue
+		var effs []lc.Effect
+		it.Item, effs = lc.Step(it.core(), in, now)
+		if len(effs) > 0 {
+			if w, ok := effs[0].(lc.Withhold); ok {
+				e.withhold(it, c, w.Why)
+				continue
+			}
+			return // lc.Wait: the view, an answer or step pumps it again
 		}
 		if c.raw == nil {
 			c.expected = e.expectedRevision(it, c.typ)
@@ -98,21 +101,11 @@ func (e *engine) pump(it *item) {
 	}
 }
 
-// withhold drops the head command unsent when lc says it must not go: a
-// submission, block or failure under a lease the worker's own clock has
-// ended. A finished item left with nothing to send is forgotten from the
-// loop (msgIdle), not from inside pump, whose callers still hold it.
-func (e *engine) withhold(it *item, c *itemCmd, now time.Time) bool {
-	in := lc.Due{Type: c.typ, Payload: c.payload, Online: e.mon.State() == stateOnline}
-	if lc.LeaseOf(c.payload) != "" {
-		in.Expires = e.leaseExpiry(it)
-	}
-	var effs []lc.Effect
-	it.Item, effs = lc.Step(it.core(), in, now)
-	if len(effs) == 0 {
-		return false
-	}
-	why := effs[0].(lc.Withhold).Why
+// withhold drops the head command unsent, as lc decided: a submission,
+// block or failure under a lease the worker's own clock has ended. A
+// finished item left with nothing to send is forgotten from the loop
+// (msgIdle), not from inside pump, whose callers still hold it.
+func (e *engine) withhold(it *item, c *itemCmd, why string) {
 	e.log.Warn("command not sent: "+why, "type", c.typ, "item", it.key.sched(), "lease", it.LeaseID)
 	if c.typ == protocol.CmdWorkSubmit {
 		e.log_.decided(it.key, string(c.typ), SubmitLeaseLost)
@@ -121,7 +114,6 @@ func (e *engine) withhold(it *item, c *itemCmd, now time.Time) bool {
 	if len(it.cmds) == 0 {
 		e.mb.post(msgIdle{it.key})
 	}
-	return true
 }
 
 // build signs an agent command about it with this session's epochs and

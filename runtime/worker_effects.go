@@ -54,7 +54,7 @@ func (e *engine) carryItem(it *item, ef lc.Effect, now time.Time) {
 	case lc.Next:
 		e.next(it)
 	case lc.RefuseOffer:
-		e.refused[it.key] = refusal{offerID: ef.OfferID}
+		e.refused[it.key] = lc.Refusal{OfferID: ef.OfferID}
 	case lc.ObserveRun:
 		e.observeRun(it, now)
 	case lc.ReleaseOffline:
@@ -94,7 +94,6 @@ func (e *engine) carryAnswer(it *item, m msgSent, ef lc.Effect, now time.Time) b
 	case lc.RenewalRefused:
 		e.log.Warn("renewed acceptance refused", "item", it.key.sched(), "contractRevision", ef.Revision, "err", m.err)
 	case lc.RenewAnswered:
-		it.retryAt = now.Add(e.cfg.Tick)
 		if ef.OK {
 			it.renewals++
 			e.w.m.renewals.WithLabelValues("renewed").Inc()
@@ -133,7 +132,7 @@ func (e *engine) again(it *item, m msgSent, a lc.Again, now time.Time) {
 	}
 	switch a.Why {
 	case "membership":
-		it.staleMembership = a.StaleMembership
+		it.StaleMembership = a.StaleMembership
 		e.log.Info("command refused for a stale membership epoch; resending with the next", "type", m.typ, "item", m.key.sched(), "epoch", m.mepoch)
 	case "collision":
 		e.log.Warn("command refused for a used actionId; building it again", "type", m.typ, "item", m.key.sched(), "err", m.err)

@@ -15,6 +15,7 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
+	lc "github.com/missionweave/mwp-worker/runtime/item"
 	"github.com/missionweave/mwp-worker/scheduler"
 	"github.com/missionweave/mwp-worker/slots"
 	"github.com/missionweave/mwp-worker/toolkeys"
@@ -49,7 +50,7 @@ type engine struct {
 	sendCtx context.Context
 
 	items   map[itemKey]*item
-	refused map[itemKey]refusal     // the offer admission control refused, and why
+	refused map[itemKey]lc.Refusal  // the offer admission control refused, and why
 	clarify map[itemKey]*clarifyAsk // offers whose slow clarifiers were asked
 	// freed counts commitments that ended (records forgotten); step
 	// judges capacity refusals again when it moved past freedSeen.
@@ -168,7 +169,7 @@ func newEngine(w *Worker, store *queue.Store, cps *checkpoint.Store, ledger *too
 		w: w, cfg: cfg, log: w.log, store: store, cps: cps, buf: buf, sched: sched, sess: sess, secret: secret,
 		mon:   offline.NewMonitor(offline.Config{Grace: cfg.OfflineGrace}, cfg.Clock.Now()),
 		mb:    mailbox{kick: make(chan struct{}, 1)},
-		items: map[itemKey]*item{}, refused: map[itemKey]refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
+		items: map[itemKey]*item{}, refused: map[itemKey]lc.Refusal{}, clarify: map[itemKey]*clarifyAsk{}, rejected: map[string]time.Time{}, rejections: map[string]int{}, members: members, groups: map[string]scheduler.GroupConfig{},
 		reliability: map[string]protocol.ReliabilityRecord{}, runs: map[string]runStats{}, log_: newStatusLogs(w.m, &w.mu),
 	}
 	// A start takes at least a loop tick until one is observed.
@@ -313,10 +314,8 @@ func (e *engine) startDrain(cause error) {
 	e.draining = true
 	e.log.Info("draining: stopping slots at a safe point", "cause", cause)
 	for _, it := range e.items {
-		if it.Phase == phRunning && !it.Preempting {
-			it.Preempting = true // the pool's Shutdown asks each slot
-			e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, e.cfg.Clock.Now())
-		}
+		// The pool's Shutdown asks each slot.
+		e.preempt(it, lc.PreemptAsked{Why: "shutdown", ByPool: true}, e.cfg.Clock.Now())
 	}
 	e.maybeStopPool()
 }
@@ -394,7 +393,7 @@ func (e *engine) nextWake(now time.Time) time.Duration {
 	d := e.cfg.Tick
 	for _, it := range e.items {
 		if it.Phase == phRunning && !it.Renewing {
-			if w := it.renewDue().Sub(now); w < d {
+			if w := it.RenewDue().Sub(now); w < d {
 				d = w
 			}
 		}
@@ -414,15 +413,12 @@ func (e *engine) step(now time.Time) {
 			e.client.AddGroup(g)
 		}
 	}
-	e.renewals(now)
+	e.tick(now)
 	e.retryDue(now)
-	e.leaseEnds(now)
-	e.offlinePauses(now)
 	// Supervision also runs on the pool's own ticker; here it sees every
-	// instant the loop sees (after the grace extensions of offlinePauses),
-	// so lease expiry and the hard timeout of a lost lease act in step.
+	// instant the loop sees (after the grace extensions of tick), so lease
+	// expiry and the hard timeout of a lost lease act in step.
 	e.pool.Tick()
-	e.refusePreemptions(now)
 	if e.freed != e.freedSeen {
 		e.freedSeen = e.freed
 		e.rejudgeCapacity()
@@ -446,7 +442,7 @@ func (e *engine) drained() bool {
 func (e *engine) queuedCommands() int {
 	n := 0
 	for _, it := range e.items {
-		if m := e.members[it.key.group]; m == 0 || m == it.staleMembership {
+		if m := e.members[it.key.group]; m == 0 || m == it.StaleMembership { // lc.Due waits for the view
 			continue // cannot go out before the view has a membership epoch
 		}
 		n += len(it.cmds)

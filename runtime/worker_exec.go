@@ -25,9 +25,9 @@ func errSessionReplacedBy(err error) error {
 	return fmt.Errorf("runtime: worker stopped: %w: %w", client.ErrSessionReplaced, err)
 }
 
-// schedule starts what the scheduler picks for free slots, then asks for
-// the preemptions the scheduler names, one for each pressing item that
-// cannot start, all at once (spec 11.3).
+// schedule starts what the scheduler picks for free slots (lc.Step,
+// Picked), then asks for the preemptions the scheduler names, one for each
+// pressing item that cannot start, all at once (spec 11.3).
 func (e *engine) schedule(now time.Time) {
 	if !e.mon.MayStart() || e.fatal != nil {
 		return
@@ -39,28 +39,34 @@ func (e *engine) schedule(now time.Time) {
 		}
 		k := keyOf(d.Item)
 		it := e.items[k]
-		if it == nil || it.Phase != phQueued {
+		if it == nil {
 			_ = e.sched.Finish(d.Item, now)
-			if it != nil {
-				it.inSched = false
-			}
 			continue
 		}
-		it.Phase, it.pickedAt = phStarting, now
-		e.scheduleChanged()
-		e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
 		en, ok := e.store.Item(k.group, k.id)
-		if ok && e.adoptable(it, en) {
-			e.launch(it, en, now) // started already: its lease is adopted (sync)
-			continue
-		}
-		p := &protocol.StartWorkPayload{WorkItemID: k.id, OwnershipEpoch: it.Epoch}
+		p := lc.Picked{Adoptable: ok && e.adoptable(it, en)}
 		if ok && en.Checkpoint != nil && !TestHooks.NoResume.Load() {
 			if _, err := e.cps.Get(en.Checkpoint.CheckpointID); err == nil {
-				p.ResumeFromCheckpointID = en.Checkpoint.CheckpointID
+				p.Resume = en.Checkpoint.CheckpointID
 			}
 		}
-		e.queueCmd(it, protocol.CmdWorkStart, p)
+		var effs []lc.Effect
+		it.Item, effs = lc.Step(it.core(), p, now)
+		for _, ef := range effs {
+			switch ef.(type) {
+			case lc.Unpick:
+				_ = e.sched.Finish(d.Item, now)
+				it.inSched = false
+			case lc.Selected:
+				it.pickedAt = now
+				e.scheduleChanged()
+				e.log_.selection(SelectionLog{GroupID: k.group, WorkItemID: k.id, Basis: d.Basis, At: now})
+			case lc.Launch:
+				e.launch(it, en, now) // started already: its lease is adopted (sync)
+			default:
+				e.carryItem(it, ef, now)
+			}
+		}
 	}
 	for {
 		req, ok := e.sched.Preempt(now)
@@ -68,51 +74,88 @@ func (e *engine) schedule(now time.Time) {
 			break
 		}
 		e.scheduleChanged()
-		v := e.items[keyOf(req.Item)]
 		e.log_.preempt(keyOf(req.Item), req.For, "scheduler", req.Basis, now)
-		if v != nil {
-			v.askedAt, v.askedFor = now, req.For
-		}
-		if v != nil && v.Phase == phRunning {
-			e.preempt(v)
+		if v := e.items[keyOf(req.Item)]; v != nil {
+			e.preempt(v, lc.PreemptAsked{Why: "scheduler", For: req.For}, now)
 		}
 	}
 }
 
-// refusePreemptions settles the scheduler's preemptions that found no
-// safe point within PreemptTimeout. The run is never interrupted for it
-// (spec 11.3): it keeps its slot, the scheduler records the refusal and
-// names another victim or lets the waiting item take the next slot that
-// frees. Lease loss, cancellation and shutdown still stop it.
-func (e *engine) refusePreemptions(now time.Time) {
+// tick feeds the time to every item (lc.Step, Ticked): renewals, leases
+// ended by the worker's clock, the offline grace, preemptions that found
+// no safe point.
+func (e *engine) tick(now time.Time) {
+	conn := lc.Reconciling
+	switch e.mon.State() {
+	case stateOnline:
+		conn = lc.Online
+	case offline.StateOffline:
+		conn = lc.Offline
+	}
 	for _, it := range e.items {
-		if it.askedAt.IsZero() || now.Sub(it.askedAt) < e.cfg.PreemptTimeout {
-			continue
+		t := lc.Ticked{Conn: conn, Tick: e.cfg.Tick, PreemptTimeout: e.cfg.PreemptTimeout}
+		if it.Phase == phRunning {
+			t.Progress = e.progressOf(it, now)
+			t.Grace, _ = e.mon.GraceDeadline(offlineItem(it.key))
 		}
-		waited, forID := now.Sub(it.askedAt), it.askedFor
-		it.askedAt, it.askedFor = time.Time{}, ""
-		if it.Phase != phRunning || it.Lost {
-			continue
+		if !it.AskedAt.IsZero() {
+			st, ok := e.sched.Status(it.key.sched())
+			t.Victim = ok && st.State == scheduler.StatePreempting
 		}
-		if st, ok := e.sched.Status(it.key.sched()); !ok || st.State != scheduler.StatePreempting {
-			continue
-		}
-		if err := e.sched.RefusePreempt(it.key.sched()); err != nil {
-			e.log.Error("scheduler refuse preemption", "item", it.key.sched(), "err", err)
-			continue
-		}
-		e.scheduleChanged()
-		e.log_.preemptRefused(it.key, now)
-		e.log.Warn("preemption refused: the run reached no safe point and keeps its slot; it is not interrupted",
-			"item", it.key.sched(), "for", forID, "lease", it.LeaseID, "waited", waited)
+		var effs []lc.Effect
+		it.Item, effs = lc.Step(it.core(), t, now)
+		e.carryTime(it, effs, now)
 	}
 }
 
-func (e *engine) preempt(it *item) {
-	if it.Preempting || it.Phase != phRunning {
+// carryTime carries out what the time called for.
+func (e *engine) carryTime(it *item, effs []lc.Effect, now time.Time) {
+	for _, ef := range effs {
+		switch ef := ef.(type) {
+		case lc.BufferRenewal:
+			e.bufferProgress(it, protocol.CmdLeaseRenew, ef.Payload, now)
+		case lc.ExtendSlot:
+			// Reversible work runs on through the grace (spec 11.5): the
+			// slot's supervision must not end it at the lease expiry the
+			// authority cannot extend now. Reconciliation settles the lease.
+			_ = e.pool.RenewLease(it.slot, it.LeaseID, ef.Until)
+		case lc.Preempt:
+			e.askSlot(it, ef, now)
+		case lc.RefusePreemption:
+			// The run is never interrupted for it (spec 11.3): it keeps its
+			// slot, the scheduler records the refusal and names another
+			// victim or lets the waiting item take the next slot that
+			// frees. Lease loss, cancellation and shutdown still stop it.
+			if err := e.sched.RefusePreempt(it.key.sched()); err != nil {
+				e.log.Error("scheduler refuse preemption", "item", it.key.sched(), "err", err)
+				continue
+			}
+			e.scheduleChanged()
+			e.log_.preemptRefused(it.key, now)
+			e.log.Warn("preemption refused: the run reached no safe point and keeps its slot; it is not interrupted",
+				"item", it.key.sched(), "for", ef.For, "lease", it.LeaseID, "waited", ef.Waited)
+		default:
+			e.carryItem(it, ef, now)
+		}
+	}
+}
+
+// preempt asks a run for a safe point (lc.Step, PreemptAsked).
+func (e *engine) preempt(it *item, p lc.PreemptAsked, now time.Time) {
+	var effs []lc.Effect
+	it.Item, effs = lc.Step(it.core(), p, now)
+	e.carryTime(it, effs, now)
+}
+
+// askSlot asks the run's slot for its safe point, unless the pool's
+// shutdown does; the scheduler's requests are logged when it names them.
+func (e *engine) askSlot(it *item, p lc.Preempt, now time.Time) {
+	if p.Why != "scheduler" {
+		e.log_.preempt(it.key, p.For, p.Why, scheduler.SelectionBasis{}, now)
+	}
+	if p.ByPool {
 		return
 	}
-	it.Preempting = true
 	if err := e.pool.Preempt(it.slot, it.LeaseID); err != nil {
 		e.log.Warn("preempt", "item", it.key.sched(), "err", err)
 	}
@@ -133,7 +176,7 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		return
 	}
 	it.Item, it.missionID, it.attempt = next, mission, effs[0].(lc.StartRun).Attempt
-	it.renewedAt, it.reportedAt, it.retryAt, it.askedAt = now, now, time.Time{}, time.Time{}
+	it.reportedAt = now
 	idx := -1
 	if err == nil {
 		idx, err = e.pool.Start(slots.Assignment{
@@ -160,17 +203,17 @@ func (e *engine) launch(it *item, en queue.Entry, now time.Time) {
 		OwnershipEpoch: en.OwnershipEpoch, LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt.Time,
 		Reversible: contract.Risk.Class.Known() && contract.Risk.Class.Rank() < protocol.RiskHigh.Rank()})
 	if st, ok := e.sched.Status(it.key.sched()); ok && st.State == scheduler.StatePreempting {
-		it.askedAt = now // patience runs from the request the handler sees
-		e.preempt(it)    // picked as a victim while starting
+		// Picked as a victim while starting: patience runs from the
+		// request the handler sees.
+		e.preempt(it, lc.PreemptAsked{Why: "scheduler"}, now)
 	} else if e.draining {
-		e.log_.preempt(it.key, "", "shutdown", scheduler.SelectionBasis{}, now)
-		e.preempt(it) // granted while the worker stops: straight to a safe point
+		e.preempt(it, lc.PreemptAsked{Why: "shutdown"}, now) // granted while the worker stops: straight to a safe point
 	}
 }
 
 // renewed records an acknowledged renewal (the projection's new expiry).
 func (e *engine) renewed(it *item, expires, now time.Time) {
-	it.Expires, it.renewedAt = expires, now
+	it.Expires, it.RenewedAt = expires, now
 	_ = e.pool.RenewLease(it.slot, it.LeaseID, expires)
 	_ = e.pool.SetCredentials(it.slot, it.LeaseID, slots.Credentials{Token: leaseToken(e.secret, it.LeaseID, expires), ExpiresAt: expires})
 	if l, ok := e.mon.LeaseOf(offlineItem(it.key)); ok {
@@ -188,25 +231,6 @@ func (e *engine) leaseLost(it *item, why string, now time.Time) {
 	_ = e.pool.LeaseLost(it.slot, it.LeaseID)
 }
 
-// renewals renews leases at half their remaining time; offline, the
-// progress is signed with the binding and buffered instead (spec 11.5).
-func (e *engine) renewals(now time.Time) {
-	for _, it := range e.items {
-		if it.Phase != phRunning || it.Renewing || it.Lost || now.Before(it.renewDue()) {
-			continue
-		}
-		p := &protocol.RenewLeasePayload{WorkItemID: it.key.id, OwnershipEpoch: it.Epoch, LeaseID: it.LeaseID, Progress: e.progressOf(it, now)}
-		switch e.mon.State() {
-		case stateOnline:
-			it.Renewing = true
-			e.queueCmd(it, protocol.CmdLeaseRenew, p)
-		case offline.StateOffline:
-			e.bufferProgress(it, protocol.CmdLeaseRenew, p, now)
-			it.retryAt = now.Add(10 * e.cfg.Tick)
-		}
-	}
-}
-
 // bufferProgress buffers a progress or checkpoint command with the usage
 // since the last report; a full buffer pauses the slot at a safe point.
 func (e *engine) bufferProgress(it *item, typ protocol.CommandType, p any, now time.Time) error {
@@ -216,8 +240,7 @@ func (e *engine) bufferProgress(it *item, typ protocol.CommandType, p any, now t
 	case err == nil:
 		it.reportedAt = now
 	case errors.Is(err, offline.ErrFull) || errors.Is(err, offline.ErrTooLarge):
-		e.log_.preempt(it.key, "", "offline-buffer-full", scheduler.SelectionBasis{}, now)
-		e.preempt(it)
+		e.preempt(it, lc.PreemptAsked{Why: "offline-buffer-full"}, now)
 	default:
 		e.log.Warn("cannot buffer", "item", it.key.sched(), "type", typ, "err", err)
 	}
@@ -226,31 +249,6 @@ func (e *engine) bufferProgress(it *item, typ protocol.CommandType, p any, now t
 
 func roundMs(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
 
-// offlinePauses asks running work to pause at a safe point before its grace
-// deadline while the authority is unreachable.
-// leaseEnds stops, online, a run whose lease reached its end without a
-// renewal the authority accepted (refused as stale, say, after a clock
-// jump): the worker no longer holds the item. Offline, the grace rules of
-// offlinePauses apply instead.
-func (e *engine) leaseEnds(now time.Time) {
-	if e.mon.State() != stateOnline {
-		return
-	}
-	for _, it := range e.items {
-		if it.Phase == phRunning && !it.Lost && e.leaseOver(it, now) {
-			e.leaseLost(it, "the lease ended without an accepted renewal", now)
-		}
-	}
-}
-
-// leaseOver reports that the run's lease has ended by the worker's clock
-// (online: offline, the grace of spec 11.5 decides and reconciliation
-// settles the lease). Nothing more is sent under such a lease, whatever an
-// authority whose clock is behind would still accept.
-func (e *engine) leaseOver(it *item, now time.Time) bool {
-	return it.LeaseOver(e.mon.State() == stateOnline, now)
-}
-
 // leaseExpiry is the run's lease expiry as the store shows it, zero when
 // the store shows another lease or none.
 func (e *engine) leaseExpiry(it *item) time.Time {
@@ -258,31 +256,6 @@ func (e *engine) leaseExpiry(it *item) time.Time {
 		return en.Lease.ExpiresAt.Time
 	}
 	return time.Time{}
-}
-
-func (e *engine) offlinePauses(now time.Time) {
-	if e.mon.State() == stateOnline {
-		return
-	}
-	for _, it := range e.items {
-		if it.Phase != phRunning {
-			continue
-		}
-		dl, ok := e.mon.GraceDeadline(offlineItem(it.key))
-		if ok && dl.After(it.Expires) {
-			// Reversible work runs on through the grace (spec 11.5): the
-			// slot's supervision must not end it at the lease expiry the
-			// authority cannot extend now. Reconciliation settles the lease.
-			_ = e.pool.RenewLease(it.slot, it.LeaseID, dl)
-		}
-		if it.Preempting {
-			continue
-		}
-		if ok && !now.Before(dl.Add(-2*e.cfg.Tick)) {
-			e.log_.preempt(it.key, "", "offline-grace", scheduler.SelectionBasis{}, now)
-			e.preempt(it)
-		}
-	}
 }
 
 // progressOf is the handler's latest structured report, or a minimal one.

@@ -46,34 +46,17 @@ type item struct {
 
 	missionID string
 	slot      int
-	renewedAt time.Time // lease start or last acknowledged renewal
-	retryAt   time.Time // a failed renewal is retried from then
 	renewals  int
 	attempt   uint64 // the run's first attempt, 1-based across acceptances
 
-	// askedAt and askedFor are the scheduler's preemption of this run:
-	// when it was asked to yield and for which item (spec 11.3).
-	askedAt    time.Time
-	askedFor   string
 	progress   *protocol.Progress
 	reportedAt time.Time // last progress sent or buffered (usage deltas)
 
 	// cmds are this item's commands in order; only the head is in flight,
 	// so a publish lands before the submit that releases the lease.
 	cmds []*itemCmd
-	// staleMembership is a membership epoch the authority refused as stale
-	// for this item's command: pump waits for a newer one.
-	staleMembership uint64
-
-	// cost is the expected cost admission accepted the item with: what it
-	// holds of the worker's budget limits until it is forgotten.
-	cost protocol.Usage
-
-	// awaitSeq is the last event the item's previous command caused: a
-	// revisioned command waits until the projection has it. conflict is a
-	// command refused with REVISION_CONFLICT, held until the projection
-	// has the current revision (worker_revision.go).
-	awaitSeq uint64
+	// conflict is a command refused with REVISION_CONFLICT, held until
+	// the projection has the current revision (worker_revision.go).
 	conflict *msgSent
 
 	// pickedAt and startedAt are when the scheduler picked the item and
@@ -91,15 +74,6 @@ func (it *item) core() lc.Item {
 	c := it.Item
 	c.Pending = len(it.cmds)
 	return c
-}
-
-// renewDue is when the lease should be renewed next.
-func (it *item) renewDue() time.Time {
-	at := RenewAt(it.renewedAt, it.Expires)
-	if it.retryAt.After(at) {
-		return it.retryAt
-	}
-	return at
 }
 
 // schedItem is the scheduler's view of a projected entry (spec 11.1 inputs).

@@ -52,7 +52,7 @@ func (e *engine) runEnded(o slots.Outcome) lc.RunEnded {
 	if o.Kind == slots.Completed {
 		ev = o.Result.Evidence
 	}
-	return lc.RunEnded{End: lc.End(o.Kind), Artifacts: o.Result.Artifacts, Evidence: ev, Reason: o.Reason, Progress: o.Progress,
+	return lc.RunEnded{End: o.Kind, Artifacts: o.Result.Artifacts, Evidence: ev, Reason: o.Reason, Progress: o.Progress,
 		AgentID: e.cfg.AgentID, Online: e.mon.State() == stateOnline, Draining: e.draining}
 }
 

@@ -38,20 +38,14 @@ func (e *engine) expectedRevision(it *item, typ protocol.CommandType) *uint64 {
 	return protocol.Uint64(en.Revision)
 }
 
-// awaitingOwn reports whether the item's next command must wait for the
-// events of its previous one to reach the projection.
-func (e *engine) awaitingOwn(it *item) bool {
-	return it.awaitSeq > 0 && revisioned(it.cmds[0].typ) && e.store.Cursor(it.key.group) < it.awaitSeq
-}
-
-// sentApplied records the events a command caused, for awaitingOwn.
+// sentApplied records the events a command caused, for lc.Due (an own command waits for them).
 func (it *item) sentApplied(r *protocol.Receipt) {
 	if r == nil {
 		return
 	}
 	for _, ev := range r.Events {
 		if ev.GroupID == it.key.group && ev.Sequence != nil {
-			it.awaitSeq = max(it.awaitSeq, *ev.Sequence)
+			it.AwaitSeq = max(it.AwaitSeq, *ev.Sequence)
 		}
 	}
 }

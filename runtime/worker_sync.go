@@ -1,18 +1,13 @@
 package runtime
 
 import (
-	"cmp"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	lc "github.com/missionweave/mwp-worker/runtime/item"
-	"github.com/missionweave/mwp-worker/scheduler"
-	"github.com/missionweave/mwp-worker/slots"
 )
 
 // onApplied feeds what a store transaction changed to the scheduler:
@@ -48,7 +43,7 @@ func (e *engine) onApplied(res queue.Result) {
 		}
 	}
 	for _, it := range e.items { // commands that waited for their own events
-		if it.awaitSeq > 0 && len(it.cmds) > 0 && !it.Sending {
+		if it.AwaitSeq > 0 && len(it.cmds) > 0 && !it.Sending {
 			e.pump(it)
 		}
 	}
@@ -129,10 +124,13 @@ func (e *engine) viewOf(k itemKey, en queue.Entry, ok bool) lc.Viewed {
 	v := lc.Viewed{Known: true, State: en.State, Mine: en.Owner == me, OfferedToMe: en.Offer != nil && en.OfferedTo(me),
 		OwnershipEpoch: en.OwnershipEpoch, StartedHere: e.startedHere(en),
 		ContractRevision: en.ContractRevision, AcceptedRevision: en.Item.AcceptedRevision}
+	if r, ok := e.refused[k]; ok && r.Revision == en.ContractRevision {
+		v.RenewalRefused = true
+	}
 	if en.Offer != nil {
 		v.OfferID = en.Offer.OfferID
 		r, refused := e.refused[k]
-		v.Judged = refused && r.offerID == en.Offer.OfferID && !e.reconsider(r) && !(r.ambiguous && r.revision != en.ContractRevision)
+		v.Judged = refused && r.Stands(en.Offer.OfferID, en.ContractRevision, e.freed)
 	}
 	if l := en.Lease; l != nil {
 		v.LeaseID, v.LeaseExpires = l.LeaseID, l.ExpiresAt.Time
@@ -217,216 +215,4 @@ func (e *engine) drop(it *item) {
 		return
 	}
 	it.Phase = phFinishing // its commands still go out; then it is forgotten
-}
-
-// admit runs admission control on an offer and accepts or refuses it.
-func (e *engine) admit(k itemKey, en queue.Entry, now time.Time) {
-	contract, err := e.store.Contract(k.group, k.id)
-	if err != nil {
-		e.log.Warn("offer without a readable contract", "item", k.sched(), "err", err)
-		return
-	}
-	// An essential ambiguity (spec 10.1) is raised before acceptance, and
-	// the item is not taken: the coordinator answers with a corrected
-	// contract (a new revision or a new offer), judged afresh.
-	if qs := e.ambiguities(contract); len(qs) > 0 {
-		e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
-			"contractRevision", en.ContractRevision, "questions", qs)
-		e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
-		e.noticeAmbiguity(k, en, qs, now)
-		return
-	}
-	if len(e.unknownCritical(k, en)) == 0 { // refused below without asking
-		qs, err, ready := e.askedAbout(k, en, contract)
-		switch {
-		case !ready:
-			return // judged when the handlers answer
-		case err != nil:
-			// The reason stays in the worker's log: a program's stderr is
-			// not for the Group.
-			rej := protocol.AdmissionRejection{Reason: protocol.RejectCapability, Detail: "the handler could not be asked about the contract (the worker's log says why)"}
-			e.log.Warn("offer refused: asking the handler about the contract failed", "item", k.sched(), "offer", en.Offer.OfferID, "err", err)
-			e.refused[k] = refusal{offerID: en.Offer.OfferID, reason: rej.Reason, capacity: e.freed}
-			e.noticeRefusal(k, en, rej, now)
-			return
-		case len(qs) > 0:
-			e.log.Info("offer not accepted: the contract is ambiguous", "item", k.sched(), "offer", en.Offer.OfferID,
-				"contractRevision", en.ContractRevision, "questions", qs)
-			e.refused[k] = refusal{offerID: en.Offer.OfferID, ambiguous: true, revision: en.ContractRevision}
-			e.noticeAmbiguity(k, en, qs, now)
-			return
-		}
-	}
-	e.ensureGroup(k.group)
-	in := e.admissionInput(k, en, contract, now)
-	it := newItem(k, phAccepting, en.MissionID)
-	it.OfferID, it.Hold = en.Offer.OfferID, true
-	// The disclosure comes from the scheduler: enqueue as if accepted,
-	// disclose, then hold it until the ownership is granted.
-	var disclosure scheduler.Disclosure
-	if in.Committed < in.Capacity {
-		it.Hold = false
-		e.enqueue(it, en, now)
-		if d, err := e.sched.Disclose(k.sched(), now); err == nil {
-			disclosure = d
-			in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
-		}
-	}
-	dec := Admit(in)
-	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: en.Offer.OfferID, Accepted: dec.Accepted(),
-		Rejection: dec.Rejection, Basis: dec.Basis, At: now})
-	if !dec.Accepted() {
-		// Spec 10.3 wants a structured refusal; 0.1 has no command for
-		// it (spec 15), so the reason is kept in Status and posted to the
-		// Group as a message, once per offer (worker_notice.go).
-		e.log.Info("offer refused", "item", k.sched(), "reason", dec.Rejection.Reason, "detail", dec.Rejection.Detail)
-		e.unschedule(it)
-		e.refused[k] = refusal{offerID: en.Offer.OfferID, reason: dec.Rejection.Reason, capacity: e.freed}
-		e.noticeRefusal(k, en, *dec.Rejection, now)
-		return
-	}
-	delete(e.refused, k) // judged again and taken
-	it.Hold, it.cost = true, usageOf(dec.Basis.ExpectedCost)
-	e.enqueue(it, en, now)
-	e.items[k] = it
-	p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: en.Offer.OfferID, ContractRevision: en.ContractRevision,
-		ScheduleDisclosure: wireDisclosure(disclosure, now)}
-	e.noticeAccepted(k, p.ScheduleDisclosure, now) // the first publication
-	e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
-}
-
-// renewAcceptance runs admission control again on the revised contract of
-// an item this worker owns and has not started: accepted, work.accept_offer
-// goes out again for the offer it won, naming the new revision, and the
-// item waits, held, until the authority records it; refused, the item is
-// released with work.fail naming the refusal and the refusal is posted to
-// the Group like an offer's.
-func (e *engine) renewAcceptance(it *item, en queue.Entry, now time.Time) {
-	k, rev := it.key, en.ContractRevision
-	if r, ok := e.refused[k]; ok && r.revision == rev {
-		// Refused and released already (the release itself may have been
-		// refused: the ownership lapsed meanwhile); never started.
-		e.drop(it)
-		return
-	}
-	if it.Reaccepting == rev && !it.ForceRenew {
-		it.Hold = true // sent; the answer or its event ends the wait
-		e.enqueue(it, en, now)
-		return
-	}
-	contract, err := e.store.Contract(k.group, k.id)
-	if err != nil {
-		e.log.Warn("revised contract unreadable", "item", k.sched(), "err", err)
-		it.Hold = true
-		e.enqueue(it, en, now)
-		return
-	}
-	offerID := en.Item.WonOfferID
-	if offerID == "" {
-		offerID = it.OfferID
-	}
-	in := e.admissionInput(k, en, contract, now)
-	in.Renewal = true
-	e.enqueue(it, en, now) // not held while disclosing
-	var disclosure scheduler.Disclosure
-	if d, err := e.sched.Disclose(k.sched(), now); err == nil {
-		disclosure = d
-		in.EarliestStart, in.Completion, in.Confidence = d.EstimatedStartWindow.From, d.EstimatedCompletion, d.Confidence
-	}
-	dec := Admit(in)
-	e.log_.admission(AdmissionLog{GroupID: k.group, WorkItemID: k.id, OfferID: offerID, ContractRevision: rev, Renewal: true,
-		Accepted: dec.Accepted(), Rejection: dec.Rejection, Basis: dec.Basis, At: now})
-	it.ForceRenew = false
-	if dec.Accepted() {
-		e.log.Info("contract revised; acceptance renewed", "item", k.sched(), "contractRevision", rev)
-		it.Hold, it.Reaccepting, it.cost = true, rev, usageOf(dec.Basis.ExpectedCost)
-		e.enqueue(it, en, now)
-		p := &protocol.AcceptOfferPayload{WorkItemID: k.id, OfferID: offerID, ContractRevision: rev,
-			ScheduleDisclosure: wireDisclosure(disclosure, now)}
-		e.noticeAccepted(k, p.ScheduleDisclosure, now)
-		e.queueCmd(it, protocol.CmdWorkAcceptOffer, p)
-		return
-	}
-	rej := *dec.Rejection
-	e.log.Warn("contract revised beyond what this worker can honour; releasing the item", "item", k.sched(),
-		"contractRevision", rev, "reason", rej.Reason, "detail", rej.Detail)
-	e.refused[k] = refusal{offerID: offerID, reason: rej.Reason, revision: rev}
-	e.noticeRenewalRefusal(k, en, offerID, rev, rej, now)
-	e.unschedule(it)
-	it.Phase = phFinishing
-	e.queueCmd(it, protocol.CmdWorkFail, &protocol.FailWorkPayload{WorkItemID: k.id,
-		Reason:   fmt.Sprintf("renewed admission of contract revision %d refused (%s): %s", rev, rej.Reason, rej.Detail),
-		Evidence: failureEvidence(k.id, e.cfg.AgentID, now), OwnershipEpoch: protocol.Uint64(it.Epoch)})
-}
-
-// refusal is an offer admission control refused.
-type refusal struct {
-	offerID string
-	reason  protocol.AdmissionReason
-	// capacity is e.freed when it was refused: a capacity refusal is
-	// judged again once capacity has freed since.
-	capacity uint64
-	// revision is the contract revision of a refused renewal (spec 10.1):
-	// that revision is not judged again.
-	revision uint64
-	// ambiguous: a handler raised questions about this offer's contract at
-	// revision; only a new offer or revision is judged again.
-	ambiguous bool
-}
-
-// ambiguities are the questions the handlers that would run the contract
-// raise about it (slots.Clarifier), in handler order.
-func (e *engine) ambiguities(c protocol.WorkContract) []string {
-	var qs []string
-	for _, h := range e.handlersFor(c) {
-		if cl, ok := h.(slots.Clarifier); ok {
-			qs = append(qs, cl.Clarify(c)...)
-		}
-	}
-	return qs
-}
-
-// handlersFor are the handlers that provide one of the contract's
-// required capabilities, in handler order.
-func (e *engine) handlersFor(c protocol.WorkContract) []slots.Handler {
-	var out []slots.Handler
-	for _, h := range e.cfg.Handlers {
-		for _, req := range c.RequiredCapabilities {
-			if hc := h.Capability(); hc.ID == req.ID && slots.VersionSatisfies(hc.Version, req.Version) {
-				out = append(out, h)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// reconsider reports whether a refused, still open offer is judged again
-// now that sync looks at it: a capacity refusal once a commitment has
-// ended since, a dependency or budget refusal whenever its item's view
-// changed (sync runs for that). Capability, authorization and deadline
-// refusals stand for that offer.
-func (e *engine) reconsider(r refusal) bool {
-	switch r.reason {
-	case protocol.RejectCapacity:
-		return e.freed != r.capacity
-	case protocol.RejectDependency, protocol.RejectBudget:
-		return true
-	}
-	return false
-}
-
-// rejudgeCapacity judges the offers refused for capacity or a budget
-// limit again, in a stable order: a commitment that ended freed both.
-func (e *engine) rejudgeCapacity() {
-	var keys []itemKey
-	for k, r := range e.refused {
-		if r.reason == protocol.RejectCapacity || r.reason == protocol.RejectBudget {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b itemKey) int { return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.id, b.id)) })
-	for _, k := range keys {
-		e.sync(k)
-	}
 }

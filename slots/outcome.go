@@ -7,42 +7,18 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
-// OutcomeKind is how a run ended.
-type OutcomeKind int
+// OutcomeKind is how a run ended: protocol.RunEnd, the one enumeration
+// the worker's item lifecycle decides on too.
+type OutcomeKind = protocol.RunEnd
 
-// The outcomes of a run.
+// The outcomes of a run (protocol.RunEnd tells what each calls for).
 const (
-	// Completed: the handler returned a result; the host sends work.submit.
-	Completed OutcomeKind = iota + 1
-	// Preempted: the handler yielded at a checkpoint; the host sends
-	// work.checkpoint and the item re-enters its Group queue.
-	Preempted
-	// Blocked: the handler called Work.Block; the host sends work.block.
-	Blocked
-	// Failed: the handler failed beyond its retry policy, or was
-	// cancelled (hard timeout, lease expiry, budget); the host sends
-	// work.fail. Never a success, whatever the handler returned.
-	Failed
-	// LeaseLost: the host said the lease was lost. Any result is late: it
-	// may be kept for audit but must not complete the WorkItem.
-	LeaseLost
+	Completed = protocol.RunCompleted // the handler returned a result
+	Preempted = protocol.RunPreempted // the handler yielded at a checkpoint
+	Blocked   = protocol.RunBlocked   // the handler called Work.Block
+	Failed    = protocol.RunFailed    // beyond its retry policy, or cancelled
+	LeaseLost = protocol.RunLeaseLost // the host said the lease was lost: any result is late
 )
-
-func (k OutcomeKind) String() string {
-	switch k {
-	case Completed:
-		return "completed"
-	case Preempted:
-		return "preempted"
-	case Blocked:
-		return "blocked"
-	case Failed:
-		return "failed"
-	case LeaseLost:
-		return "lease-lost"
-	}
-	return "unknown"
-}
 
 // Outcome is the one report of a run.
 type Outcome struct {

@@ -39,15 +39,23 @@ stages:
     retry: {maxAttempts: 2, backoff: {initialMs: 10, maxMs: 10}}
 `
 
-// flaky fails its first attempt, then writes a note.
-type flaky struct{ runs atomic.Int32 }
+// flaky fails its first attempt, then writes a note; it records the
+// attempt each run was told.
+type flaky struct {
+	runs     atomic.Int32
+	attempts [2]atomic.Uint64
+}
 
 func (*flaky) Capability() protocol.Capability {
 	return protocol.Capability{ID: "text.flaky", Version: "1.0.0"}
 }
 
 func (h *flaky) Run(ctx context.Context, w *slots.Work) (slots.Result, error) {
-	if h.runs.Add(1) == 1 {
+	n := h.runs.Add(1)
+	if n <= 2 {
+		h.attempts[n-1].Store(w.Attempt())
+	}
+	if n == 1 {
 		return slots.Result{}, errors.New("tool crashed:\nexit status 3")
 	}
 	d, err := w.PublishArtifact(ctx, "text/plain", []byte("written\n"))
@@ -80,5 +88,8 @@ func TestUpPrintsRetry(t *testing.T) {
 	}
 	if n := h.runs.Load(); n != 2 {
 		t.Fatalf("%d attempts, want 2", n)
+	}
+	if a, b := h.attempts[0].Load(), h.attempts[1].Load(); a != 1 || b != 2 {
+		t.Fatalf("the handler was told attempts %d and %d, want 1 and 2", a, b)
 	}
 }

@@ -19,6 +19,9 @@ const (
 func answered(it Item, a Answered, now time.Time) (Item, []Effect) {
 	if a.Head && a.Err != nil && !a.Decided {
 		if e, ok := again(a); ok {
+			if ag, _ := e.(Again); ag.StaleMembership != 0 {
+				it.StaleMembership = ag.StaleMembership
+			}
 			return it, []Effect{e}
 		}
 	}
@@ -91,7 +94,7 @@ func settle(it Item, a Answered, now time.Time) (Item, []Effect) {
 	case protocol.CmdWorkStart:
 		it, more = startAnswered(it, a)
 	case protocol.CmdLeaseRenew:
-		it.Renewing = false
+		it.Renewing, it.RetryAt = false, now.Add(a.Tick)
 		more = []Effect{RenewAnswered{OK: a.Err == nil}}
 		if a.Err != nil && fencedCode(code) && it.Phase == Running {
 			more = append(more, LoseLease{Why: "renewal refused: " + string(code)})

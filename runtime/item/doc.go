@@ -11,11 +11,20 @@
 // is forgotten).
 //
 // Inputs: Viewed (the store's view of the item after a transaction),
-// Answered (the authority's answer to one of the item's commands, or a
-// send that got none), Launched (a lease granted for its start),
-// StartFailed (the slot could not start the run), RunEnded (a slot's
-// outcome), Reconciled (an outcome held while offline, the worker back
-// online), Due (the head command about to be sent).
+// Offered (a standing offer, with what admission control judges it on),
+// Renewal (a revised contract judged again), Picked (the scheduler chose
+// it for a free slot), Answered (the authority's answer to one of the
+// item's commands, or a send that got none), Launched (a lease granted
+// for its start), StartFailed (the slot could not start the run),
+// PreemptAsked (yield at a safe point), Ticked (the time passing: renewals,
+// the lease's end, the offline grace, a preemption refused), RunEnded (a
+// slot's outcome), Reconciled (an outcome held while offline, the worker
+// back online), Due (the head command about to be sent).
+//
+// Admission control itself (Admission.Decide, spec 10.3) is a pure
+// function of plain data: authorization, capability, critical extensions,
+// capacity, deadline, dependency and the six budget dimensions, in that
+// order.
 //
 // What each phase does with each input (— : no change of phase):
 //
@@ -25,6 +34,24 @@
 //	                                         lost start answer: session; not ours:  expiry: Renewed     Forget, Created
 //	                                         Adopt; else Drop   EndRun, Drop
 //	                        (no record: an offer to this worker not judged yet → Admit; owned and queued → Created)
+//	                                         revised contract: RenewAcceptance; refused already: Drop;
+//	                                         its acceptance out: Enqueue held
+//	Offered (no record)     admitted: → Accepting held: Created, Enqueue, Send accept_offer; refused: Unschedule,
+//	                        Declined; ambiguous: Ambiguous (nothing decided while a record is here)
+//	Renewal                 —                accepted: Enqueue  —                   —                   —
+//	                                         held, Send accept_offer;
+//	                                         refused: → Finishing,
+//	                                         Declined, Send work.fail
+//	Picked                  Unpick           → Starting: Send   Unpick              Unpick              Unpick
+//	                                         work.start (resume), or Launch (a lost start's lease)
+//	PreemptAsked            —                —                 — (timed: asked      → Preempt, once     —
+//	                                                           once it runs)
+//	Ticked                  —                —                 —                   renewal due: Send lease.renew
+//	                                                                               (offline BufferRenewal); ended by
+//	                                                                               the worker's clock: LoseLease;
+//	                                                                               offline: ExtendSlot to the grace,
+//	                                                                               Preempt 2 ticks before it; no safe
+//	                                                                               point in PreemptTimeout: RefusePreemption
 //	Launched                → Running: StartRun (attempt = PriorAttempts+1)         —  (never two runs)
 //	StartFailed             —                —                 —                   → Finishing: EndRun, Send work.fail
 //	Answered, retryable     Again: same bytes after RetryBackoff (INTERNAL_ERROR, a lost answer), or built again
@@ -49,6 +76,8 @@
 //	                                                                                                   Late when its lease ended
 //	Due submit/block/fail   —                —                 —                   —                   Withhold under a lease the
 //	                                                                                                   worker's clock ended
+//	Due (any command)       Wait: no membership epoch yet, or the one called stale; a held conflict; a revisioned
+//	                        command before the projection has its own previous events; a back-off (any phase, —)
 //
 // Every answer but a retry is Settled (off the chain) and ends with Next
 // (the next command, or the record forgotten once a finishing item has
@@ -67,9 +96,8 @@
 // as transcripts: `go test ./runtime/item/ -run TestScenarios -rewrite`
 // regenerates their outputs.
 //
-// Not here yet: admission and the renewed acceptance's admission (Admit
-// reads queue's entry), starts picked by the scheduler, renewals due,
-// preemption requests and refusals, the offline pauses and when a command
-// waits for a membership epoch or its own events are still decided in
-// package runtime.
+// What stays in package runtime is I/O: reading the store, the handlers'
+// clarifying questions (slow ones asked in the background), the
+// scheduler's picks, disclosures and victims, signing and sending, the
+// slots, the offline buffer and Monitor.
 package item

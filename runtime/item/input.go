@@ -37,32 +37,18 @@ type Answered struct {
 	Online          bool
 }
 
-// End is how a run ended; the same values as slots.OutcomeKind.
-type End int
+// End is how a run ended: protocol.RunEnd, the one enumeration slots
+// reports outcomes in (slots.OutcomeKind).
+type End = protocol.RunEnd
 
+// The ends of a run and what each calls for.
 const (
-	Completed End = iota + 1 // the handler returned a result: work.submit
-	Preempted                // it yielded at a checkpoint: work.checkpoint
-	Blocked                  // it called Block: work.block
-	Failed                   // beyond its retry policy, or cancelled: work.fail
-	LeaseLost                // the lease was lost: nothing is sent
+	Completed = protocol.RunCompleted // the handler returned a result: work.submit
+	Preempted = protocol.RunPreempted // it yielded at a checkpoint: work.checkpoint
+	Blocked   = protocol.RunBlocked   // it called Block: work.block
+	Failed    = protocol.RunFailed    // beyond its retry policy, or cancelled: work.fail
+	LeaseLost = protocol.RunLeaseLost // the lease was lost: nothing is sent
 )
-
-func (k End) String() string {
-	switch k {
-	case Completed:
-		return "completed"
-	case Preempted:
-		return "preempted"
-	case Blocked:
-		return "blocked"
-	case Failed:
-		return "failed"
-	case LeaseLost:
-		return "lease-lost"
-	}
-	return "unknown"
-}
 
 // RunEnded is a run's outcome, from its slot.
 type RunEnded struct {
@@ -94,6 +80,13 @@ type Due struct {
 	// Expires is the lease's expiry as the store shows it now (zero: not
 	// shown): a renewal answered after the run ended extended it.
 	Expires time.Time
+	// Membership is the worker's membership epoch in the Group (0: none
+	// known yet); Cursor the projection's last event of the Group;
+	// Conflicted: a command of the item refused with REVISION_CONFLICT is
+	// held; RetryAt ends the command's back-off.
+	Membership, Cursor uint64
+	Conflicted         bool
+	RetryAt            time.Time
 }
 
 func (Answered) input()   {}

@@ -57,6 +57,35 @@ type Item struct {
 	// show (a restored snapshot does not carry the accepted revision).
 	Reaccepting, Reaccepted uint64
 	ForceRenew              bool
+
+	// RenewedAt is when the lease was granted or last renewed; RetryAt
+	// holds the next renewal back after one failed (or, offline, was
+	// buffered).
+	RenewedAt, RetryAt time.Time
+	// AskedAt and AskedFor are the scheduler's preemption of this run:
+	// when it was asked to yield and for which item (spec 11.3).
+	AskedAt  time.Time
+	AskedFor string
+
+	// StaleMembership is a membership epoch the authority refused as
+	// stale for this item's command: the next waits for a newer one.
+	// AwaitSeq is the last event the item's previous command caused: a
+	// revisioned command waits until the projection has it (spec 15.3).
+	StaleMembership uint64
+	AwaitSeq        uint64
+
+	// Cost is the expected cost admission accepted the item with: what it
+	// holds of the worker's budget limits until it is forgotten.
+	Cost protocol.Usage
+}
+
+// RenewDue is when the lease should be renewed next.
+func (it Item) RenewDue() time.Time {
+	at := RenewAt(it.RenewedAt, it.Expires)
+	if it.RetryAt.After(at) {
+		return it.RetryAt
+	}
+	return at
 }
 
 // LeaseOver reports that the run's lease has ended by the worker's clock.

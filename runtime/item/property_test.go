@@ -104,6 +104,8 @@ func onlineOf(in Input) bool {
 		return in.Online
 	case StartFailed:
 		return in.Online
+	case Ticked:
+		return in.Conn == Online
 	}
 	return true
 }
@@ -176,7 +178,26 @@ func drawInput(rt *rapid.T, leases []string, now time.Time) Input {
 	if rapid.Bool().Draw(rt, "evidence") {
 		run.Evidence = []protocol.Evidence{{Subject: "wi-1", Criteria: protocol.List[string]{"ac-1"}, Result: protocol.EvidencePass}}
 	}
-	switch rapid.IntRange(0, 6).Draw(rt, "input") {
+	switch rapid.IntRange(0, 10).Draw(rt, "input") {
+	case 7:
+		t := Ticked{Conn: Conn(rapid.IntRange(0, 2).Draw(rt, "conn")), Tick: time.Second, PreemptTimeout: 30 * time.Second,
+			Victim: rapid.Bool().Draw(rt, "victim")}
+		if rapid.Bool().Draw(rt, "grace") {
+			t.Grace = now.Add(time.Duration(rapid.IntRange(-60, 300).Draw(rt, "grace-in")) * time.Second)
+		}
+		return t
+	case 8:
+		return PreemptAsked{Why: rapid.SampledFrom([]string{"scheduler", "shutdown", "offline-grace"}).Draw(rt, "why"), For: "grp/wi-2"}
+	case 9:
+		return Picked{Adoptable: rapid.Bool().Draw(rt, "adoptable")}
+	case 10:
+		a := Admission{Now: now, AgentID: "w1", Capabilities: []protocol.Capability{{ID: "c", Version: "1.0.0"}}, Capacity: 4,
+			Committed: rapid.IntRange(0, 5).Draw(rt, "committed"), OfferID: "of-1", OfferedToMe: true, Owner: "w1", MissionActive: true,
+			Contract: protocol.WorkContract{RequiredCapabilities: protocol.List[protocol.Capability]{{ID: "c", Version: "1.x"}}}}
+		if rapid.Bool().Draw(rt, "renewal") {
+			return Renewal{Admission: a, Revision: uint64(rapid.IntRange(1, 3).Draw(rt, "rev")), OfferID: "of-1", AgentID: "w1"}
+		}
+		return Offered{Admission: a, ContractRevision: 1}
 	case 5:
 		return Launched{LeaseID: lease, Expires: now.Add(2 * time.Minute), Epoch: 1, Attempts: uint64(rapid.IntRange(0, 3).Draw(rt, "attempts"))}
 	case 6:
@@ -205,5 +226,5 @@ func drawInput(rt *rapid.T, leases []string, now time.Time) Input {
 	case 2:
 		return Reconciled{Run: run, Expires: expires}
 	}
-	return Due{Type: typ, Payload: payload, Online: online, Expires: expires}
+	return Due{Type: typ, Payload: payload, Online: online, Expires: expires, Membership: uint64(rapid.IntRange(0, 2).Draw(rt, "membership"))}
 }

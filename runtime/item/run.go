@@ -48,12 +48,13 @@ func PriorAttempts(attempts uint64) uint64 {
 
 // launched starts a run under a granted lease. A record already running
 // or finishing a run starts no second one.
-func launched(it Item, l Launched) (Item, []Effect) {
+func launched(it Item, l Launched, now time.Time) (Item, []Effect) {
 	if it.Phase == Running || it.Phase == Finishing || it.Phase == 0 {
 		return it, nil
 	}
 	it.Phase, it.Epoch, it.LeaseID, it.Expires = Running, l.Epoch, l.LeaseID, l.Expires
 	it.Lost, it.Preempting = false, false
+	it.RenewedAt, it.RetryAt, it.AskedAt = now, time.Time{}, time.Time{}
 	return it, []Effect{StartRun{Attempt: PriorAttempts(l.Attempts) + 1}}
 }
 

@@ -119,11 +119,29 @@ func (s *scenario) run(td *datadriven.TestData) string {
 	case "start-failed":
 		return s.step(StartFailed{Reason: s.str("reason", "cannot run"), AgentID: "w1", Online: !td.HasArg("offline")})
 	case "due":
-		in := Due{Type: s.cmdType(), Payload: s.payload(s.cmdType()), Online: !td.HasArg("offline")}
+		in := Due{Type: s.cmdType(), Payload: s.payload(s.cmdType()), Online: !td.HasArg("offline"), Membership: 3,
+			Cursor: s.num("cursor"), Conflicted: td.HasArg("conflicted")}
+		if td.HasArg("membership") {
+			in.Membership = s.num("membership")
+		}
 		if td.HasArg("expires") {
 			in.Expires = s.now.Add(s.dur("expires"))
 		}
+		if td.HasArg("retry-in") {
+			in.RetryAt = s.now.Add(s.dur("retry-in"))
+		}
 		return s.step(in)
+	case "offered":
+		return s.step(s.offered())
+	case "renewal":
+		return s.step(Renewal{Admission: s.admission(), Revision: s.num("rev"), OfferID: "of-1", AgentID: "w1",
+			Disclosure: protocol.ScheduleDisclosure{ComputedAt: protocol.NewTime(s.now)}})
+	case "picked":
+		return s.step(Picked{Adoptable: td.HasArg("adoptable"), Resume: s.str("resume", "")})
+	case "tick":
+		return s.step(s.tick())
+	case "preempt":
+		return s.step(PreemptAsked{Why: s.str("why", "scheduler"), For: s.str("for", ""), ByPool: td.HasArg("by-pool")})
 	}
 	td.Fatalf(s.t, "unknown command %q", td.Cmd)
 	return ""
@@ -135,7 +153,8 @@ func (s *scenario) view() Viewed {
 	}
 	v := Viewed{Known: true, State: protocol.WorkItemState(s.str("state", "")), Mine: s.td.HasArg("mine"), OfferedToMe: s.td.HasArg("offered"),
 		OfferID: s.str("offer", ""), OwnershipEpoch: s.num("epoch"), LeaseID: s.str("lease", ""), StartedHere: s.td.HasArg("here"),
-		ContractRevision: s.num("rev"), AcceptedRevision: s.num("accepted"), Judged: s.td.HasArg("judged")}
+		ContractRevision: s.num("rev"), AcceptedRevision: s.num("accepted"), Judged: s.td.HasArg("judged"),
+		RenewalRefused: s.td.HasArg("renewal-refused")}
 	if s.td.HasArg("expires") {
 		v.LeaseExpires = s.now.Add(s.dur("expires"))
 	}
@@ -151,9 +170,17 @@ func (s *scenario) set() string {
 	}
 	it := Item{ID: "wi-1", Phase: p, Epoch: s.num("epoch"), LeaseID: s.str("lease", ""), OfferID: s.str("offer", ""),
 		Lost: s.td.HasArg("lost"), Sending: s.td.HasArg("sending"), Pending: int(s.num("pending")),
-		Reaccepting: s.num("reaccepting"), Reaccepted: s.num("reaccepted"), Hold: s.td.HasArg("hold")}
+		Reaccepting: s.num("reaccepting"), Reaccepted: s.num("reaccepted"), Hold: s.td.HasArg("hold"),
+		Renewing: s.td.HasArg("renewing"), Preempting: s.td.HasArg("preempting"), ForceRenew: s.td.HasArg("force-renew"),
+		StaleMembership: s.num("stale-membership"), AwaitSeq: s.num("await"), AskedFor: s.str("asked-for", "")}
 	if s.td.HasArg("expires") {
 		it.Expires = s.now.Add(s.dur("expires"))
+	}
+	if it.Phase == Running {
+		it.RenewedAt = s.now
+	}
+	if s.td.HasArg("asked") {
+		it.AskedAt = s.now
 	}
 	s.it = it
 	return s.line(it) + "\n"
@@ -263,7 +290,26 @@ func (s *scenario) line(it Item) string {
 	if !it.Expires.IsZero() {
 		f = append(f, "expires=t0+"+it.Expires.Sub(t0).String())
 	}
-	flags := map[string]bool{"hold": it.Hold, "lost": it.Lost, "renewing": it.Renewing, "sending": it.Sending, "force-renew": it.ForceRenew}
+	if !it.RenewedAt.IsZero() && !it.RenewedAt.Equal(t0) {
+		f = append(f, "renewed=t0+"+it.RenewedAt.Sub(t0).String())
+	}
+	if !it.RetryAt.IsZero() {
+		f = append(f, "retry=t0+"+it.RetryAt.Sub(t0).String())
+	}
+	if !it.AskedAt.IsZero() {
+		f = append(f, "asked=t0+"+it.AskedAt.Sub(t0).String()+" for="+it.AskedFor)
+	}
+	if it.StaleMembership != 0 {
+		f = append(f, fmt.Sprintf("stale-membership=%d", it.StaleMembership))
+	}
+	if it.AwaitSeq != 0 {
+		f = append(f, fmt.Sprintf("await=%d", it.AwaitSeq))
+	}
+	if it.Cost != (protocol.Usage{}) {
+		f = append(f, "cost="+usage(it.Cost))
+	}
+	flags := map[string]bool{"hold": it.Hold, "lost": it.Lost, "renewing": it.Renewing, "sending": it.Sending, "force-renew": it.ForceRenew,
+		"preempting": it.Preempting}
 	var on []string
 	for k, v := range flags {
 		if v {
@@ -338,6 +384,40 @@ func render(e Effect) string {
 	case Renewed:
 		return "renewed expires=t0+" + e.Expires.Sub(t0).String()
 	}
+	return renderMore(e)
+}
+
+// renderMore prints the effects of admission, picks and the clock.
+func renderMore(e Effect) string {
+	switch e := e.(type) {
+	case Admitted:
+		if e.Decision.Accepted() {
+			return "admitted: accepted"
+		}
+		r := e.Decision.Basis.PolicyRulesApplied
+		return "admitted: refused by " + r[len(r)-1]
+	case Declined:
+		return fmt.Sprintf("declined %s: %s", e.Rejection.Reason, e.Rejection.Detail)
+	case Ambiguous:
+		return "ambiguous: " + strings.Join(e.Questions, "; ")
+	case Wait:
+		return "wait: " + e.Why
+	case Preempt:
+		s := "preempt why=" + e.Why
+		if e.For != "" {
+			s += " for=" + e.For
+		}
+		if e.ByPool {
+			s += " by-pool"
+		}
+		return s
+	case RefusePreemption:
+		return fmt.Sprintf("refuse-preemption for=%s waited=%s", e.For, e.Waited)
+	case ExtendSlot:
+		return "extend-slot until=t0+" + e.Until.Sub(t0).String()
+	case BufferRenewal:
+		return "buffer-renewal lease=" + e.Payload.LeaseID
+	}
 	name := fmt.Sprintf("%T", e)
 	name = strings.TrimPrefix(name, "item.")
 	return kebab(name)
@@ -349,6 +429,12 @@ func renderPayload(p any) string {
 		return fmt.Sprintf("lease=%s reason=%q evidence=%s", p.LeaseID, p.Reason, criteria(p.Evidence))
 	case *protocol.SubmitWorkPayload:
 		return fmt.Sprintf("lease=%s evidence=%s", p.LeaseID, criteria(p.Evidence))
+	case *protocol.AcceptOfferPayload:
+		return fmt.Sprintf("offer=%s rev=%d", p.OfferID, p.ContractRevision)
+	case *protocol.StartWorkPayload:
+		return fmt.Sprintf("epoch=%d resume=%q", p.OwnershipEpoch, p.ResumeFromCheckpointID)
+	case *protocol.RenewLeasePayload:
+		return "lease=" + p.LeaseID
 	}
 	return fmt.Sprintf("%T", p)
 }
@@ -376,4 +462,145 @@ func kebab(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// dims are the six budget dimensions as the files name them.
+var dims = []string{"money", "tokens", "toolCalls", "computeSeconds", "wallClockSeconds", "sideEffects"}
+
+// usageArg reads prefix.DIM=V for every dimension into a usage.
+func (s *scenario) usageArg(prefix string) (protocol.Usage, bool) {
+	var u protocol.Usage
+	set := false
+	for _, d := range dims {
+		a, ok := s.td.Arg(prefix + "." + d)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(a.Vals[0], 64)
+		if err != nil {
+			s.td.Fatalf(s.t, "%s.%s: %v", prefix, d, err)
+		}
+		set = true
+		switch d {
+		case "money":
+			u.Money = v
+		case "tokens":
+			u.Tokens = uint64(v)
+		case "toolCalls":
+			u.ToolCalls = uint64(v)
+		case "computeSeconds":
+			u.ComputeSeconds = v
+		case "wallClockSeconds":
+			u.WallClockSeconds = v
+		case "sideEffects":
+			u.SideEffects = uint64(v)
+		}
+	}
+	return u, set
+}
+
+// budgetsArg reads prefix.DIM=V as budgets: only the dimensions named.
+func (s *scenario) budgetsArg(prefix string) protocol.Budgets {
+	u, _ := s.usageArg(prefix)
+	var b protocol.Budgets
+	for _, d := range dims {
+		if !s.td.HasArg(prefix + "." + d) {
+			continue
+		}
+		switch d {
+		case "money":
+			b.Money = protocol.Float64(u.Money)
+		case "tokens":
+			b.Tokens = protocol.Uint64(u.Tokens)
+		case "toolCalls":
+			b.ToolCalls = protocol.Uint64(u.ToolCalls)
+		case "computeSeconds":
+			b.ComputeSeconds = protocol.Float64(u.ComputeSeconds)
+		case "wallClockSeconds":
+			b.WallClockSeconds = protocol.Float64(u.WallClockSeconds)
+		case "sideEffects":
+			b.SideEffects = protocol.Uint64(u.SideEffects)
+		}
+	}
+	return b
+}
+
+// admission is what admission judges, from the directive's arguments:
+// by default w1 (code.implement 1.2.0, 2 slots, capacity 8) is offered
+// wi-1 (code.implement 1.x, no deadline, no budget) under offer of-1,
+// estimated at 10 minutes, nothing held, no limits.
+func (s *scenario) admission() Admission {
+	c := protocol.WorkContract{ContractID: "wc-1", Revision: 1,
+		RequiredCapabilities: protocol.List[protocol.Capability]{{ID: "code.implement", Version: s.str("need", "1.x")}},
+		Budgets:              s.budgetsArg("budget")}
+	if s.td.HasArg("deadline") {
+		c.Deadline = protocol.NewTime(s.now.Add(s.dur("deadline")))
+	}
+	a := Admission{Now: s.now, AgentID: "w1", Capabilities: []protocol.Capability{{ID: "code.implement", Version: s.str("have", "1.2.0")}},
+		Slots: 2, Committed: int(s.num("committed")), Capacity: 8, Owner: "w1", OfferID: "of-1", OfferedToMe: !s.td.HasArg("not-candidate"),
+		Contract: c, MissionActive: !s.td.HasArg("mission-over"), EarliestStart: s.now, Estimate: 10 * time.Minute, Confidence: 0.5,
+		Limits: s.budgetsArg("limit")}
+	if s.td.HasArg("capacity") {
+		a.Capacity = int(s.num("capacity"))
+	}
+	if s.td.HasArg("estimate") {
+		a.Estimate = s.dur("estimate")
+	}
+	if s.td.HasArg("start-in") {
+		a.EarliestStart = s.now.Add(s.dur("start-in"))
+	}
+	if s.td.HasArg("offer-expires") {
+		a.OfferExpires = s.now.Add(s.dur("offer-expires"))
+	}
+	if s.td.HasArg("not-owner") {
+		a.Owner = "w2"
+	}
+	if v := s.str("unknown-critical", ""); v != "" {
+		a.UnknownCritical = strings.Split(v, ",")
+	}
+	if v := s.str("dep", ""); v != "" { // state:policy
+		st, pol, _ := strings.Cut(v, ":")
+		a.Dependencies = []Dependency{{WorkItemID: "wi-0", State: protocol.WorkItemState(st), Policy: protocol.DependencyPolicy(pol)}}
+	}
+	a.Expected, _ = s.usageArg("cost")
+	a.Held, _ = s.usageArg("held")
+	return a
+}
+
+func (s *scenario) offered() Offered {
+	o := Offered{Admission: s.admission(), ContractRevision: 1, AskFailed: s.td.HasArg("ask-failed"),
+		Disclosure: protocol.ScheduleDisclosure{ComputedAt: protocol.NewTime(s.now)}}
+	if v := s.str("questions", ""); v != "" {
+		o.Questions = strings.Split(v, ",")
+	}
+	return o
+}
+
+func (s *scenario) tick() Ticked {
+	t := Ticked{Conn: Online, Tick: time.Second, PreemptTimeout: 30 * time.Second, Victim: s.td.HasArg("victim")}
+	switch {
+	case s.td.HasArg("offline"):
+		t.Conn = Offline
+	case s.td.HasArg("reconciling"):
+		t.Conn = Reconciling
+	}
+	if s.td.HasArg("grace") {
+		t.Grace = s.now.Add(s.dur("grace"))
+	}
+	return t
+}
+
+// usage is a usage on one line, its non-zero dimensions only.
+func usage(u protocol.Usage) string {
+	var f []string
+	for _, d := range []struct {
+		name string
+		v    float64
+	}{{"money", u.Money}, {"tokens", float64(u.Tokens)}, {"toolCalls", float64(u.ToolCalls)}, {"computeSeconds", u.ComputeSeconds},
+		{"wallClockSeconds", u.WallClockSeconds}, {"sideEffects", float64(u.SideEffects)}} {
+		if d.v != 0 {
+			f = append(f, fmt.Sprintf("%s:%g", d.name, d.v))
+		}
+	}
+	return strings.Join(f, ",")
 }

@@ -21,9 +21,19 @@ func Step(it Item, in Input, now time.Time) (Item, []Effect) {
 	case Due:
 		return due(it, in, now)
 	case Viewed:
-		return viewed(it, in)
+		return viewed(it, in, now)
 	case Launched:
-		return launched(it, in)
+		return launched(it, in, now)
+	case Offered:
+		return offeredTo(it, in)
+	case Renewal:
+		return renewal(it, in, now)
+	case Picked:
+		return picked(it, in)
+	case Ticked:
+		return ticked(it, in, now)
+	case PreemptAsked:
+		return preemptAsked(it, in, now)
 	case StartFailed:
 		return startFailed(it, in, now)
 	}
@@ -96,6 +106,9 @@ func RefusalText(err error) string {
 // authority's clock may be behind and still take it; the worker does not
 // hold that lease any more).
 func due(it Item, in Due, now time.Time) (Item, []Effect) {
+	if why := waitFor(it, in, now); why != "" {
+		return it, []Effect{Wait{Why: why}}
+	}
 	if in.Expires.After(it.Expires) {
 		it.Expires = in.Expires
 	}
@@ -106,4 +119,34 @@ func due(it Item, in Due, now time.Time) (Item, []Effect) {
 		}
 	}
 	return it, nil
+}
+
+// Wait keeps the head command unsent for now: the loop tries again when
+// what it waits for arrives (a view, an answer, the back-off's end).
+type Wait struct{ Why string }
+
+func (Wait) effect() {}
+
+// waitFor is why the head command may not go yet, "" when it may: a Group
+// command needs the worker's current membership epoch (none known yet, or
+// the one the authority just called stale: the next view brings it); a
+// held revision conflict is decided first; a revisioned command waits
+// until the projection has the events of the item's previous one (spec
+// 15.3), so the worker does not conflict with itself; a retry waits out
+// its back-off (one set further than MaxRetryBackoff ahead is a clock that
+// stepped back, and does not hold the command).
+func waitFor(it Item, in Due, now time.Time) string {
+	switch {
+	case in.Membership == 0:
+		return "membership"
+	case in.Membership == it.StaleMembership:
+		return "stale-membership"
+	case in.Conflicted:
+		return "conflict"
+	case it.AwaitSeq > 0 && Revisioned(in.Type) && in.Cursor < it.AwaitSeq:
+		return "own-events"
+	case now.Before(in.RetryAt) && in.RetryAt.Sub(now) <= MaxRetryBackoff:
+		return "back-off"
+	}
+	return ""
 }

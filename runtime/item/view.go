@@ -27,8 +27,10 @@ type Viewed struct {
 	// worker's acceptance named (0: unknown, restored from a snapshot).
 	ContractRevision, AcceptedRevision uint64
 	// Judged: the standing offer was judged already and nothing that
-	// decided it has changed (the engine's refusals).
-	Judged bool
+	// decided it has changed (the engine's refusals). RenewalRefused: this
+	// worker refused the contract's current revision already (and released
+	// the item; the release itself may have been refused).
+	Judged, RenewalRefused bool
 }
 
 // The view's effects.
@@ -77,7 +79,7 @@ func (it Item) waiting() bool { return it.Phase != 0 && it.Phase != Running && i
 // item owned and queued is scheduled (or its acceptance renewed), a lease
 // granted to this session is run, and a record the view no longer
 // supports is dropped.
-func viewed(it Item, v Viewed) (Item, []Effect) {
+func viewed(it Item, v Viewed, now time.Time) (Item, []Effect) {
 	mine := v.Known && v.Mine
 	if it.Phase == Running && !(mine && v.State == protocol.WorkActive && v.LeaseID == it.LeaseID) {
 		// Any view but "active under our lease" means the lease is gone:
@@ -95,7 +97,7 @@ func viewed(it Item, v Viewed) (Item, []Effect) {
 	case mine && v.State == protocol.WorkQueued:
 		return ownedQueued(it, v)
 	case mine && v.State == protocol.WorkActive:
-		return ownedActive(it, v)
+		return ownedActive(it, v, now)
 	case mine && (v.State == protocol.WorkBlocked || v.State == protocol.WorkSubmitted):
 		if it.waiting() {
 			return it, []Effect{Drop{}}
@@ -149,6 +151,13 @@ func ownedQueued(it Item, v Viewed) (Item, []Effect) {
 	// contract was revised since this worker accepted it.
 	it.Phase, it.Hold = Queued, false
 	if it.needsRenewal(v) {
+		switch {
+		case v.RenewalRefused:
+			return it, append(out, Drop{}) // refused and released already; never started
+		case it.Reaccepting == v.ContractRevision && !it.ForceRenew:
+			it.Hold = true // sent; the answer or its event ends the wait
+			return it, append(out, Enqueue{})
+		}
 		return it, append(out, RenewAcceptance{})
 	}
 	return it, append(out, Enqueue{})
@@ -164,7 +173,7 @@ func (it Item) needsRenewal(v Viewed) bool {
 
 // ownedActive follows an item this worker owns that is active: the lease
 // of its start, a lease whose start's answer was lost, a renewal.
-func ownedActive(it Item, v Viewed) (Item, []Effect) {
+func ownedActive(it Item, v Viewed, now time.Time) (Item, []Effect) {
 	switch it.Phase {
 	case Starting:
 		if v.StartedHere {
@@ -182,7 +191,7 @@ func ownedActive(it Item, v Viewed) (Item, []Effect) {
 		}
 	case Running:
 		if v.LeaseID == it.LeaseID && !v.LeaseExpires.Equal(it.Expires) {
-			it.Expires = v.LeaseExpires
+			it.Expires, it.RenewedAt = v.LeaseExpires, now
 			return it, []Effect{Renewed{Expires: v.LeaseExpires}}
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package item
 
 import (
 	"fmt"
@@ -6,13 +6,11 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
-	"github.com/missionweave/mwp-worker/queue"
-	"github.com/missionweave/mwp-worker/slots"
 )
 
-// AdmissionInput is everything admission control (spec 10.3) looks at. It is
-// plain data: Admit reads no clock and does no I/O.
-type AdmissionInput struct {
+// Admission is everything admission control (spec 10.3) looks at. It is
+// plain data: Decide reads no clock and does no I/O.
+type Admission struct {
 	Now     time.Time
 	AgentID string
 	// Card is what this worker declared: its capabilities and slots.
@@ -22,9 +20,15 @@ type AdmissionInput struct {
 	// Capacity is the most the worker commits to at once.
 	Committed int
 	Capacity  int
-	// Item is the offered WorkItem as projected; Contract its full contract.
-	Item     queue.Entry
-	Contract protocol.WorkContract
+	// The offered WorkItem as projected: its owner, the standing offer
+	// (OfferedToMe: its candidates name AgentID; OfferExpires zero: no
+	// expiry known) and its dependencies; Contract its full contract.
+	Owner        string
+	OfferID      string
+	OfferedToMe  bool
+	OfferExpires time.Time
+	Dependencies []Dependency
+	Contract     protocol.WorkContract
 	// MissionActive is false once the Mission is terminal or archived.
 	MissionActive bool
 	// EarliestStart and Estimate are the scheduler's view: when a slot is
@@ -80,12 +84,12 @@ const (
 	RuleAdmitBudgetLimit   = "admission.budget.within-worker-limits"
 )
 
-// Admit decides whether to accept an offer. The checks run in the order of
+// Decide is admission control: whether to accept an offer. The checks run in the order of
 // spec 10.3's list; the first failing one is the reason. Acceptance is a
 // scheduling commitment, not an immediate start, so pending dependencies
 // do not refuse an offer; a dependency that can no longer meet its policy
 // does.
-func Admit(in AdmissionInput) AdmissionDecision {
+func (in Admission) Decide() AdmissionDecision {
 	b := protocol.SelectionBasis{
 		CapabilityMatches:   protocol.List[protocol.CapabilityMatch]{},
 		ReliabilityEvidence: protocol.List[protocol.ReliabilityRecord]{},
@@ -111,12 +115,12 @@ func Admit(in AdmissionInput) AdmissionDecision {
 		b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitAuthorization)
 	}
 	switch {
-	case in.Renewal && in.Item.Owner != in.AgentID:
+	case in.Renewal && in.Owner != in.AgentID:
 		return refuse(protocol.RejectAuthorization, "%s does not own the item", in.AgentID)
-	case !in.Renewal && !in.Item.OfferedTo(in.AgentID):
+	case !in.Renewal && !in.OfferedToMe:
 		return refuse(protocol.RejectAuthorization, "the standing offer does not name %s", in.AgentID)
-	case !in.Renewal && !in.Item.Offer.ExpiresAt.IsZero() && !in.Now.Before(in.Item.Offer.ExpiresAt.Time):
-		return refuse(protocol.RejectAuthorization, "offer %s expired at %s", in.Item.Offer.OfferID, in.Item.Offer.ExpiresAt)
+	case !in.Renewal && !in.OfferExpires.IsZero() && !in.Now.Before(in.OfferExpires):
+		return refuse(protocol.RejectAuthorization, "offer %s expired at %s", in.OfferID, protocol.NewTime(in.OfferExpires))
 	case !in.MissionActive:
 		return refuse(protocol.RejectAuthorization, "the Mission is not active")
 	}
@@ -160,7 +164,7 @@ func Admit(in AdmissionInput) AdmissionDecision {
 
 	// Dependency: none may be in a state its policy can never accept.
 	b.PolicyRulesApplied = append(b.PolicyRulesApplied, RuleAdmitDependency)
-	for _, d := range in.Item.Dependencies {
+	for _, d := range in.Dependencies {
 		if unsatisfiable(d) {
 			return refuse(protocol.RejectDependency, "dependency %s is %s, its policy %s can no longer be met", d.WorkItemID, d.State, d.Policy)
 		}
@@ -187,11 +191,11 @@ func Admit(in AdmissionInput) AdmissionDecision {
 // matchCapabilities records in b how each required capability is matched
 // and the track record of each; it returns the first one the worker lacks
 // ("ID in version V"), "" when none.
-func matchCapabilities(in AdmissionInput, b *protocol.SelectionBasis) string {
+func matchCapabilities(in Admission, b *protocol.SelectionBasis) string {
 	for _, req := range in.Contract.RequiredCapabilities {
 		offered := ""
 		for _, c := range in.Capabilities {
-			if c.ID == req.ID && slots.VersionSatisfies(c.Version, req.Version) {
+			if c.ID == req.ID && protocol.VersionSatisfies(c.Version, req.Version) {
 				offered = c.Version
 				break
 			}
@@ -233,8 +237,8 @@ func dimension(name string, u protocol.Usage, b protocol.Budgets) (used, limit f
 	return 0, 0
 }
 
-// usageOf is budgets as a usage, an absent dimension 0.
-func usageOf(b protocol.Budgets) protocol.Usage {
+// UsageOf is budgets as a usage, an absent dimension 0.
+func UsageOf(b protocol.Budgets) protocol.Usage {
 	return protocol.Usage{Money: deref(b.Money), Tokens: deref(b.Tokens), ToolCalls: deref(b.ToolCalls),
 		ComputeSeconds: deref(b.ComputeSeconds), WallClockSeconds: deref(b.WallClockSeconds), SideEffects: deref(b.SideEffects)}
 }
@@ -247,10 +251,17 @@ func deref[T any](p *T) T {
 	return *p
 }
 
+// Dependency is one of the offered item's prerequisites as projected.
+type Dependency struct {
+	WorkItemID string
+	Policy     protocol.DependencyPolicy
+	State      protocol.WorkItemState
+}
+
 // unsatisfiable reports a cancelled dependency (terminal, spec 10.2) whose
 // policy needs it submitted or verified. A failed one may still be offered
 // again, so it only waits.
-func unsatisfiable(d queue.Dependency) bool {
+func unsatisfiable(d Dependency) bool {
 	return d.State == protocol.WorkCancelled && d.Policy != protocol.DependencyTerminal
 }
 

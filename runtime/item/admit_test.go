@@ -1,4 +1,4 @@
-package runtime
+package item
 
 import (
 	"encoding/json"
@@ -8,26 +8,34 @@ import (
 	"time"
 
 	"github.com/missionweave/mwp-worker/protocol"
-	"github.com/missionweave/mwp-worker/queue"
 )
 
-func admissionBase() AdmissionInput {
-	c := contractFor("wi-1", protocol.UrgencyNormal, t0)
-	return AdmissionInput{
+// contract is a contract an admission test judges.
+func contract(now time.Time) protocol.WorkContract {
+	return protocol.WorkContract{
+		ContractID: "wc-wi-1", Revision: 1, Goal: "implement wi-1",
+		RequiredCapabilities: protocol.List[protocol.Capability]{{ID: "code.implement", Version: "1.x"}},
+		Deadline:             protocol.NewTime(now.Add(24 * time.Hour)), Urgency: protocol.UrgencyNormal,
+		Budgets: protocol.Budgets{Tokens: protocol.Uint64(1000)}, Risk: protocol.Risk{Class: protocol.RiskLow},
+	}
+}
+
+func admissionBase() Admission {
+	c := contract(t0)
+	return Admission{
 		Now: t0, AgentID: "w1", Capabilities: []protocol.Capability{{ID: "code.implement", Version: "1.2.0"}},
 		Slots: 2, Committed: 0, Capacity: 8, Contract: c, MissionActive: true,
-		Item: queue.Entry{WorkItemID: "wi-1", State: protocol.WorkOffered,
-			Offer: &queue.Offer{OfferID: "off-1", Candidates: []string{"w1"}, ExpiresAt: protocol.NewTime(t0.Add(time.Minute))}},
+		OfferID: "off-1", OfferedToMe: true, OfferExpires: t0.Add(time.Minute),
 		EarliestStart: t0, Estimate: 10 * time.Minute, Confidence: 0.7,
 		Reliability: map[string]protocol.ReliabilityRecord{"code.implement": {CapabilityID: "code.implement", Attempts: 4, Successes: 3}},
 	}
 }
 
-// renewal turns the base input into the renewal of an item w1 owns.
-func renewal(edit func(*AdmissionInput)) func(*AdmissionInput) {
-	return func(in *AdmissionInput) {
+// renewed turns the base input into the renewal of an item w1 owns.
+func renewed(edit func(*Admission)) func(*Admission) {
+	return func(in *Admission) {
 		in.Renewal = true
-		in.Item.State, in.Item.Offer, in.Item.Owner, in.Item.OwnershipEpoch = protocol.WorkQueued, nil, "w1", 1
+		in.OfferID, in.OfferedToMe, in.OfferExpires, in.Owner = "", false, time.Time{}, "w1"
 		if edit != nil {
 			edit(in)
 		}
@@ -37,63 +45,63 @@ func renewal(edit func(*AdmissionInput)) func(*AdmissionInput) {
 func TestAdmit(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		edit   func(*AdmissionInput)
+		edit   func(*Admission)
 		reason protocol.AdmissionReason // "" accepts
 	}{
-		{"accepts", func(*AdmissionInput) {}, ""},
-		{"not a candidate", func(in *AdmissionInput) { in.Item.Offer.Candidates = []string{"w2"} }, protocol.RejectAuthorization},
-		{"offer expired", func(in *AdmissionInput) { in.Now = t0.Add(time.Minute) }, protocol.RejectAuthorization},
-		{"mission over", func(in *AdmissionInput) { in.MissionActive = false }, protocol.RejectAuthorization},
-		{"capability missing", func(in *AdmissionInput) {
+		{"accepts", func(*Admission) {}, ""},
+		{"not a candidate", func(in *Admission) { in.OfferedToMe = false }, protocol.RejectAuthorization},
+		{"offer expired", func(in *Admission) { in.Now = t0.Add(time.Minute) }, protocol.RejectAuthorization},
+		{"mission over", func(in *Admission) { in.MissionActive = false }, protocol.RejectAuthorization},
+		{"capability missing", func(in *Admission) {
 			in.Contract.RequiredCapabilities = protocol.List[protocol.Capability]{{ID: "code.review", Version: "1.x"}}
 		}, protocol.RejectCapability},
-		{"capability too old", func(in *AdmissionInput) {
+		{"capability too old", func(in *Admission) {
 			in.Contract.RequiredCapabilities = protocol.List[protocol.Capability]{{ID: "code.implement", Version: "^1.3.0"}}
 		}, protocol.RejectCapability},
-		{"one of two capabilities", func(in *AdmissionInput) {
+		{"one of two capabilities", func(in *Admission) {
 			in.Contract.RequiredCapabilities = append(in.Contract.RequiredCapabilities, protocol.Capability{ID: "code.review", Version: "1.x"})
 		}, protocol.RejectCapability},
-		{"no capability named", func(in *AdmissionInput) { in.Contract.RequiredCapabilities = nil }, protocol.RejectCapability},
-		{"depends on an unknown critical extension", func(in *AdmissionInput) { in.UnknownCritical = []string{"urn:example:ext:gpu"} }, protocol.RejectCapability},
-		{"full", func(in *AdmissionInput) { in.Committed = 8 }, protocol.RejectCapacity},
-		{"late", func(in *AdmissionInput) { in.EarliestStart = in.Contract.Deadline.Time.Add(-5 * time.Minute) }, protocol.RejectDeadline},
-		{"exactly on time", func(in *AdmissionInput) { in.EarliestStart = in.Contract.Deadline.Time.Add(-10 * time.Minute) }, ""},
-		{"no deadline", func(in *AdmissionInput) {
+		{"no capability named", func(in *Admission) { in.Contract.RequiredCapabilities = nil }, protocol.RejectCapability},
+		{"depends on an unknown critical extension", func(in *Admission) { in.UnknownCritical = []string{"urn:example:ext:gpu"} }, protocol.RejectCapability},
+		{"full", func(in *Admission) { in.Committed = 8 }, protocol.RejectCapacity},
+		{"late", func(in *Admission) { in.EarliestStart = in.Contract.Deadline.Time.Add(-5 * time.Minute) }, protocol.RejectDeadline},
+		{"exactly on time", func(in *Admission) { in.EarliestStart = in.Contract.Deadline.Time.Add(-10 * time.Minute) }, ""},
+		{"no deadline", func(in *Admission) {
 			in.Contract.Deadline = protocol.Time{}
 			in.EarliestStart = t0.Add(1000 * time.Hour)
 		}, ""},
-		{"dependency cancelled", func(in *AdmissionInput) {
-			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkCancelled}}
+		{"dependency cancelled", func(in *Admission) {
+			in.Dependencies = []Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkCancelled}}
 		}, protocol.RejectDependency},
-		{"dependency pending", func(in *AdmissionInput) {
-			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkActive}}
+		{"dependency pending", func(in *Admission) {
+			in.Dependencies = []Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkActive}}
 		}, ""},
-		{"dependency failed may be offered again", func(in *AdmissionInput) {
-			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkFailed}}
+		{"dependency failed may be offered again", func(in *Admission) {
+			in.Dependencies = []Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkFailed}}
 		}, ""},
-		{"terminal policy takes cancelled", func(in *AdmissionInput) {
-			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyTerminal, State: protocol.WorkCancelled}}
+		{"terminal policy takes cancelled", func(in *Admission) {
+			in.Dependencies = []Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyTerminal, State: protocol.WorkCancelled}}
 		}, ""},
-		{"wall-clock budget below estimate", func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }, protocol.RejectBudget},
-		{"wall-clock budget covers", func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(600) }, ""},
+		{"wall-clock budget below estimate", func(in *Admission) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }, protocol.RejectBudget},
+		{"wall-clock budget covers", func(in *Admission) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(600) }, ""},
 		// A renewal (spec 10.1) of an owned item: no offer stands, capacity
 		// counts it already; the revised contract is judged again.
-		{"renewal of an owned item", renewal(nil), ""},
-		{"renewal when full", renewal(func(in *AdmissionInput) { in.Committed = 8 }), ""},
-		{"renewal not the owner", renewal(func(in *AdmissionInput) { in.Item.Owner = "w2" }), protocol.RejectAuthorization},
-		{"renewal mission over", renewal(func(in *AdmissionInput) { in.MissionActive = false }), protocol.RejectAuthorization},
-		{"renewal capability missing", renewal(func(in *AdmissionInput) {
+		{"renewal of an owned item", renewed(nil), ""},
+		{"renewal when full", renewed(func(in *Admission) { in.Committed = 8 }), ""},
+		{"renewal not the owner", renewed(func(in *Admission) { in.Owner = "w2" }), protocol.RejectAuthorization},
+		{"renewal mission over", renewed(func(in *Admission) { in.MissionActive = false }), protocol.RejectAuthorization},
+		{"renewal capability missing", renewed(func(in *Admission) {
 			in.Contract.RequiredCapabilities = protocol.List[protocol.Capability]{{ID: "code.review", Version: "1.x"}}
 		}), protocol.RejectCapability},
-		{"renewal dependency cancelled", renewal(func(in *AdmissionInput) {
-			in.Item.Dependencies = []queue.Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkCancelled}}
+		{"renewal dependency cancelled", renewed(func(in *Admission) {
+			in.Dependencies = []Dependency{{WorkItemID: "wi-0", Policy: protocol.DependencyVerified, State: protocol.WorkCancelled}}
 		}), protocol.RejectDependency},
-		{"renewal budget below estimate", renewal(func(in *AdmissionInput) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }), protocol.RejectBudget},
+		{"renewal budget below estimate", renewed(func(in *Admission) { in.Contract.Budgets.WallClockSeconds = protocol.Float64(60) }), protocol.RejectBudget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := admissionBase()
 			tc.edit(&in)
-			d := Admit(in)
+			d := in.Decide()
 			if tc.reason == "" {
 				if !d.Accepted() {
 					t.Fatalf("refused: %+v", d.Rejection)
@@ -121,7 +129,7 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestAdmitBasisContents(t *testing.T) {
-	d := Admit(admissionBase())
+	d := admissionBase().Decide()
 	b := d.Basis
 	if !b.AuthorizationEligible || len(b.CapabilityMatches) != 1 || b.CapabilityMatches[0].Offered != "1.2.0" ||
 		len(b.ReliabilityEvidence) != 1 || b.ReliabilityEvidence[0].Successes != 3 ||
@@ -135,7 +143,7 @@ func TestAdmitBasisContents(t *testing.T) {
 	// A refusal names the rule that refused last.
 	in := admissionBase()
 	in.Committed = in.Capacity
-	if r := Admit(in).Basis.PolicyRulesApplied; r[len(r)-1] != RuleAdmitCapacity {
+	if r := in.Decide().Basis.PolicyRulesApplied; r[len(r)-1] != RuleAdmitCapacity {
 		t.Fatalf("rules %v", r)
 	}
 }
@@ -175,12 +183,12 @@ func TestAdmitBudgets(t *testing.T) {
 			t.Run(tc.dim+"/"+c.name, func(t *testing.T) {
 				in := admissionBase()
 				in.Contract.Budgets, in.Limits, in.Expected, in.Held = c.contract, c.limits, expected, held
-				d := Admit(in)
+				d := in.Decide()
 				if !c.refused {
 					if !d.Accepted() {
 						t.Fatalf("refused: %+v", d.Rejection)
 					}
-					if got := usageOf(d.Basis.ExpectedCost); got != (protocol.Usage{Money: 10, Tokens: 10, ToolCalls: 10, ComputeSeconds: 10, WallClockSeconds: 600, SideEffects: 10}) {
+					if got := UsageOf(d.Basis.ExpectedCost); got != (protocol.Usage{Money: 10, Tokens: 10, ToolCalls: 10, ComputeSeconds: 10, WallClockSeconds: 600, SideEffects: 10}) {
 						t.Fatalf("expected cost %+v", got)
 					}
 					return
@@ -211,19 +219,6 @@ func TestRenewAt(t *testing.T) {
 		got := RenewAt(t0.Add(tc.from), t0.Add(tc.expires))
 		if !got.Equal(t0.Add(tc.want)) {
 			t.Errorf("%s: %v, want %v", tc.name, got.Sub(t0), tc.want)
-		}
-	}
-}
-
-func TestLeaseTokenBoundToLease(t *testing.T) {
-	s := []byte("secret")
-	a := leaseToken(s, "lease-1", t0)
-	if a != leaseToken(s, "lease-1", t0) {
-		t.Fatal("not deterministic")
-	}
-	for _, other := range []string{leaseToken(s, "lease-2", t0), leaseToken(s, "lease-1", t0.Add(time.Second)), leaseToken([]byte("x"), "lease-1", t0)} {
-		if other == a {
-			t.Fatal("token does not depend on lease, expiry and secret")
 		}
 	}
 }

@@ -3,7 +3,10 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,142 @@ import (
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/slots"
 )
+
+// slowClarifier is asked off the loop (slots.OfferClarifier) and answers
+// about a contract revision only once the test opens that revision's gate:
+// the worker must hold its decision on the offer meanwhile. (A corrected
+// offer may be asked about twice: its revision can reach the worker before
+// the new offer does.)
+type slowClarifier struct {
+	*stepHandler
+	mu    sync.Mutex
+	asked []slots.ClarifyRequest
+	gates map[uint64]chan struct{}
+	err   error
+}
+
+func newSlowClarifier(err error) *slowClarifier {
+	return &slowClarifier{stepHandler: newStepHandler(1), gates: map[uint64]chan struct{}{}, err: err}
+}
+
+func (h *slowClarifier) gate(rev uint64) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gates[rev] == nil {
+		h.gates[rev] = make(chan struct{})
+	}
+	return h.gates[rev]
+}
+
+func (h *slowClarifier) ClarifyOffer(ctx context.Context, q slots.ClarifyRequest) ([]string, error) {
+	h.mu.Lock()
+	h.asked = append(h.asked, q)
+	h.mu.Unlock()
+	select {
+	case <-h.gate(q.Contract.Revision):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if h.err != nil {
+		return nil, h.err
+	}
+	if strings.Contains(q.Contract.Goal, "branch") {
+		return []string{}, nil
+	}
+	return []string{"which branch should the change go to?"}, nil
+}
+
+func (h *slowClarifier) askedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.asked)
+}
+
+func noticeWith(k *wkit, marker string) string {
+	for _, ev := range k.events() {
+		if ev.Type == protocol.EvtMessagePosted && strings.Contains(string(ev.Payload), marker) {
+			return string(ev.Payload)
+		}
+	}
+	return ""
+}
+
+// A handler that must be asked off the loop (an external program) holds
+// the offer undecided until it answers: not accepted meanwhile, its
+// questions raised like a Clarifier's, the corrected offer asked about
+// again and accepted (spec 10.1).
+func TestWorkerAsksSlowClarifierBeforeAccepting(t *testing.T) {
+	k := newWKit(t)
+	h := newSlowClarifier(nil)
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.mu.Lock()
+			for _, q := range h.asked {
+				t.Logf("asked %s rev %d", q.OfferID, q.Contract.Revision)
+			}
+			h.mu.Unlock()
+		}
+	})
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.until("the handler asked", func() bool { return h.askedCount() == 1 }, tw)
+	k.caughtUp(tw)
+	if st := k.state("wi-1"); st != protocol.WorkOffered {
+		t.Fatalf("wi-1 %s while its handler had not answered", st)
+	}
+	if q := h.asked[0]; q.OfferID != "off-wi-1" || q.WorkItemID != "wi-1" || q.GroupID != "grp-a" || q.MissionID != "mis-a" || q.Contract.Goal == "" {
+		t.Fatalf("asked %+v", q)
+	}
+	rev := h.asked[0].Contract.Revision
+	close(h.gate(rev))
+	k.until("ambiguity posted", func() bool { return noticeWith(k, "contract.ambiguity") != "" }, tw)
+	if n := noticeWith(k, "contract.ambiguity"); !strings.Contains(n, "which branch should the change go to?") {
+		t.Fatalf("notice %s", n)
+	}
+	k.caughtUp(tw)
+	if st := k.state("wi-1"); st != protocol.WorkOffered || h.askedCount() != 1 {
+		t.Fatalf("wi-1 %s after the questions, asked %d times", st, h.askedCount())
+	}
+
+	// The corrected contract in a new offer is asked about again.
+	c := k.item("wi-1").Contract
+	c.Goal += " on branch main"
+	c.Revision++
+	p := k.offerPayload("wi-1", "off-wi-1-2", k.ac.Now().Add(time.Hour), "w1")
+	p.Contract = c
+	k.ok(k.coord, protocol.CmdWorkOffer, p)
+	k.until("asked about the new offer", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.ContainsFunc(h.asked, func(q slots.ClarifyRequest) bool { return q.OfferID == "off-wi-1-2" })
+	}, tw)
+	close(h.gate(c.Revision))
+	k.waitFor("wi-1 running on the corrected contract", runningAll("wi-1"), tw)
+}
+
+// A handler that cannot be asked (its program failed) refuses the offer
+// for capability, with a notice that keeps the program's output out of
+// the Group.
+func TestWorkerRefusesOfferWhenClarifyFails(t *testing.T) {
+	k := newWKit(t)
+	h := newSlowClarifier(errors.New("slots: clarify: secret stderr"))
+	close(h.gate(1))
+	tw := k.start(k.workerConfig("w1", t.TempDir(), h, 1))
+	k.member("w1")
+	tw.w.AddGroup("grp-a")
+	k.offer("wi-1", protocol.UrgencyNormal, "w1")
+	k.until("refusal posted", func() bool { return noticeWith(k, "admission.rejection") != "" }, tw)
+	n := noticeWith(k, "admission.rejection")
+	if !strings.Contains(n, `\"reason\":\"capability\"`) || strings.Contains(n, "secret") {
+		t.Fatalf("notice %s", n)
+	}
+	k.caughtUp(tw)
+	if st := k.state("wi-1"); st != protocol.WorkOffered {
+		t.Fatalf("wi-1 %s", st)
+	}
+}
 
 const gpuURI = "urn:example:ext:gpu"
 
