@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -312,7 +311,7 @@ func (s *Service) retentionOn() bool { return s.cfg.RetainEvents > 0 }
 // applyRecords writes rec into the Group's buckets, then fn in the same
 // transaction.
 func (s *Service) applyRecords(groupID string, rec *recorder, fn func(*groupBuckets) error) error {
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("group %s buckets: %v", groupID, err)
@@ -358,7 +357,7 @@ func (s *Service) ensureLoaded(gs *groupState) {
 		return
 	}
 	var full *groupState
-	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+	err := s.groupView(gs.id, func(tx logstore.Tx) error {
 		var err error
 		full, _, err = s.readGroup(tx, gs.id)
 		return err
@@ -402,7 +401,7 @@ func (s *Service) fillStub(gs *groupState) {
 	if !gs.lazy.Load() {
 		return
 	}
-	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+	err := s.groupView(gs.id, func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, gs.id, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("buckets: %v", err)

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -41,7 +40,7 @@ func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEve
 func (s *Service) storedEvents(groupID string, after uint64, max int) ([]wss.StoredEvent, error) {
 	var out []wss.StoredEvent
 	var old *protocol.Error
-	if err := s.groupView(groupID, func(tx *bolt.Tx) error {
+	if err := s.groupView(groupID, func(tx logstore.Tx) error {
 		if gb, err := openGroupBuckets(tx, groupID, false); err == nil && gb != nil {
 			if first, ref := onlineFrom(gb); after+1 < first {
 				old = cursorTooOld(groupID, after, first, ref)
@@ -64,7 +63,7 @@ func (s *Service) storedEvents(groupID string, after uint64, max int) ([]wss.Sto
 // scanEvents calls fn for each stored event of a Group after a sequence,
 // in order, until fn returns false.
 func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.Event, raw []byte) bool) error {
-	return s.groupView(groupID, func(tx *bolt.Tx) error {
+	return s.groupView(groupID, func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return err
@@ -151,7 +150,7 @@ func (s *Service) AckedCursors() map[[2]string]uint64 {
 // OrgEvents returns the Organization-scoped events in order.
 func (s *Service) OrgEvents() ([][]byte, error) {
 	var out [][]byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(func(_, v []byte) error {
 			out = append(out, append([]byte(nil), v...))
 			return nil

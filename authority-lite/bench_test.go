@@ -84,7 +84,7 @@ func BenchmarkPipeline(b *testing.B) {
 // lastTxID is the id of the log's last committed transaction.
 func lastTxID(s *Service) uint64 {
 	var id uint64
-	_ = s.db.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
+	_ = s.db.bolt.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
 	return id
 }
 

@@ -63,7 +63,7 @@ func checkEventBytes(t testing.TB, s *Service) {
 		}
 		eventTypesSeen.add(ev.Type)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.bolt.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(func(_, v []byte) error { check(v); return nil }); err != nil {
 			return err
 		}

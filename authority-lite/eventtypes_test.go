@@ -16,7 +16,7 @@ import (
 func storedEvents(t *testing.T, s *Service) int {
 	t.Helper()
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.bolt.View(func(tx *bolt.Tx) error {
 		n += tx.Bucket(bucketOrg).Bucket(bucketEvents).Stats().KeyN
 		groups := tx.Bucket(bucketGroups)
 		return groups.ForEachBucket(func(k []byte) error {

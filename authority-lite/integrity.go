@@ -13,9 +13,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -54,26 +56,42 @@ const DefaultOpenCheckEvents = 256
 // backgroundChunk is how many events one background read transaction checks.
 const backgroundChunk = 1024
 
-// logDB is the authority's bbolt handle with every transaction guarded.
+// logDB is the authority's store with every transaction guarded.
 type logDB struct {
-	*bolt.DB
+	tree logstore.Tree
+	// bolt is the bbolt file under tree, nil on another store.
+	bolt *bolt.DB
+	// path names the store in errors and log lines: authority.db's path,
+	// or the NATS servers'.
 	path   string
 	log    *slog.Logger
 	failed atomic.Pointer[protocol.Error]
 }
 
-func (d *logDB) View(fn func(*bolt.Tx) error) error {
+func (d *logDB) View(fn func(logstore.Tx) error) error {
 	if e := d.failed.Load(); e != nil {
 		return e
 	}
-	return d.check(storecheck.Guard(func() error { return d.DB.View(fn) }))
+	return d.check(storecheck.Guard(func() error { return d.tree.View(fn) }))
 }
 
-func (d *logDB) Update(fn func(*bolt.Tx) error) error {
+func (d *logDB) Update(fn func(logstore.Tx) error) error {
 	if e := d.failed.Load(); e != nil {
 		return e
 	}
-	return d.check(storecheck.Guard(func() error { return d.DB.Update(fn) }))
+	return d.check(storecheck.Guard(func() error { return d.tree.Update(fn) }))
+}
+
+func (d *logDB) Close() error { return d.tree.Close() }
+
+// writeTime is bbolt's running total of time spent writing and syncing
+// (zero on another store).
+func (d *logDB) writeTime() time.Duration {
+	if d.bolt == nil {
+		return 0
+	}
+	st := d.bolt.Stats()
+	return st.TxStats.GetWriteTime()
 }
 
 const logFailed = "the authority's log is damaged; it serves nothing more until it is restored (`mwp-worker authority check`)"
@@ -162,11 +180,11 @@ func (s *Service) DamagedGroups() []string {
 
 // groupView is a read of one Group's buckets: a panic in it marks that
 // Group damaged instead of the whole log.
-func (s *Service) groupView(groupID string, fn func(*bolt.Tx) error) error {
+func (s *Service) groupView(groupID string, fn func(logstore.Tx) error) error {
 	if err := s.groupDamage(groupID); err != nil {
 		return err
 	}
-	err := storecheck.Guard(func() error { return s.db.DB.View(fn) })
+	err := storecheck.Guard(func() error { return s.db.tree.View(fn) })
 	if storecheck.IsPanic(err) {
 		return s.markDamaged(groupID, err)
 	}

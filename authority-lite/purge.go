@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -54,7 +53,7 @@ var (
 
 // markGone records, in the commit that stops naming them, the snapshot
 // files to remove.
-func markGone(tx *bolt.Tx, digests []string) error {
+func markGone(tx logstore.Tx, digests []string) error {
 	b := tx.Bucket(bucketGoneFiles)
 	for _, d := range digests {
 		if err := b.Put([]byte(d), []byte{}); err != nil {
@@ -83,7 +82,7 @@ func (s *Service) removeGone(digests []string) {
 	if len(done) == 0 {
 		return
 	}
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		b := tx.Bucket(bucketGoneFiles)
 		for _, k := range done {
 			if err := b.Delete(k); err != nil {
@@ -101,7 +100,7 @@ func (s *Service) removeGone(digests []string) {
 // whose removal may not have happened.
 func (s *Service) redoGone() error {
 	var digests []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketGoneFiles).ForEach(func(k, _ []byte) error {
 			digests = append(digests, string(k))
 			return nil
@@ -134,7 +133,7 @@ func dueKey(t time.Time, key []byte) []byte {
 
 // scheduleGroupReceipts moves the receipt keys a Group's index names into
 // receiptsDue, due at due, and deletes the index.
-func scheduleGroupReceipts(tx *bolt.Tx, groupID string, due time.Time) error {
+func scheduleGroupReceipts(tx logstore.Tx, groupID string, due time.Time) error {
 	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
 	if g == nil || g.Bucket(bucketGroupReceipts) == nil {
 		return nil
@@ -212,7 +211,7 @@ func (s *Service) sweepReleased(now time.Time) {
 func (s *Service) pruneReceipts(now time.Time) error {
 	limit := dueKey(now, nil)
 	var gone [][]byte
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		gone = gone[:0]
 		idx, receipts := tx.Bucket(bucketReceiptsDue), tx.Bucket(bucketReceipts)
 		if idx == nil {
@@ -256,7 +255,7 @@ func (s *Service) purge(id string) error {
 	}
 	var files []string
 	var dropped [][]byte
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		files, dropped = nil, nil
 		gb, err := openGroupBuckets(tx, id, false)
 		if err != nil || gb == nil {
@@ -318,7 +317,7 @@ func (s *Service) purge(id string) error {
 // Purged reports whether a Group was purged (its id stays taken).
 func (s *Service) Purged(groupID string) bool {
 	var ok bool
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.View(func(tx logstore.Tx) error {
 		if b := tx.Bucket(bucketPurged); b != nil {
 			ok = b.Get([]byte(groupID)) != nil
 		}

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -94,7 +93,7 @@ func (s *Service) lookupReceipt(a protocol.Actor, actionID string) priorReceipt 
 		return priorReceipt{read: true, rec: rec, found: true, evicted: evicted}
 	}
 	p := priorReceipt{read: true, evicted: evicted}
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.View(func(tx logstore.Tx) error {
 		p.found, _ = getJSON(tx.Bucket(bucketReceipts), key, &p.rec)
 		return nil
 	})
@@ -144,7 +143,7 @@ var bucketGroupReceipts = []byte("receiptKeys")
 
 // indexReceipt records in the Group's index the receipt key of one of its
 // commands, in the transaction that stores the receipt.
-func indexReceipt(tx *bolt.Tx, groupID string, key []byte) error {
+func indexReceipt(tx logstore.Tx, groupID string, key []byte) error {
 	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
 	if g == nil {
 		return fmt.Errorf("group %s has no bucket", groupID)
@@ -159,7 +158,7 @@ func indexReceipt(tx *bolt.Tx, groupID string, key []byte) error {
 // dropGroupReceipts deletes the receipts a Group's index names, and the
 // index, and returns their keys. (A Group written before the index
 // existed keeps the receipts it had then.)
-func dropGroupReceipts(tx *bolt.Tx, groupID string) ([][]byte, error) {
+func dropGroupReceipts(tx logstore.Tx, groupID string) ([][]byte, error) {
 	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
 	if g == nil || g.Bucket(bucketGroupReceipts) == nil {
 		return nil, nil

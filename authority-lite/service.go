@@ -19,6 +19,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/boltlog"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/internal/storecheck"
@@ -90,7 +92,12 @@ type Config struct {
 	VerifyEvery time.Duration
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
-	Logger *slog.Logger
+	// Store, when not nil, is the log instead of DIR/authority.db (a
+	// jslog.Tree: the log in a NATS JetStream stream); Close closes it.
+	// StoreName names it in errors and log lines.
+	Store     logstore.Tree
+	StoreName string
+	Logger    *slog.Logger
 
 	// checkpointEvery overrides defaultCheckpointEvery (tests).
 	checkpointEvery uint64
@@ -210,6 +217,9 @@ func Open(cfg Config) (*Service, error) {
 	cfg.fill()
 	logPath := filepath.Join(cfg.Dir, LogFile)
 	logExists, err := logFileState(logPath)
+	if cfg.Store != nil {
+		logExists, err = treeState(cfg.Store)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -223,21 +233,24 @@ func Open(cfg Config) (*Service, error) {
 		// Refused before bbolt creates the file.
 		return nil, errLogMissing(cfg.Dir)
 	}
-	if _, err := preOpen(logPath); err != nil {
-		return nil, err
+	db := &logDB{tree: cfg.Store, path: cfg.StoreName, log: cfg.Logger}
+	if cfg.Store == nil {
+		if _, err := preOpen(logPath); err != nil {
+			return nil, err
+		}
+		bdb, err := openBolt(logPath, cfg.NoSync)
+		if err != nil {
+			return nil, err
+		}
+		db = &logDB{tree: boltlog.Tree{DB: bdb}, bolt: bdb, path: logPath, log: cfg.Logger}
 	}
-	bdb, err := openBolt(logPath, cfg.NoSync)
-	if err != nil {
-		return nil, err
-	}
-	db := &logDB{DB: bdb, path: logPath, log: cfg.Logger}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
 	s.integrity.groups = map[string]*protocol.Error{}
 	// Nothing is written before the log is known to be this key's and
 	// whole: a commit would overwrite a damaged meta page and hide the loss.
 	var txid uint64
 	var create bool
-	err = db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx logstore.Tx) error {
 		txid = uint64(tx.ID())
 		var err error
 		s.identity, create, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
@@ -247,7 +260,7 @@ func Open(cfg Config) (*Service, error) {
 		err = checkHead(cfg.Dir, s.identity, txid)
 	}
 	if err == nil && create {
-		err = db.Update(func(tx *bolt.Tx) error {
+		err = db.Update(func(tx logstore.Tx) error {
 			var err error
 			s.identity, _, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
 			return err
@@ -281,7 +294,7 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := db.View(func(tx *bolt.Tx) error { s.head.record(uint64(tx.ID())); return nil }); err != nil {
+	if err := db.View(func(tx logstore.Tx) error { s.head.record(uint64(tx.ID())); return nil }); err != nil {
 		s.head.close()
 		db.Close()
 		return nil, err
@@ -318,6 +331,18 @@ func Open(cfg Config) (*Service, error) {
 	released := len(s.groups) - len(loaded)
 	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "archivedGroups", released, "eventsOfOthers", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
+}
+
+// treeState reports whether a store holds a log already (any bucket).
+func treeState(t logstore.Tree) (bool, error) {
+	exists := false
+	err := t.View(func(tx logstore.Tx) error {
+		return tx.ForEach(func([]byte) error { exists = true; return nil })
+	})
+	if err != nil {
+		return false, fmt.Errorf("authority: open store: %w", err)
+	}
+	return exists, nil
 }
 
 // fill gives the unset fields of cfg that Service keeps their defaults.
@@ -427,7 +452,7 @@ func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
 // whose store has no stateSeq marker yet.
 func (s *Service) load() ([]string, error) {
 	var unmarked, ids []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
@@ -465,7 +490,7 @@ func (s *Service) load() ([]string, error) {
 	for _, id := range ids {
 		var gs *groupState
 		var marked bool
-		err := s.groupView(id, func(tx *bolt.Tx) error {
+		err := s.groupView(id, func(tx logstore.Tx) error {
 			var err error
 			if gb, _ := openGroupBuckets(tx, id, false); gb != nil && stubbable(gb) {
 				gs, err = s.readStub(gb, id)
@@ -488,7 +513,7 @@ func (s *Service) load() ([]string, error) {
 	return unmarked, nil
 }
 
-func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
+func (s *Service) readGroup(tx logstore.Tx, id string) (*groupState, bool, error) {
 	gb, err := openGroupBuckets(tx, id, false)
 	if err != nil || gb == nil {
 		return nil, false, fmt.Errorf("authority: group %s: %v", id, err)

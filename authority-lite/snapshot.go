@@ -14,8 +14,7 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 
@@ -226,7 +225,7 @@ func (s *Service) buildSnapshot(gs *groupState, now time.Time) (*protocol.GroupS
 	groupID := gs.id
 	last := gs.last
 	// Every write queued before this point must be on disk to be read.
-	if err := <-s.writer.submit(func(*bolt.Tx) error { return nil }); err != nil {
+	if err := <-s.writer.submit(func(logstore.Tx) error { return nil }); err != nil {
 		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "flush: %v", err)
 	}
 	var lastID string

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -85,7 +84,7 @@ func (s *Service) verifyTail(n int) {
 		if s.groupDamage(id) != nil {
 			continue
 		}
-		err := s.groupView(id, func(tx *bolt.Tx) error {
+		err := s.groupView(id, func(tx logstore.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {
 				return fmt.Errorf("buckets: %v", err)
@@ -207,7 +206,7 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 	for from <= end && ctx.Err() == nil && s.groupDamage(id) == nil {
 		to := min(from+backgroundChunk-1, end)
 		var lastRaw []byte
-		err := s.groupView(id, func(tx *bolt.Tx) error {
+		err := s.groupView(id, func(tx logstore.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {
 				return fmt.Errorf("buckets: %v", err)
@@ -262,7 +261,7 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 // readMark sets verified from the stored mark of a Group Open did not
 // verify (an archived one); false when the Group cannot be read.
 func (s *Service) readMark(gs *groupState) bool {
-	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+	err := s.groupView(gs.id, func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, gs.id, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("buckets: %v", err)
@@ -288,7 +287,7 @@ func (s *Service) readMark(gs *groupState) bool {
 // writeMark records a Group's verification mark; a failure is logged
 // only: the next start verifies again from the older mark.
 func (s *Service) writeMark(groupID string, mark []byte) {
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return err
