@@ -57,6 +57,12 @@ type Bucket interface {
 	DeleteBucket(name []byte) error
 }
 
+// Cutter is a Tx that may be written in parts (jslog.Tree: a server takes
+// so many messages in one atomic write): Cut marks where one of the
+// Update's independent writes ends, and a part never ends elsewhere. The
+// authority's group commit cuts after each command.
+type Cutter interface{ Cut() }
+
 // Cursor walks a bucket's keys in order; k is nil past either end.
 type Cursor interface {
 	First() (k, v []byte)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/memtree"
 	"github.com/missionweave/mwp-worker/authority-lite/logstore/storetest"
 	"github.com/missionweave/mwp-worker/internal/natstest"
 )
@@ -130,5 +131,39 @@ func TestTreeFenced(t *testing.T) {
 	})
 	if fmt.Sprint(keys) != "[a1 a1-2 b1 b1-2 b2 b2-2]" {
 		t.Fatalf("the stream holds %v", keys)
+	}
+}
+
+// TestParts: a group commit too large for one batch is cut only where a
+// command's write ends, unless one write alone is larger than a batch.
+func TestParts(t *testing.T) {
+	subject := func(op memtree.Op) string { return string(op.Key) }
+	// writes of n distinct keys each, the last one repeating a key.
+	build := func(sizes ...int) ([]memtree.Op, []int) {
+		var ops []memtree.Op
+		var cuts []int
+		for w, n := range sizes {
+			for i := range n {
+				ops = append(ops, memtree.Op{Kind: memtree.OpPut, Key: fmt.Appendf(nil, "w%d-%d", w, i)})
+			}
+			ops = append(ops, memtree.Op{Kind: memtree.OpPut, Key: fmt.Appendf(nil, "w%d-0", w)})
+			cuts = append(cuts, len(ops))
+		}
+		return ops, cuts
+	}
+	for _, tc := range []struct {
+		sizes []int
+		want  string
+	}{
+		{[]int{3, 4}, "[[0 9]]"},
+		{[]int{600, 400}, "[[0 1002]]"},           // 1,000 subjects: one batch
+		{[]int{600, 401}, "[[0 601] [601 1003]]"}, // one more: cut between the writes
+		{[]int{1500, 2}, "[[0 1501] [1501 1504]]"},
+		{[]int{2, 1500, 2}, "[[0 3] [3 1504] [1504 1507]]"},
+	} {
+		ops, cuts := build(tc.sizes...)
+		if got := fmt.Sprint(parts(ops, cuts, subject)); got != tc.want {
+			t.Errorf("writes of %v keys: parts %s, want %s", tc.sizes, got, tc.want)
+		}
 	}
 }

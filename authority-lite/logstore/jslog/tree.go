@@ -36,9 +36,11 @@ import (
 // which Open skips.
 //
 // A server takes at most maxBatch messages in one atomic batch; an Update
-// with more changes (a checkpoint of a very large Group, a retention trim
-// of more events) is written as several batches, in order, and is atomic
-// only within each. Deleted keys leave their tombstone in the stream
+// with more changes is written as several batches, in order, each ending
+// where one of its writes marked with logstore.Cutter ends (a group commit
+// cuts after each command), so a crash between them keeps every command
+// whole; one write larger than a batch (a checkpoint of a very large
+// Group, a retention trim of more events) is atomic only within each. Deleted keys leave their tombstone in the stream
 // until their bucket is deleted.
 type Tree struct {
 	s    *Store
@@ -138,21 +140,69 @@ func (t *Tree) subject(op memtree.Op) string {
 	return p + ".b." + pathTokens(op.Path)
 }
 
-// persist writes an Update's changes: the last of each subject, in the
-// order of those last changes, so a bucket created again comes before
-// the keys put in it since.
-func (t *Tree) persist(ops []memtree.Op) (uint64, error) {
+// persist writes an Update's changes in atomic batches of at most
+// maxBatch messages, each ending where one of the Update's writes ends
+// (cuts) unless one write alone is larger.
+func (t *Tree) persist(ops []memtree.Op, cuts []int) (uint64, error) {
+	ctx := context.Background()
+	first := t.last + 1
+	var drops [][][]byte
+	for _, op := range ops {
+		if op.Kind == memtree.OpDropBucket {
+			drops = append(drops, op.Path)
+		}
+	}
+	for _, part := range parts(ops, cuts, t.subject) {
+		if err := t.write(ctx, t.messages(ops[part[0]:part[1]])); err != nil {
+			return 0, err
+		}
+	}
+	// What a deleted bucket held goes; should this not happen, Open
+	// skips those keys as older than their bucket.
+	for _, path := range drops {
+		t.purge(ctx, path, first)
+	}
+	return t.last, nil
+}
+
+// parts splits ops into ranges written one after the other: each takes
+// whole writes (they end at cuts) while their distinct subjects number
+// at most maxBatch, and at least one write.
+func parts(ops []memtree.Op, cuts []int, subject func(memtree.Op) string) [][2]int {
+	var out [][2]int
+	subjects := map[string]bool{}
+	from, end := 0, 0
+	for _, cut := range cuts {
+		for _, op := range ops[end:cut] {
+			subjects[subject(op)] = true
+		}
+		if end > from && len(subjects) > maxBatch {
+			out = append(out, [2]int{from, end})
+			from = end
+			clear(subjects)
+			for _, op := range ops[from:cut] {
+				subjects[subject(op)] = true
+			}
+		}
+		end = cut
+	}
+	if end > from {
+		out = append(out, [2]int{from, end})
+	}
+	return out
+}
+
+// messages are the changes as messages: the last of each subject, in the
+// order of those last changes, so a bucket created again comes before the
+// keys put in it since.
+func (t *Tree) messages(ops []memtree.Op) []*nats.Msg {
 	lastOf := map[string]int{}
 	for i, op := range ops {
 		lastOf[t.subject(op)] = i
 	}
 	var msgs []*nats.Msg
-	var drops [][][]byte
 	for i, op := range ops {
 		subj := t.subject(op)
-		if op.Kind == memtree.OpDropBucket {
-			drops = append(drops, op.Path)
-		}
 		if lastOf[subj] != i {
 			continue
 		}
@@ -167,26 +217,25 @@ func (t *Tree) persist(ops []memtree.Op) (uint64, error) {
 		}
 		msgs = append(msgs, m)
 	}
-	ctx := context.Background()
-	first := t.last + 1
+	return msgs
+}
+
+// write publishes msgs in atomic batches of at most maxBatch, each
+// expecting the stream where this process left it.
+func (t *Tree) write(ctx context.Context, msgs []*nats.Msg) error {
 	for len(msgs) > 0 {
 		n := min(len(msgs), maxBatch)
 		msgs[0].Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(t.last, 10))
 		seq, err := t.s.publish(ctx, msgs[:n])
 		if errors.Is(err, errExpectation) {
-			return 0, fmt.Errorf("jslog: another process wrote to the authority's stream (expected its last sequence at %d): %w", t.last, err)
+			return fmt.Errorf("jslog: another process wrote to the authority's stream (expected its last sequence at %d): %w", t.last, err)
 		}
 		if err != nil {
-			return 0, err
+			return err
 		}
 		t.last, msgs = seq, msgs[n:]
 	}
-	// What a deleted bucket held goes; should this not happen, Open
-	// skips those keys as older than their bucket.
-	for _, path := range drops {
-		t.purge(ctx, path, first)
-	}
-	return t.last, nil
+	return nil
 }
 
 // purge removes what was stored under a deleted bucket before seq.

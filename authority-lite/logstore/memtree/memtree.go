@@ -6,7 +6,9 @@
 // its own, or the persist hook's refusing to store its changes — puts
 // back what it changed. The persist hook (UpdateThen) gets the Update's
 // changes in order, as Ops, while the lock is held: a store writes them
-// durably there, and only then do Views see them.
+// durably there, and only then do Views see them. An Update that carries
+// several independent writes (the authority's group commit) marks where
+// each ends (Cut), so a store that must write it in parts cuts there.
 package memtree
 
 import (
@@ -97,8 +99,9 @@ func (t *Tree) Update(fn func(logstore.Tx) error) error {
 
 // UpdateThen is Update that hands the changes to persist before they are
 // kept: persist returns the tree's new id, or an error that undoes them.
-// An Update that changed nothing does not call persist.
-func (t *Tree) UpdateThen(fn func(logstore.Tx) error, persist func(ops []Op) (uint64, error)) error {
+// cuts are the indexes in ops where a write marked with Cut ends (the
+// last is len(ops)). An Update that changed nothing does not call persist.
+func (t *Tree) UpdateThen(fn func(logstore.Tx) error, persist func(ops []Op, cuts []int) (uint64, error)) error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -108,7 +111,7 @@ func (t *Tree) UpdateThen(fn func(logstore.Tx) error, persist func(ops []Op) (ui
 	err := fn(x)
 	if err == nil && persist != nil && len(x.ops) > 0 {
 		var id uint64
-		if id, err = persist(x.ops); err == nil {
+		if id, err = persist(x.ops, append(x.cuts, len(x.ops))); err == nil {
 			t.id = id
 		}
 	}
@@ -178,8 +181,17 @@ type tx struct {
 	t        *Tree
 	writable bool
 	ops      []Op
+	cuts     []int
 	undo     []func()
 	commit   []func()
+}
+
+// Cut marks the end of one write of several in an Update: a store that
+// cannot write the Update at once keeps each write whole.
+func (x *tx) Cut() {
+	if n := len(x.ops); n > 0 && (len(x.cuts) == 0 || x.cuts[len(x.cuts)-1] != n) {
+		x.cuts = append(x.cuts, n)
+	}
 }
 
 func (x *tx) ID() uint64                         { return x.t.id }

@@ -352,8 +352,33 @@ func treeLarge(t *testing.T, open TreeOpener) {
 		_, err = tx.CreateBucketIfNotExists([]byte("small"))
 		return err
 	})
+	// A group commit: many writes, each marked where it ends.
+	update(t, tr, func(tx logstore.Tx) error {
+		b, err := tx.Bucket([]byte("r")).CreateBucket([]byte("cut"))
+		if err != nil {
+			return err
+		}
+		for w := range 400 {
+			for i := range 5 {
+				if err := b.Put(fmt.Appendf(nil, "%03d-%d", w, i), []byte("v")); err != nil {
+					return err
+				}
+			}
+			if c, ok := tx.(logstore.Cutter); ok {
+				c.Cut()
+			}
+		}
+		return nil
+	})
 	must(t, tr.Close())
 	tr = open(t)
+	cut := 0
+	must(t, tr.View(func(tx logstore.Tx) error {
+		return tx.Bucket([]byte("r")).Bucket([]byte("cut")).ForEach(func(_, _ []byte) error { cut++; return nil })
+	}))
+	if cut != 2000 {
+		t.Fatalf("%d keys of 2000 written in 400 parts after a restart", cut)
+	}
 	n := 0
 	must(t, tr.View(func(tx logstore.Tx) error {
 		return tx.Bucket([]byte("r")).Bucket([]byte("big")).ForEach(func(_, _ []byte) error { n++; return nil })
