@@ -117,12 +117,12 @@ func TestReceiptsTimeRule(t *testing.T) {
 			// receipt.
 			k.clk.Advance(2*k.s.skew() + k.s.offlineGrace() - 2*time.Minute)
 			k.s.ArchiveDue(context.Background())
-			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); !ok {
+			if _, ok := k.s.receipts.get(k.coord.Actor, r.ActionID); !ok {
 				t.Fatal("the receipt was dropped within 2×skew + the offline grace")
 			}
 			k.clk.Advance(k.s.receiptWindow())
 			k.s.ArchiveDue(context.Background())
-			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); ok != tc.want {
+			if _, ok := k.s.receipts.get(k.coord.Actor, r.ActionID); ok != tc.want {
 				t.Fatalf("receipt kept %v, want %v", ok, tc.want)
 			}
 			var stored bool

@@ -228,7 +228,7 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		return nil, nil, err
 	}
 	if w.rkey != nil {
-		s.beginInflight(w.rkey, c.digest, receipt)
+		s.receipts.begin(w.rkey, c.digest, receipt)
 	}
 	if gs.g.Mission != nil {
 		gs.missionID = gs.g.Mission.MissionID
@@ -357,7 +357,7 @@ func (s *Service) settle(w *commitWrite, gs *groupState, events []sealed, err er
 		err = w.signErr
 	}
 	if w.rkey != nil {
-		s.endInflight(w.rkey, err)
+		s.receipts.end(w.rkey, err)
 	}
 	if w.signErr != nil {
 		return w.signErr

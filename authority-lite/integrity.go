@@ -126,6 +126,8 @@ func damaged(path, groupID string, err error) *protocol.Error {
 // integrity is the Service's record of damaged Groups and its background
 // verification.
 type integrity struct {
+	db      *logDB
+	log     *slog.Logger
 	mu      sync.Mutex
 	groups  map[string]*protocol.Error
 	cancel  context.CancelFunc
@@ -140,15 +142,15 @@ type integrity struct {
 	passes atomic.Int64
 }
 
-// groupDamage returns the error a damaged Group answers with (on the wire
+// damage returns the error a damaged Group answers with (on the wire
 // too: it names no file), nil if sound.
-func (s *Service) groupDamage(groupID string) error {
-	if e := s.db.failed.Load(); e != nil {
+func (in *integrity) damage(groupID string) error {
+	if e := in.db.failed.Load(); e != nil {
 		return protocol.WithDetails(storeError(ReasonStoreDamaged, nil, "%s", logFailed), "groupId", groupID)
 	}
-	s.integrity.mu.Lock()
-	defer s.integrity.mu.Unlock()
-	if s.integrity.groups[groupID] != nil {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.groups[groupID] != nil {
 		return groupDamaged(groupID)
 	}
 	return nil
@@ -159,34 +161,34 @@ func groupDamaged(groupID string) *protocol.Error {
 		"group %s is not served: its stored events are damaged (`mwp-worker authority check` names them)", groupID), "groupId", groupID)
 }
 
-// markDamaged stops serving a Group; the first reason is kept and logged.
+// mark stops serving a Group; the first reason is kept and logged.
 // It returns the error the Group answers with.
-func (s *Service) markDamaged(groupID string, err error) *protocol.Error {
-	s.integrity.mu.Lock()
-	defer s.integrity.mu.Unlock()
-	if s.integrity.groups[groupID] == nil {
-		s.integrity.groups[groupID] = damaged(s.db.path, groupID, err)
-		s.log.Error("group not served: its stored events are damaged", "group", groupID, "file", s.db.path, "err", err)
+func (in *integrity) mark(groupID string, err error) *protocol.Error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.groups[groupID] == nil {
+		in.groups[groupID] = damaged(in.db.path, groupID, err)
+		in.log.Error("group not served: its stored events are damaged", "group", groupID, "file", in.db.path, "err", err)
 	}
 	return groupDamaged(groupID)
 }
 
-// DamagedGroups lists the Groups not served because their store is damaged.
-func (s *Service) DamagedGroups() []string {
-	s.integrity.mu.Lock()
-	defer s.integrity.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.integrity.groups))
+// damagedGroups lists the Groups not served because their store is damaged.
+func (in *integrity) damagedGroups() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Sorted(maps.Keys(in.groups))
 }
 
-// groupView is a read of one Group's buckets: a panic in it marks that
+// view is a read of one Group's buckets: a panic in it marks that
 // Group damaged instead of the whole log.
-func (s *Service) groupView(groupID string, fn func(logstore.Tx) error) error {
-	if err := s.groupDamage(groupID); err != nil {
+func (in *integrity) view(groupID string, fn func(logstore.Tx) error) error {
+	if err := in.damage(groupID); err != nil {
 		return err
 	}
-	err := storecheck.Guard(func() error { return s.db.tree.View(fn) })
+	err := storecheck.Guard(func() error { return in.db.tree.View(fn) })
 	if storecheck.IsPanic(err) {
-		return s.markDamaged(groupID, err)
+		return in.mark(groupID, err)
 	}
 	return err
 }

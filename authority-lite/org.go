@@ -383,7 +383,7 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(logstore.Tx) error,
 		return nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
 	}
 	rkey := receiptKey(c.cmd.Actor, c.cmd.ActionID)
-	s.beginInflight(rkey, c.digest, receipt)
+	s.receipts.begin(rkey, c.digest, receipt)
 	err = <-s.writer.submit(func(tx logstore.Tx) error {
 		org := tx.Bucket(bucketOrg).Bucket(bucketEvents)
 		n, err := org.NextSequence()
@@ -413,7 +413,7 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(logstore.Tx) error,
 		}
 		return tx.Bucket(bucketReceiptsDue).Put(dueKey(c.now.Add(s.receiptWindow()), rkey), nil)
 	})
-	s.endInflight(rkey, err)
+	s.receipts.end(rkey, err)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
 	}

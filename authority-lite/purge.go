@@ -234,7 +234,7 @@ func (s *Service) pruneReceipts(now time.Time) error {
 		return nil
 	})
 	if err == nil {
-		s.recent.forget(gone)
+		s.receipts.recent.forget(gone)
 	}
 	return err
 }
@@ -244,7 +244,7 @@ func (s *Service) pruneReceipts(now time.Time) error {
 // its id and last sequence in "purged".
 func (s *Service) purge(id string) error {
 	gs := s.rawGroup(id)
-	if gs == nil || s.groupDamage(id) != nil {
+	if gs == nil || s.integrity.damage(id) != nil {
 		return nil
 	}
 	s.peekGroup(id) // a placeholder's stub: its sequences
@@ -296,7 +296,7 @@ func (s *Service) purge(id string) error {
 	if err != nil {
 		return err
 	}
-	s.recent.forget(dropped)
+	s.receipts.recent.forget(dropped)
 	s.released.drop(id)
 	s.mu.Lock()
 	delete(s.groups, id)

@@ -138,10 +138,8 @@ type Service struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	// inflight holds receipts queued but not yet durable, by receipt key;
-	// recent the last ones committed.
-	inflight map[string]*inflight
-	recent   *recentReceipts
+	// receipts answers retries: in flight, recent, stored.
+	receipts *receiptBook
 	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
 	// after the owing commit would.
 	holdFollowUps bool
@@ -245,7 +243,7 @@ func Open(cfg Config) (*Service, error) {
 		db = &logDB{tree: boltlog.Tree{DB: bdb}, bolt: bdb, path: logPath, log: cfg.Logger}
 	}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
-	s.integrity.groups = map[string]*protocol.Error{}
+	s.integrity.groups, s.integrity.db, s.integrity.log = map[string]*protocol.Error{}, db, cfg.Logger
 	// Nothing is written before the log is known to be this key's and
 	// whole: a commit would overwrite a damaged meta page and hide the loss.
 	var txid uint64
@@ -299,8 +297,7 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.inflight = map[string]*inflight{}
-	s.recent = newRecentReceipts(recentReceiptsSize)
+	s.receipts = newReceiptBook(db)
 	s.m = newMetrics()
 	s.writer = newWriter(db, s.head, s.m)
 	if err := s.resumeFollowUps(); err != nil {
@@ -490,7 +487,7 @@ func (s *Service) load() ([]string, error) {
 	for _, id := range ids {
 		var gs *groupState
 		var marked bool
-		err := s.groupView(id, func(tx logstore.Tx) error {
+		err := s.integrity.view(id, func(tx logstore.Tx) error {
 			var err error
 			if gb, _ := openGroupBuckets(tx, id, false); gb != nil && stubbable(gb) {
 				gs, err = s.readStub(gb, id)
@@ -501,7 +498,7 @@ func (s *Service) load() ([]string, error) {
 			return err
 		})
 		if err != nil {
-			s.markDamaged(id, err)
+			s.integrity.mark(id, err)
 			s.groups[id] = newGroupState(id, s.cfg.Limits)
 			continue
 		}
@@ -732,11 +729,11 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	if gs == nil {
 		return nil, nil, group.GroupNotFound(cmd.GroupID)
 	}
-	if err := s.groupDamage(cmd.GroupID); err != nil {
+	if err := s.integrity.damage(cmd.GroupID); err != nil {
 		return nil, nil, err
 	}
 	// The store is read outside the lock; checkActionID completes it.
-	c.prior = s.lookupReceipt(cmd.Actor, cmd.ActionID)
+	c.prior = s.receipts.lookup(cmd.Actor, cmd.ActionID)
 	gs.mu.Lock()
 	r, p, wait, err := s.decideInGroup(c, gs)
 	gs.mu.Unlock()
@@ -786,7 +783,7 @@ func (s *Service) replayed(raw []byte) (*protocol.Receipt, bool) {
 	if err != nil {
 		return nil, false
 	}
-	rec, ok := s.receipt(protocol.Actor{Kind: protocol.ActorKind(kind), ID: id}, actionID)
+	rec, ok := s.receipts.get(protocol.Actor{Kind: protocol.ActorKind(kind), ID: id}, actionID)
 	if !ok || rec.Digest != protocol.Digest(canon) {
 		return nil, false
 	}
@@ -797,7 +794,7 @@ func (s *Service) replayed(raw []byte) (*protocol.Receipt, bool) {
 // checkActionID refuses a used (actor, actionId) whose content differs; the
 // byte-identical retry was answered by replayed.
 func (s *Service) checkActionID(c *call) error {
-	if f := s.inflightFor(receiptKey(c.cmd.Actor, c.cmd.ActionID)); f != nil {
+	if f := s.receipts.inflightFor(receiptKey(c.cmd.Actor, c.cmd.ActionID)); f != nil {
 		if f.digest != c.digest {
 			return protocol.WithDetails(protocol.Errorf(protocol.CodeActionIDCollision,
 				"actionId %s is in use by %s %s for different content", c.cmd.ActionID, c.cmd.Actor.Kind, c.cmd.Actor.ID), "actionId", c.cmd.ActionID)
@@ -808,7 +805,7 @@ func (s *Service) checkActionID(c *call) error {
 		}
 		return errReplay{*f.receipt}
 	}
-	rec, ok := s.receiptNow(c.cmd.Actor, c.cmd.ActionID, c.prior)
+	rec, ok := s.receipts.now(c.cmd.Actor, c.cmd.ActionID, c.prior)
 	if !ok {
 		return nil
 	}

@@ -205,7 +205,7 @@ func (s *Service) checkpointAll() error {
 	}
 	var writes []write
 	for _, id := range s.GroupIDs() {
-		if s.groupDamage(id) != nil {
+		if s.integrity.damage(id) != nil {
 			continue // its records may sit on the damaged pages
 		}
 		gs := s.peekGroup(id)

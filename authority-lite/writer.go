@@ -133,9 +133,13 @@ func (w *writer) run() {
 					return err
 				}
 				txid = uint64(tx.ID())
+				cut, _ := tx.(logstore.Cutter)
 				for _, r := range batch {
 					if err := r.fn(tx); err != nil {
 						return err
+					}
+					if cut != nil {
+						cut.Cut() // a store written in parts keeps each command whole
 					}
 				}
 				return nil
@@ -292,32 +296,32 @@ type inflight struct {
 	err     error
 }
 
-func (s *Service) beginInflight(key []byte, digest string, r *protocol.Receipt) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
+func (b *receiptBook) begin(key []byte, digest string, r *protocol.Receipt) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
 }
 
-// endInflight ends key's wait; a durable receipt goes to the recent ones
+// end ends key's wait; a durable receipt goes to the recent ones
 // before it leaves the in-flight map, so a lookup finds it in one of them.
-func (s *Service) endInflight(key []byte, err error) {
-	s.mu.Lock()
-	f := s.inflight[string(key)]
+func (b *receiptBook) end(key []byte, err error) {
+	b.mu.Lock()
+	f := b.inflight[string(key)]
 	if f != nil && err == nil {
-		s.recent.add(string(key), receiptRecord{Digest: f.digest, Receipt: *f.receipt})
+		b.recent.add(string(key), receiptRecord{Digest: f.digest, Receipt: *f.receipt})
 	}
-	delete(s.inflight, string(key))
-	s.mu.Unlock()
+	delete(b.inflight, string(key))
+	b.mu.Unlock()
 	if f != nil {
 		f.err = err
 		close(f.done)
 	}
 }
 
-func (s *Service) inflightFor(key []byte) *inflight {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inflight[string(key)]
+func (b *receiptBook) inflightFor(key []byte) *inflight {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight[string(key)]
 }
 
 // lockSoon tries to take mu for a short while instead of blocking, for the
