@@ -24,7 +24,9 @@ import (
 //	<p>.s.<bucket>…<bucket>        a bucket's NextSequence
 //
 // each name a token as the Store's ids are. The tree is held in memory
-// (memtree): Open reads the stream once, Views read memory, and an
+// (memtree): Open reads the stream once, Views read memory (waiting while
+// an Update is being written: unlike bbolt's, they never see the state
+// before it), and an
 // Update's changes, the last of each subject in the order they were last
 // made, are one atomic batch whose first message expects the stream's last
 // sequence to be the one this process wrote or read last. So exactly one
@@ -318,7 +320,7 @@ func (t *Tree) load(ctx context.Context) error {
 				return err
 			}
 			msgs = append(msgs, st)
-			if meta.Sequence.Stream >= last {
+			if meta.Sequence.Stream >= last || meta.NumPending == 0 {
 				break
 			}
 		}
