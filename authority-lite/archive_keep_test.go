@@ -368,7 +368,7 @@ func TestPurgedSnapshotRemovedAtOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.holdRemove = hold
+		s.snaps.hold = hold
 		k.rebind(s)
 	}
 	snaps := func() int {

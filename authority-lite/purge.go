@@ -3,6 +3,7 @@ package authoritylite
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -63,15 +64,27 @@ func markGone(tx logstore.Tx, digests []string) error {
 	return nil
 }
 
+// snapshotFiles are the snapshot documents beside the log
+// (DIR/snapshots/<hex>.json) and the record of those to remove.
+type snapshotFiles struct {
+	dir    string
+	db     *logDB
+	writer *writer
+	log    *slog.Logger
+	// hold, in tests, leaves the files a commit let go on disk as a
+	// crash right after that commit would.
+	hold bool
+}
+
 // removeGone removes the snapshot files of digests, then clears the
 // record of those removed (or absent already).
-func (s *Service) removeGone(digests []string) {
-	if s.holdRemove {
+func (s *snapshotFiles) removeGone(digests []string) {
+	if s.hold {
 		return
 	}
 	var done [][]byte
 	for _, d := range digests {
-		if path, err := s.snapshotPath(d); err == nil {
+		if path, err := s.path(d); err == nil {
 			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 				s.log.Warn("removing a snapshot nothing names failed; the next start tries again", "digest", d, "err", err)
 				continue
@@ -98,7 +111,7 @@ func (s *Service) removeGone(digests []string) {
 
 // redoGone removes, at Open, the snapshot files a commit recorded as gone
 // whose removal may not have happened.
-func (s *Service) redoGone() error {
+func (s *snapshotFiles) redoGone() error {
 	var digests []string
 	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketGoneFiles).ForEach(func(k, _ []byte) error {
@@ -310,7 +323,7 @@ func (s *Service) purge(id string) error {
 	// and ends, instead of holding the deleted state (its tail among it)
 	// for as long as its connection lasts.
 	gs.notify()
-	s.removeGone(files)
+	s.snaps.removeGone(files)
 	return nil
 }
 

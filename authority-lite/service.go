@@ -143,18 +143,17 @@ type Service struct {
 	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
 	// after the owing commit would.
 	holdFollowUps bool
-	memberNotice  memberNotice
-	archiver      archiver
-	released      releasedTimes
+	// snaps are the snapshot documents beside the log.
+	snaps        *snapshotFiles
+	memberNotice memberNotice
+	archiver     archiver
+	released     releasedTimes
 	// unread counts the placeholders whose stub is not read yet.
 	unread atomic.Int64
 
 	// holdRelease, in tests, leaves an archived Group unreleased as a
 	// crash right after the archive's commit would.
 	holdRelease bool
-	// holdRemove, in tests, leaves the snapshot files a commit let go on
-	// disk as a crash right after that commit would.
-	holdRemove bool
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -244,6 +243,7 @@ func Open(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
 	s.integrity.groups, s.integrity.db, s.integrity.log = map[string]*protocol.Error{}, db, cfg.Logger
+	s.snaps = &snapshotFiles{dir: cfg.Dir, db: db, log: cfg.Logger} // its writer once there is one
 	// Nothing is written before the log is known to be this key's and
 	// whole: a commit would overwrite a damaged meta page and hide the loss.
 	var txid uint64
@@ -300,6 +300,7 @@ func Open(cfg Config) (*Service, error) {
 	s.receipts = newReceiptBook(db)
 	s.m = newMetrics()
 	s.writer = newWriter(db, s.head, s.m)
+	s.snaps.writer = s.writer
 	if err := s.resumeFollowUps(); err != nil {
 		s.writer.close()
 		s.head.close()
@@ -307,7 +308,7 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.releaseArchived()
-	if err := s.redoGone(); err != nil {
+	if err := s.snaps.redoGone(); err != nil {
 		s.writer.close()
 		s.head.close()
 		db.Close()
