@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -122,7 +121,7 @@ func (s *Service) ArchiveDue(ctx context.Context) []string {
 			break
 		}
 		gs := s.rawGroup(id)
-		if gs == nil || gs.stub.Load() || s.groupDamage(id) != nil {
+		if gs == nil || gs.stub.Load() || s.integrity.damage(id) != nil {
 			continue
 		}
 		gs.mu.Lock()
@@ -182,7 +181,7 @@ func (s *Service) afterArchive(gs *groupState) {
 	defer s.memberNotice.notify() // MemberGroups leaves it out now
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if s.groupDamage(gs.id) != nil || gs.stub.Load() {
+	if s.integrity.damage(gs.id) != nil || gs.stub.Load() {
 		return
 	}
 	ref := gs.archiveRef
@@ -234,7 +233,7 @@ func (s *Service) releaseArchived() {
 	for _, id := range s.GroupIDs() {
 		gs := s.rawGroup(id)
 		// A placeholder is in the released index: released already.
-		if gs == nil || gs.lazy.Load() || s.groupDamage(id) != nil {
+		if gs == nil || gs.lazy.Load() || s.integrity.damage(id) != nil {
 			continue
 		}
 		gs.mu.Lock()
@@ -312,7 +311,7 @@ func (s *Service) retentionOn() bool { return s.cfg.RetainEvents > 0 }
 // applyRecords writes rec into the Group's buckets, then fn in the same
 // transaction.
 func (s *Service) applyRecords(groupID string, rec *recorder, fn func(*groupBuckets) error) error {
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("group %s buckets: %v", groupID, err)
@@ -358,7 +357,7 @@ func (s *Service) ensureLoaded(gs *groupState) {
 		return
 	}
 	var full *groupState
-	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+	err := s.integrity.view(gs.id, func(tx logstore.Tx) error {
 		var err error
 		full, _, err = s.readGroup(tx, gs.id)
 		return err
@@ -371,8 +370,8 @@ func (s *Service) ensureLoaded(gs *groupState) {
 		}
 	}
 	if err != nil {
-		if s.groupDamage(gs.id) == nil {
-			s.markDamaged(gs.id, err)
+		if s.integrity.damage(gs.id) == nil {
+			s.integrity.mark(gs.id, err)
 		}
 		return
 	}
@@ -402,7 +401,7 @@ func (s *Service) fillStub(gs *groupState) {
 	if !gs.lazy.Load() {
 		return
 	}
-	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+	err := s.integrity.view(gs.id, func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, gs.id, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("buckets: %v", err)
@@ -418,8 +417,8 @@ func (s *Service) fillStub(gs *groupState) {
 		return nil
 	})
 	if err != nil {
-		if s.groupDamage(gs.id) == nil {
-			s.markDamaged(gs.id, err)
+		if s.integrity.damage(gs.id) == nil {
+			s.integrity.mark(gs.id, err)
 		}
 		// Damaged: it answers STORE_DAMAGED; an empty state stands in.
 		full := newGroupState(gs.id, s.cfg.Limits)

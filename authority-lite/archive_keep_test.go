@@ -117,16 +117,16 @@ func TestReceiptsTimeRule(t *testing.T) {
 			// receipt.
 			k.clk.Advance(2*k.s.skew() + k.s.offlineGrace() - 2*time.Minute)
 			k.s.ArchiveDue(context.Background())
-			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); !ok {
+			if _, ok := k.s.receipts.get(k.coord.Actor, r.ActionID); !ok {
 				t.Fatal("the receipt was dropped within 2×skew + the offline grace")
 			}
 			k.clk.Advance(k.s.receiptWindow())
 			k.s.ArchiveDue(context.Background())
-			if _, ok := k.s.receipt(k.coord.Actor, r.ActionID); ok != tc.want {
+			if _, ok := k.s.receipts.get(k.coord.Actor, r.ActionID); ok != tc.want {
 				t.Fatalf("receipt kept %v, want %v", ok, tc.want)
 			}
 			var stored bool
-			_ = k.s.db.View(func(tx *bolt.Tx) error {
+			_ = k.s.db.bolt.View(func(tx *bolt.Tx) error {
 				stored = tx.Bucket(bucketReceipts).Get(receiptKey(k.coord.Actor, r.ActionID)) != nil
 				return nil
 			})
@@ -136,7 +136,7 @@ func TestReceiptsTimeRule(t *testing.T) {
 			// Organization commands' receipts (w3's card registration and
 			// session, all it did) go by their own age with retention on.
 			org := 0
-			_ = k.s.db.View(func(tx *bolt.Tx) error {
+			_ = k.s.db.bolt.View(func(tx *bolt.Tx) error {
 				c := tx.Bucket(bucketReceipts).Cursor()
 				prefix := receiptKey(w3.Actor, "")
 				for key, _ := c.Seek(prefix); bytes.HasPrefix(key, prefix); key, _ = c.Next() {
@@ -336,7 +336,7 @@ func TestReleaseRedrivenAtOpen(t *testing.T) {
 		t.Fatal("not released by the next Open")
 	}
 	// The store part too: its WorkItem records and its receipt index go.
-	_ = k.s.db.View(func(tx *bolt.Tx) error {
+	_ = k.s.db.bolt.View(func(tx *bolt.Tx) error {
 		g := tx.Bucket(bucketGroups).Bucket([]byte("grp-a"))
 		if n := g.Bucket(bucketItems).Stats().KeyN; n != 0 || g.Bucket(bucketGroupReceipts) != nil || tx.Bucket(bucketReleased).Get([]byte("grp-a")) == nil {
 			t.Errorf("after the next Open: %d WorkItem records, receipt index %v, in released %v; want none, none, yes",
@@ -368,7 +368,7 @@ func TestPurgedSnapshotRemovedAtOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.holdRemove = hold
+		s.snaps.hold = hold
 		k.rebind(s)
 	}
 	snaps := func() int {
@@ -376,7 +376,7 @@ func TestPurgedSnapshotRemovedAtOpen(t *testing.T) {
 		return len(es)
 	}
 	recorded := func() (n int) {
-		_ = k.s.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketGoneFiles).Stats().KeyN; return nil })
+		_ = k.s.db.bolt.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketGoneFiles).Stats().KeyN; return nil })
 		return n
 	}
 	open(true)

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -28,7 +27,7 @@ func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEve
 	if gs == nil {
 		return nil, protocol.Errorf(protocol.CodeGroupNotFound, "group %s not found", groupID)
 	}
-	if err := s.groupDamage(groupID); err != nil {
+	if err := s.integrity.damage(groupID); err != nil {
 		return nil, err
 	}
 	if evs, ok := gs.tail.read(after, max); ok {
@@ -41,7 +40,7 @@ func (s *Service) Events(groupID string, after uint64, max int) ([]wss.StoredEve
 func (s *Service) storedEvents(groupID string, after uint64, max int) ([]wss.StoredEvent, error) {
 	var out []wss.StoredEvent
 	var old *protocol.Error
-	if err := s.groupView(groupID, func(tx *bolt.Tx) error {
+	if err := s.integrity.view(groupID, func(tx logstore.Tx) error {
 		if gb, err := openGroupBuckets(tx, groupID, false); err == nil && gb != nil {
 			if first, ref := onlineFrom(gb); after+1 < first {
 				old = cursorTooOld(groupID, after, first, ref)
@@ -64,7 +63,7 @@ func (s *Service) storedEvents(groupID string, after uint64, max int) ([]wss.Sto
 // scanEvents calls fn for each stored event of a Group after a sequence,
 // in order, until fn returns false.
 func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.Event, raw []byte) bool) error {
-	return s.groupView(groupID, func(tx *bolt.Tx) error {
+	return s.integrity.view(groupID, func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return err
@@ -73,7 +72,7 @@ func (s *Service) scanEvents(groupID string, after uint64, fn func(ev *protocol.
 		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
 			var ev protocol.Event
 			if err := json.Unmarshal(v, &ev); err != nil {
-				return s.markDamaged(groupID, fmt.Errorf("event %d does not decode: %v", seqFromKey(k), err))
+				return s.integrity.mark(groupID, fmt.Errorf("event %d does not decode: %v", seqFromKey(k), err))
 			}
 			raw := append([]byte(nil), v...)
 			if !fn(&ev, raw) {
@@ -119,7 +118,7 @@ func (s *Service) DecidedSequence(groupID string) uint64 {
 // unknown Group).
 func (s *Service) LastSequence(groupID string) uint64 {
 	gs := s.peekGroup(groupID)
-	if gs == nil || s.groupDamage(groupID) != nil {
+	if gs == nil || s.integrity.damage(groupID) != nil {
 		return 0
 	}
 	return gs.tail.last.Load()
@@ -151,7 +150,7 @@ func (s *Service) AckedCursors() map[[2]string]uint64 {
 // OrgEvents returns the Organization-scoped events in order.
 func (s *Service) OrgEvents() ([][]byte, error) {
 	var out [][]byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(func(_, v []byte) error {
 			out = append(out, append([]byte(nil), v...))
 			return nil

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -84,7 +85,7 @@ func BenchmarkPipeline(b *testing.B) {
 // lastTxID is the id of the log's last committed transaction.
 func lastTxID(s *Service) uint64 {
 	var id uint64
-	_ = s.db.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
+	_ = s.db.bolt.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
 	return id
 }
 
@@ -100,9 +101,15 @@ func processCPU() time.Duration {
 // benchCommands opens a Service with `groups` Groups and signs n
 // message.post commands per Group by the owner.
 func benchCommands(b *testing.B, groups, n int) ([][][]byte, *Service, func()) {
+	return benchCommandsOn(b, groups, n, nil)
+}
+
+// benchCommandsOn is benchCommands with the log on tree (nil:
+// authority.db).
+func benchCommandsOn(b *testing.B, groups, n int, tree logstore.Tree) ([][][]byte, *Service, func()) {
 	b.Helper()
 	clk := clock.NewFake(t0)
-	s, err := Open(Config{Dir: b.TempDir(), Clock: clk, Key: mustKey(b, protocol.ActorService, "authority-1"), RateBurst: 1 << 30, RateEvery: time.Nanosecond})
+	s, err := Open(Config{Dir: b.TempDir(), Clock: clk, Key: mustKey(b, protocol.ActorService, "authority-1"), RateBurst: 1 << 30, RateEvery: time.Nanosecond, Store: tree})
 	if err != nil {
 		b.Fatal(err)
 	}

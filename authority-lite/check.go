@@ -1,6 +1,9 @@
 package authoritylite
 
 import (
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/boltlog"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +58,7 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		return rep, nil
 	}
 	defer db.Close()
+	tree := boltlog.Tree{DB: db}
 	structure := storecheck.Pages(path, ms)
 	if len(structure) == 0 {
 		err = storecheck.Guard(func() error {
@@ -71,7 +75,7 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 	var id LogIdentity
 	var ids []string
 	err = storecheck.Guard(func() error {
-		return db.View(func(tx *bolt.Tx) error {
+		return tree.View(func(tx logstore.Tx) error {
 			if b := tx.Bucket(bucketLog); b != nil {
 				if err := json.Unmarshal(b.Get(keyIdentity), &id); err != nil {
 					return fmt.Errorf("log identity: %v", err)
@@ -88,11 +92,11 @@ func Check(path string, timeout time.Duration) (rep storecheck.Report, err error
 		return rep, nil
 	}
 	reportIdentity(&rep, id, keys != nil, pub, dir, ms.Txid())
-	checkOrg(db, keys, &rep)
+	checkOrg(tree, keys, &rep)
 	for _, gid := range ids {
 		run := storecheck.Run{GroupID: gid, Keys: keys}
 		err := storecheck.Guard(func() error {
-			return db.View(func(tx *bolt.Tx) error {
+			return tree.View(func(tx logstore.Tx) error {
 				gb, err := openGroupBuckets(tx, gid, false)
 				if err != nil || gb == nil {
 					return fmt.Errorf("buckets: %v", err)
@@ -150,9 +154,9 @@ func EventKey(dir string) (protocol.VerifyingKey, error) {
 }
 
 // checkOrg verifies the Organization's events.
-func checkOrg(db *bolt.DB, keys protocol.KeyResolver, rep *storecheck.Report) {
+func checkOrg(db logstore.Tree, keys protocol.KeyResolver, rep *storecheck.Report) {
 	err := storecheck.Guard(func() error {
-		return db.View(func(tx *bolt.Tx) error {
+		return db.View(func(tx logstore.Tx) error {
 			org := tx.Bucket(bucketOrg)
 			if org == nil || org.Bucket(bucketEvents) == nil {
 				return nil
@@ -201,7 +205,7 @@ func compactHead(dir, tmp string) error {
 		return err
 	}
 	var id LogIdentity
-	err = db.View(func(tx *bolt.Tx) error {
+	err = boltlog.Tree{DB: db}.View(func(tx logstore.Tx) error {
 		if b := tx.Bucket(bucketLog); b != nil && b.Get(keyIdentity) != nil {
 			return json.Unmarshal(b.Get(keyIdentity), &id)
 		}

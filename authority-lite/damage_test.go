@@ -244,11 +244,11 @@ func openDamaged(t *testing.T, dir string, d damage, b damagedLog) string {
 			}
 		}
 	}
-	if d.wantGroup != "" && s.groupDamage(d.wantGroup) == nil {
+	if d.wantGroup != "" && s.integrity.damage(d.wantGroup) == nil {
 		t.Errorf("%s is served after its event %d was damaged", d.wantGroup, d.wantSeq)
 	}
-	for _, g := range s.DamagedGroups() {
-		if e := s.groupDamage(g); ReasonOf(e) != ReasonStoreDamaged {
+	for _, g := range s.integrity.damagedGroups() {
+		if e := s.integrity.damage(g); ReasonOf(e) != ReasonStoreDamaged {
 			t.Errorf("damaged %s answers %v", g, e)
 		}
 	}
@@ -261,7 +261,7 @@ func openDamaged(t *testing.T, dir string, d damage, b damagedLog) string {
 		intact = false
 		answers = append(answers, "organization events not served")
 	}
-	s.receipt(owner, "act-none")
+	s.receipts.get(owner, "act-none")
 	if err := s.db.failed.Load(); err != nil {
 		intact = false
 		answers = append(answers, "log failed on a later read")

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -229,7 +228,7 @@ func (s *Service) commit(c *call, gs *groupState, p *pending) (*protocol.Receipt
 		return nil, nil, err
 	}
 	if w.rkey != nil {
-		s.beginInflight(w.rkey, c.digest, receipt)
+		s.receipts.begin(w.rkey, c.digest, receipt)
 	}
 	if gs.g.Mission != nil {
 		gs.missionID = gs.g.Mission.MissionID
@@ -309,7 +308,7 @@ func (s *Service) encodeCommit(c *call, gs *groupState, p *pending, events []sea
 }
 
 // apply writes w in the writer's transaction.
-func (w *commitWrite) apply(tx *bolt.Tx) error {
+func (w *commitWrite) apply(tx logstore.Tx) error {
 	if w.signErr != nil {
 		return w.signErr
 	}
@@ -358,7 +357,7 @@ func (s *Service) settle(w *commitWrite, gs *groupState, events []sealed, err er
 		err = w.signErr
 	}
 	if w.rkey != nil {
-		s.endInflight(w.rkey, err)
+		s.receipts.end(w.rkey, err)
 	}
 	if w.signErr != nil {
 		return w.signErr
@@ -533,7 +532,7 @@ func (s *Service) writeGroup(gb *recorder, gs *groupState, p *pending, events []
 	return nil
 }
 
-func putAudit(tx *bolt.Tx, raw []byte) error {
+func putAudit(tx logstore.Tx, raw []byte) error {
 	b := tx.Bucket(bucketAudit)
 	n, err := b.NextSequence()
 	if err != nil {
@@ -542,7 +541,7 @@ func putAudit(tx *bolt.Tx, raw []byte) error {
 	return b.Put(seqKey(n), raw)
 }
 
-func appendAudit(tx *bolt.Tx, a any) error {
+func appendAudit(tx logstore.Tx, a any) error {
 	raw, err := json.Marshal(a)
 	if err != nil {
 		return err
@@ -553,7 +552,7 @@ func appendAudit(tx *bolt.Tx, a any) error {
 // keepAudit stores records of a refused command that the spec wants kept
 // (late results of a fenced owner) in their own transaction.
 func (s *Service) keepAudit(recs []any) {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx logstore.Tx) error {
 		for _, a := range recs {
 			if err := appendAudit(tx, a); err != nil {
 				return err
@@ -569,7 +568,7 @@ func (s *Service) keepAudit(recs []any) {
 // LateResults returns every stored late result, oldest first.
 func (s *Service) LateResults() ([]group.LateResult, error) {
 	var out []group.LateResult
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketAudit).ForEach(func(k, v []byte) error {
 			var r group.LateResult
 			if err := json.Unmarshal(v, &r); err != nil {

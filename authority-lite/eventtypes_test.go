@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -16,12 +15,14 @@ import (
 func storedEvents(t *testing.T, s *Service) int {
 	t.Helper()
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
-		n += tx.Bucket(bucketOrg).Bucket(bucketEvents).Stats().KeyN
+	count := func(_, _ []byte) error { n++; return nil }
+	err := s.db.View(func(tx logstore.Tx) error {
+		if err := tx.Bucket(bucketOrg).Bucket(bucketEvents).ForEach(count); err != nil {
+			return err
+		}
 		groups := tx.Bucket(bucketGroups)
 		return groups.ForEachBucket(func(k []byte) error {
-			n += groups.Bucket(k).Bucket(bucketEvents).Stats().KeyN
-			return nil
+			return groups.Bucket(k).Bucket(bucketEvents).ForEach(count)
 		})
 	})
 	if err != nil {

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -67,7 +66,7 @@ func followUps(c *call, groupID string, lastSeq uint64, p *pending) ([]owed, err
 	return out, nil
 }
 
-func putFollowUps(tx *bolt.Tx, owed []owed) error {
+func putFollowUps(tx logstore.Tx, owed []owed) error {
 	if len(owed) == 0 {
 		return nil
 	}
@@ -99,7 +98,7 @@ func (s *Service) followEffects(c *call, p *pending) {
 // resumeFollowUps carries out the follow-ups a crash left pending.
 func (s *Service) resumeFollowUps() error {
 	var pending []owed
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketFollowUps).ForEach(func(k, v []byte) error {
 			var fu followUp
 			if err := json.Unmarshal(v, &fu); err != nil {
@@ -138,7 +137,7 @@ func (s *Service) carryOut(o owed, now time.Time) {
 	if errors.As(err, &pe) && pe.Code != protocol.CodeInternalError {
 		// Refused by the receiving Group's rules: retrying cannot change that.
 		s.log.Error("follow-up refused; dropped", "key", fmt.Sprintf("%q", o.key), "child", o.fu.Child != nil, "err", err)
-		if derr := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketFollowUps).Delete(o.key) }); derr != nil {
+		if derr := s.db.Update(func(tx logstore.Tx) error { return tx.Bucket(bucketFollowUps).Delete(o.key) }); derr != nil {
 			s.log.Error("follow-up not dropped", "err", derr)
 		}
 		return

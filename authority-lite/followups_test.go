@@ -58,7 +58,7 @@ func (k *childKit) reopen(dir string) {
 
 func (k *childKit) pendingFollowUps() int {
 	n := 0
-	_ = k.s.db.View(func(tx *bolt.Tx) error {
+	_ = k.s.db.bolt.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketFollowUps).Stats().KeyN
 		return nil
 	})

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/boltlog"
 )
 
 func testWriter(t *testing.T) *writer {
@@ -17,7 +20,7 @@ func testWriter(t *testing.T) *writer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWriter(&logDB{DB: bdb, path: path, log: slog.New(slog.DiscardHandler)}, nil, newMetrics())
+	w := newWriter(&logDB{tree: boltlog.Tree{DB: bdb}, bolt: bdb, path: path, log: slog.New(slog.DiscardHandler)}, nil, newMetrics())
 	t.Cleanup(func() {
 		w.close()
 		bdb.Close()
@@ -27,7 +30,7 @@ func testWriter(t *testing.T) *writer {
 
 // txOf submits a write that records the id of the transaction it ran in.
 func txOf(w *writer, ids []uint64, i int, mu *sync.Mutex) <-chan error {
-	return w.submit(func(tx *bolt.Tx) error {
+	return w.submit(func(tx logstore.Tx) error {
 		mu.Lock()
 		ids[i] = uint64(tx.ID())
 		mu.Unlock()

@@ -11,8 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -112,7 +111,7 @@ func openKey(dir, id string, logExists bool) (k protocol.PrivateKey, loaded bool
 // transaction it then only reports that one must be created (the bool),
 // in a write transaction it creates it. keyExisted is a key file that was
 // there before this start: then a new log needs init.
-func checkIdentity(tx *bolt.Tx, dir string, key protocol.VerifyingKey, keyExisted, init bool, now time.Time) (LogIdentity, bool, error) {
+func checkIdentity(tx logstore.Tx, dir string, key protocol.VerifyingKey, keyExisted, init bool, now time.Time) (LogIdentity, bool, error) {
 	logPath, keyPath := filepath.Join(dir, LogFile), filepath.Join(dir, KeyFile)
 	files := []string{logPath, keyPath}
 	pub := base64.RawURLEncoding.EncodeToString(key.Key)
@@ -133,7 +132,7 @@ func checkIdentity(tx *bolt.Tx, dir string, key protocol.VerifyingKey, keyExiste
 		return id, false, nil
 	}
 	fresh := true
-	_ = tx.ForEach(func([]byte, *bolt.Bucket) error { fresh = false; return nil })
+	_ = tx.ForEach(func([]byte) error { fresh = false; return nil })
 	if fresh && keyExisted && !init {
 		return LogIdentity{}, false, errLogMissing(dir)
 	}
@@ -145,7 +144,7 @@ func checkIdentity(tx *bolt.Tx, dir string, key protocol.VerifyingKey, keyExiste
 		return LogIdentity{}, false, err
 	}
 	id := LogIdentity{LogID: "log-" + hex.EncodeToString(rnd[:]), CreatedAt: now.UTC(), KeyID: key.KeyID, PublicKey: pub}
-	b, err := tx.CreateBucket(bucketLog)
+	b, err := tx.CreateBucketIfNotExists(bucketLog)
 	if err != nil {
 		return id, false, err
 	}

@@ -13,9 +13,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -54,26 +56,42 @@ const DefaultOpenCheckEvents = 256
 // backgroundChunk is how many events one background read transaction checks.
 const backgroundChunk = 1024
 
-// logDB is the authority's bbolt handle with every transaction guarded.
+// logDB is the authority's store with every transaction guarded.
 type logDB struct {
-	*bolt.DB
+	tree logstore.Tree
+	// bolt is the bbolt file under tree, nil on another store.
+	bolt *bolt.DB
+	// path names the store in errors and log lines: authority.db's path,
+	// or the NATS servers'.
 	path   string
 	log    *slog.Logger
 	failed atomic.Pointer[protocol.Error]
 }
 
-func (d *logDB) View(fn func(*bolt.Tx) error) error {
+func (d *logDB) View(fn func(logstore.Tx) error) error {
 	if e := d.failed.Load(); e != nil {
 		return e
 	}
-	return d.check(storecheck.Guard(func() error { return d.DB.View(fn) }))
+	return d.check(storecheck.Guard(func() error { return d.tree.View(fn) }))
 }
 
-func (d *logDB) Update(fn func(*bolt.Tx) error) error {
+func (d *logDB) Update(fn func(logstore.Tx) error) error {
 	if e := d.failed.Load(); e != nil {
 		return e
 	}
-	return d.check(storecheck.Guard(func() error { return d.DB.Update(fn) }))
+	return d.check(storecheck.Guard(func() error { return d.tree.Update(fn) }))
+}
+
+func (d *logDB) Close() error { return d.tree.Close() }
+
+// writeTime is bbolt's running total of time spent writing and syncing
+// (zero on another store).
+func (d *logDB) writeTime() time.Duration {
+	if d.bolt == nil {
+		return 0
+	}
+	st := d.bolt.Stats()
+	return st.TxStats.GetWriteTime()
 }
 
 const logFailed = "the authority's log is damaged; it serves nothing more until it is restored (`mwp-worker authority check`)"
@@ -108,6 +126,8 @@ func damaged(path, groupID string, err error) *protocol.Error {
 // integrity is the Service's record of damaged Groups and its background
 // verification.
 type integrity struct {
+	db      *logDB
+	log     *slog.Logger
 	mu      sync.Mutex
 	groups  map[string]*protocol.Error
 	cancel  context.CancelFunc
@@ -122,15 +142,15 @@ type integrity struct {
 	passes atomic.Int64
 }
 
-// groupDamage returns the error a damaged Group answers with (on the wire
+// damage returns the error a damaged Group answers with (on the wire
 // too: it names no file), nil if sound.
-func (s *Service) groupDamage(groupID string) error {
-	if e := s.db.failed.Load(); e != nil {
+func (in *integrity) damage(groupID string) error {
+	if e := in.db.failed.Load(); e != nil {
 		return protocol.WithDetails(storeError(ReasonStoreDamaged, nil, "%s", logFailed), "groupId", groupID)
 	}
-	s.integrity.mu.Lock()
-	defer s.integrity.mu.Unlock()
-	if s.integrity.groups[groupID] != nil {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.groups[groupID] != nil {
 		return groupDamaged(groupID)
 	}
 	return nil
@@ -141,34 +161,34 @@ func groupDamaged(groupID string) *protocol.Error {
 		"group %s is not served: its stored events are damaged (`mwp-worker authority check` names them)", groupID), "groupId", groupID)
 }
 
-// markDamaged stops serving a Group; the first reason is kept and logged.
+// mark stops serving a Group; the first reason is kept and logged.
 // It returns the error the Group answers with.
-func (s *Service) markDamaged(groupID string, err error) *protocol.Error {
-	s.integrity.mu.Lock()
-	defer s.integrity.mu.Unlock()
-	if s.integrity.groups[groupID] == nil {
-		s.integrity.groups[groupID] = damaged(s.db.path, groupID, err)
-		s.log.Error("group not served: its stored events are damaged", "group", groupID, "file", s.db.path, "err", err)
+func (in *integrity) mark(groupID string, err error) *protocol.Error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.groups[groupID] == nil {
+		in.groups[groupID] = damaged(in.db.path, groupID, err)
+		in.log.Error("group not served: its stored events are damaged", "group", groupID, "file", in.db.path, "err", err)
 	}
 	return groupDamaged(groupID)
 }
 
-// DamagedGroups lists the Groups not served because their store is damaged.
-func (s *Service) DamagedGroups() []string {
-	s.integrity.mu.Lock()
-	defer s.integrity.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.integrity.groups))
+// damagedGroups lists the Groups not served because their store is damaged.
+func (in *integrity) damagedGroups() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Sorted(maps.Keys(in.groups))
 }
 
-// groupView is a read of one Group's buckets: a panic in it marks that
+// view is a read of one Group's buckets: a panic in it marks that
 // Group damaged instead of the whole log.
-func (s *Service) groupView(groupID string, fn func(*bolt.Tx) error) error {
-	if err := s.groupDamage(groupID); err != nil {
+func (in *integrity) view(groupID string, fn func(logstore.Tx) error) error {
+	if err := in.damage(groupID); err != nil {
 		return err
 	}
-	err := storecheck.Guard(func() error { return s.db.DB.View(fn) })
+	err := storecheck.Guard(func() error { return in.db.tree.View(fn) })
 	if storecheck.IsPanic(err) {
-		return s.markDamaged(groupID, err)
+		return in.mark(groupID, err)
 	}
 	return err
 }

@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -100,7 +99,7 @@ func putJSON(b putter, key []byte, v any) error {
 	return b.Put(key, raw)
 }
 
-func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+func getJSON(b logstore.Bucket, key []byte, v any) (bool, error) {
 	raw := b.Get(key)
 	if raw == nil {
 		return false, nil
@@ -114,11 +113,11 @@ func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
 // groupBuckets returns (creating when asked) the buckets of one Group.
 // leases is nil in a store that never wrote one, unless create is set.
 type groupBuckets struct {
-	events, items, proposals, meta, leases *bolt.Bucket
-	tx                                     *bolt.Tx
+	events, items, proposals, meta, leases logstore.Bucket
+	tx                                     logstore.Tx
 }
 
-func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, error) {
+func openGroupBuckets(tx logstore.Tx, groupID string, create bool) (*groupBuckets, error) {
 	root := tx.Bucket(bucketGroups)
 	g := root.Bucket([]byte(groupID))
 	if g == nil {
@@ -133,7 +132,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 	gb := &groupBuckets{tx: tx}
 	for _, p := range []struct {
 		name []byte
-		dst  **bolt.Bucket
+		dst  *logstore.Bucket
 	}{{bucketEvents, &gb.events}, {bucketItems, &gb.items}, {bucketProposals, &gb.proposals}, {bucketMeta, &gb.meta}} {
 		b := g.Bucket(p.name)
 		if b == nil {
@@ -157,7 +156,7 @@ func openGroupBuckets(tx *bolt.Tx, groupID string, create bool) (*groupBuckets, 
 	return gb, nil
 }
 
-func createRootBuckets(tx *bolt.Tx) error {
+func createRootBuckets(tx logstore.Tx) error {
 	for _, name := range [][]byte{bucketGroups, bucketReceipts, bucketAudit, bucketFollowUps, bucketReleased, bucketPurged, bucketReceiptsDue, bucketGoneFiles} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
@@ -178,7 +177,7 @@ func createRootBuckets(tx *bolt.Tx) error {
 func seqFromKey(k []byte) uint64 { return binary.BigEndian.Uint64(k) }
 
 // lastSeq is the highest sequence in an events bucket, 0 when empty.
-func lastSeq(b *bolt.Bucket) uint64 {
+func lastSeq(b logstore.Bucket) uint64 {
 	k, _ := b.Cursor().Last()
 	if k == nil {
 		return 0

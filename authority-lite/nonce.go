@@ -4,8 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -34,7 +33,7 @@ func (s *Service) useNonce(agentID, nonce string, now time.Time, skew time.Durat
 	}
 	if !s.org.nonceIndexed.Load() {
 		// Its own transaction: a refused HELLO must not roll the index back.
-		if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := s.db.Update(func(tx logstore.Tx) error {
 			org := tx.Bucket(bucketOrg)
 			_, err := nonceIndex(org, org.Bucket(bucketNonces))
 			return err
@@ -45,7 +44,7 @@ func (s *Service) useNonce(agentID, nonce string, now time.Time, skew time.Durat
 	}
 	key := []byte(agentID + "\x00" + nonce)
 	cutoff := now.Add(-2 * skew)
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Update(func(tx logstore.Tx) error {
 		org := tx.Bucket(bucketOrg)
 		b, idx := org.Bucket(bucketNonces), org.Bucket(bucketNonceTimes)
 		if v := b.Get(key); v != nil {
@@ -74,7 +73,7 @@ func nonceTimeKey(t time.Time, key []byte) []byte {
 }
 
 // pruneNonces deletes, oldest first, nonces accepted before cutoff.
-func pruneNonces(b, idx *bolt.Bucket, cutoff time.Time) error {
+func pruneNonces(b, idx logstore.Bucket, cutoff time.Time) error {
 	limit := nonceTimeKey(cutoff, nil)
 	c := idx.Cursor()
 	for range maxNoncePrune {
@@ -94,7 +93,7 @@ func pruneNonces(b, idx *bolt.Bucket, cutoff time.Time) error {
 
 // nonceIndex returns org/nonceTimes, building it once from org/nonces for
 // a store written before it existed.
-func nonceIndex(org, b *bolt.Bucket) (*bolt.Bucket, error) {
+func nonceIndex(org, b logstore.Bucket) (logstore.Bucket, error) {
 	if idx := org.Bucket(bucketNonceTimes); idx != nil {
 		return idx, nil
 	}

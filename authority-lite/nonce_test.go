@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -31,7 +32,7 @@ func helloFor(t testing.TB, s *Service, p *Principal, nonce string, issuedAt tim
 
 func nonceCounts(t testing.TB, s *Service) (nonces, index int) {
 	t.Helper()
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.bolt.View(func(tx *bolt.Tx) error {
 		org := tx.Bucket(bucketOrg)
 		nonces = org.Bucket(bucketNonces).Stats().KeyN
 		if idx := org.Bucket(bucketNonceTimes); idx != nil {
@@ -98,7 +99,7 @@ func TestHelloNonceIndexBuiltFromOldStore(t *testing.T) {
 	if _, err := k.s.Hello(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOrg).DeleteBucket(bucketNonceTimes) }); err != nil {
+	if err := k.s.db.bolt.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOrg).DeleteBucket(bucketNonceTimes) }); err != nil {
 		t.Fatal(err)
 	}
 	k.s.Close()
@@ -125,7 +126,7 @@ func BenchmarkHelloNonces(b *testing.B) {
 			b.Fatal(err)
 		}
 		now := k.clk.Now()
-		if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := s.db.Update(func(tx logstore.Tx) error {
 			org := tx.Bucket(bucketOrg)
 			nb := org.Bucket(bucketNonces)
 			idx, err := nonceIndex(org, nb)

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -64,7 +63,7 @@ func (o *org) addKey(p protocol.PublicKey) {
 	}
 }
 
-func (o *org) load(tx *bolt.Tx) error {
+func (o *org) load(tx logstore.Tx) error {
 	b := tx.Bucket(bucketOrg)
 	if err := b.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
 		var r agentRecord
@@ -129,7 +128,7 @@ func (s *Service) AddPrincipal(kind protocol.ActorKind, id string, keys ...proto
 		}
 		r.Keys = append(r.Keys, k.Encode())
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx logstore.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketHumans), []byte(string(kind)+":"+id), r)
 	})
 	if err != nil {
@@ -264,7 +263,7 @@ func (o *org) register(c *call, p *protocol.RegisterAgentCardPayload) (*protocol
 		CorrelationID: c.cmd.CorrelationID, OccurredAt: protocol.NewTime(c.now), AcceptedBy: o.s.cfg.ID,
 		Extensions: protocol.Relayed(c.cmd.Extensions, protocol.KnownExtension)}
 	ev.Payload, _ = json.Marshal(group.AgentCardRegistered{AgentCard: card, AgentCardHash: rec.CardHash})
-	return o.commit(c, ev, func(tx *bolt.Tx) error {
+	return o.commit(c, ev, func(tx logstore.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(card.AgentID), rec)
 	}, func() {
 		o.agents[card.AgentID] = rec
@@ -322,7 +321,7 @@ func (o *org) openSession(c *call, p *protocol.OpenSessionPayload) (*protocol.Re
 			revoked = append(revoked, &groupRevocation{gs: gs, p: rp})
 		}
 	}
-	r, err := o.commit(c, ev, func(tx *bolt.Tx) error {
+	r, err := o.commit(c, ev, func(tx logstore.Tx) error {
 		return putJSON(tx.Bucket(bucketOrg).Bucket(bucketAgents), []byte(p.AgentID), &rec)
 	}, func() {
 		o.agents[p.AgentID] = &rec
@@ -351,7 +350,7 @@ type groupRevocation struct {
 
 // commit signs and stores an Organization event, applies write in the same
 // transaction together with any Group revocations, then updates memory.
-func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, apply func(), revoked []*groupRevocation) (*protocol.Receipt, error) {
+func (o *org) commit(c *call, ev *protocol.Event, write func(logstore.Tx) error, apply func(), revoked []*groupRevocation) (*protocol.Receipt, error) {
 	s := o.s
 	raw, err := signEvent(ev, s.key)
 	if err != nil {
@@ -384,8 +383,8 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 		return nil, protocol.Errorf(protocol.CodeInternalError, "encode receipt: %v", err)
 	}
 	rkey := receiptKey(c.cmd.Actor, c.cmd.ActionID)
-	s.beginInflight(rkey, c.digest, receipt)
-	err = <-s.writer.submit(func(tx *bolt.Tx) error {
+	s.receipts.begin(rkey, c.digest, receipt)
+	err = <-s.writer.submit(func(tx logstore.Tx) error {
 		org := tx.Bucket(bucketOrg).Bucket(bucketEvents)
 		n, err := org.NextSequence()
 		if err != nil {
@@ -414,7 +413,7 @@ func (o *org) commit(c *call, ev *protocol.Event, write func(*bolt.Tx) error, ap
 		}
 		return tx.Bucket(bucketReceiptsDue).Put(dueKey(c.now.Add(s.receiptWindow()), rkey), nil)
 	})
-	s.endInflight(rkey, err)
+	s.receipts.end(rkey, err)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "append: %v", err)
 	}

@@ -3,13 +3,13 @@ package authoritylite
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -54,7 +54,7 @@ var (
 
 // markGone records, in the commit that stops naming them, the snapshot
 // files to remove.
-func markGone(tx *bolt.Tx, digests []string) error {
+func markGone(tx logstore.Tx, digests []string) error {
 	b := tx.Bucket(bucketGoneFiles)
 	for _, d := range digests {
 		if err := b.Put([]byte(d), []byte{}); err != nil {
@@ -64,15 +64,27 @@ func markGone(tx *bolt.Tx, digests []string) error {
 	return nil
 }
 
+// snapshotFiles are the snapshot documents beside the log
+// (DIR/snapshots/<hex>.json) and the record of those to remove.
+type snapshotFiles struct {
+	dir    string
+	db     *logDB
+	writer *writer
+	log    *slog.Logger
+	// hold, in tests, leaves the files a commit let go on disk as a
+	// crash right after that commit would.
+	hold bool
+}
+
 // removeGone removes the snapshot files of digests, then clears the
 // record of those removed (or absent already).
-func (s *Service) removeGone(digests []string) {
-	if s.holdRemove {
+func (s *snapshotFiles) removeGone(digests []string) {
+	if s.hold {
 		return
 	}
 	var done [][]byte
 	for _, d := range digests {
-		if path, err := s.snapshotPath(d); err == nil {
+		if path, err := s.path(d); err == nil {
 			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 				s.log.Warn("removing a snapshot nothing names failed; the next start tries again", "digest", d, "err", err)
 				continue
@@ -83,7 +95,7 @@ func (s *Service) removeGone(digests []string) {
 	if len(done) == 0 {
 		return
 	}
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		b := tx.Bucket(bucketGoneFiles)
 		for _, k := range done {
 			if err := b.Delete(k); err != nil {
@@ -99,9 +111,9 @@ func (s *Service) removeGone(digests []string) {
 
 // redoGone removes, at Open, the snapshot files a commit recorded as gone
 // whose removal may not have happened.
-func (s *Service) redoGone() error {
+func (s *snapshotFiles) redoGone() error {
 	var digests []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		return tx.Bucket(bucketGoneFiles).ForEach(func(k, _ []byte) error {
 			digests = append(digests, string(k))
 			return nil
@@ -134,7 +146,7 @@ func dueKey(t time.Time, key []byte) []byte {
 
 // scheduleGroupReceipts moves the receipt keys a Group's index names into
 // receiptsDue, due at due, and deletes the index.
-func scheduleGroupReceipts(tx *bolt.Tx, groupID string, due time.Time) error {
+func scheduleGroupReceipts(tx logstore.Tx, groupID string, due time.Time) error {
 	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
 	if g == nil || g.Bucket(bucketGroupReceipts) == nil {
 		return nil
@@ -212,7 +224,7 @@ func (s *Service) sweepReleased(now time.Time) {
 func (s *Service) pruneReceipts(now time.Time) error {
 	limit := dueKey(now, nil)
 	var gone [][]byte
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		gone = gone[:0]
 		idx, receipts := tx.Bucket(bucketReceiptsDue), tx.Bucket(bucketReceipts)
 		if idx == nil {
@@ -235,7 +247,7 @@ func (s *Service) pruneReceipts(now time.Time) error {
 		return nil
 	})
 	if err == nil {
-		s.recent.forget(gone)
+		s.receipts.recent.forget(gone)
 	}
 	return err
 }
@@ -245,7 +257,7 @@ func (s *Service) pruneReceipts(now time.Time) error {
 // its id and last sequence in "purged".
 func (s *Service) purge(id string) error {
 	gs := s.rawGroup(id)
-	if gs == nil || s.groupDamage(id) != nil {
+	if gs == nil || s.integrity.damage(id) != nil {
 		return nil
 	}
 	s.peekGroup(id) // a placeholder's stub: its sequences
@@ -256,7 +268,7 @@ func (s *Service) purge(id string) error {
 	}
 	var files []string
 	var dropped [][]byte
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		files, dropped = nil, nil
 		gb, err := openGroupBuckets(tx, id, false)
 		if err != nil || gb == nil {
@@ -297,7 +309,7 @@ func (s *Service) purge(id string) error {
 	if err != nil {
 		return err
 	}
-	s.recent.forget(dropped)
+	s.receipts.recent.forget(dropped)
 	s.released.drop(id)
 	s.mu.Lock()
 	delete(s.groups, id)
@@ -311,14 +323,14 @@ func (s *Service) purge(id string) error {
 	// and ends, instead of holding the deleted state (its tail among it)
 	// for as long as its connection lasts.
 	gs.notify()
-	s.removeGone(files)
+	s.snaps.removeGone(files)
 	return nil
 }
 
 // Purged reports whether a Group was purged (its id stays taken).
 func (s *Service) Purged(groupID string) bool {
 	var ok bool
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.View(func(tx logstore.Tx) error {
 		if b := tx.Bucket(bucketPurged); b != nil {
 			ok = b.Get([]byte(groupID)) != nil
 		}

@@ -1,6 +1,9 @@
 package authoritylite
 
 import (
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/boltlog"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +55,7 @@ func ReadLog(path string, timeout time.Duration, fn func(groupID string, raw []b
 	}
 	defer db.Close()
 	err = storecheck.Guard(func() error {
-		return db.View(func(tx *bolt.Tx) error {
+		return boltlog.Tree{DB: db}.View(func(tx logstore.Tx) error {
 			if b := tx.Bucket(bucketLog); b != nil {
 				var id LogIdentity
 				if json.Unmarshal(b.Get(keyIdentity), &id) == nil {
@@ -70,7 +73,7 @@ func ReadLog(path string, timeout time.Duration, fn func(groupID string, raw []b
 	return err
 }
 
-func readAll(tx *bolt.Tx, fn func(groupID string, raw []byte) error) error {
+func readAll(tx logstore.Tx, fn func(groupID string, raw []byte) error) error {
 	if org := tx.Bucket(bucketOrg); org != nil {
 		if b := org.Bucket(bucketEvents); b != nil {
 			if err := b.ForEach(func(_, v []byte) error { return fn("", v) }); err != nil {

@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"sync"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
 // recentReceipts keeps the receipts of the last commands committed, by
 // receipt key, so a retry is answered from memory; older ones are in the
 // store. A command looks its key up before it takes its Group's lock
-// (lookupReceipt) and checks again under it (checkActionID) against what
+// (receiptBook.lookup) and checks again under it (checkActionID) against what
 // was committed since, without a second read of the store as long as
 // nothing it might need has been evicted.
 type recentReceipts struct {
@@ -74,6 +73,20 @@ func (r *recentReceipts) get(key string) (receiptRecord, bool, uint64) {
 	return rec, ok, r.evicted
 }
 
+// receiptBook answers a command's retry: the receipts of commands queued
+// but not durable yet (in flight: the retry waits for the first), the
+// last ones committed (recent) and, past those, the store.
+type receiptBook struct {
+	db       *logDB
+	mu       sync.Mutex
+	inflight map[string]*inflight
+	recent   *recentReceipts
+}
+
+func newReceiptBook(db *logDB) *receiptBook {
+	return &receiptBook{db: db, inflight: map[string]*inflight{}, recent: newRecentReceipts(recentReceiptsSize)}
+}
+
 // priorReceipt is what a command's receipt key had before its Group lock
 // was taken.
 type priorReceipt struct {
@@ -83,49 +96,49 @@ type priorReceipt struct {
 	evicted uint64 // recentReceipts.evicted when the store was read
 }
 
-// lookupReceipt reads the receipt of (a, actionID): from memory when it
+// lookup reads the receipt of (a, actionID): from memory when it
 // is recent, else from the store. Every receipt committed after the read
-// passes through the in-flight map into recentReceipts (endInflight), so
+// passes through the in-flight map into recentReceipts (end), so
 // the check under the lock sees it there.
-func (s *Service) lookupReceipt(a protocol.Actor, actionID string) priorReceipt {
+func (b *receiptBook) lookup(a protocol.Actor, actionID string) priorReceipt {
 	key := receiptKey(a, actionID)
-	rec, ok, evicted := s.recent.get(string(key))
+	rec, ok, evicted := b.recent.get(string(key))
 	if ok {
 		return priorReceipt{read: true, rec: rec, found: true, evicted: evicted}
 	}
 	p := priorReceipt{read: true, evicted: evicted}
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = b.db.View(func(tx logstore.Tx) error {
 		p.found, _ = getJSON(tx.Bucket(bucketReceipts), key, &p.rec)
 		return nil
 	})
 	return p
 }
 
-// receiptNow is the receipt of key as of now, given what lookupReceipt
+// now is the receipt of key as of now, given what lookup
 // found before: memory first, then the earlier read, read again only when
 // a receipt committed since may have been evicted.
-func (s *Service) receiptNow(a protocol.Actor, actionID string, prior priorReceipt) (receiptRecord, bool) {
+func (b *receiptBook) now(a protocol.Actor, actionID string, prior priorReceipt) (receiptRecord, bool) {
 	if !prior.read {
-		p := s.lookupReceipt(a, actionID)
+		p := b.lookup(a, actionID)
 		return p.rec, p.found
 	}
 	if prior.found {
 		return prior.rec, true
 	}
-	rec, ok, evicted := s.recent.get(string(receiptKey(a, actionID)))
+	rec, ok, evicted := b.recent.get(string(receiptKey(a, actionID)))
 	if ok {
 		return rec, true
 	}
 	if evicted != prior.evicted {
-		p := s.lookupReceipt(a, actionID)
+		p := b.lookup(a, actionID)
 		return p.rec, p.found
 	}
 	return receiptRecord{}, false
 }
 
-// receipt is the receipt of (a, actionID), if any.
-func (s *Service) receipt(a protocol.Actor, actionID string) (receiptRecord, bool) {
-	p := s.lookupReceipt(a, actionID)
+// get is the receipt of (a, actionID), if any.
+func (b *receiptBook) get(a protocol.Actor, actionID string) (receiptRecord, bool) {
+	p := b.lookup(a, actionID)
 	return p.rec, p.found
 }
 
@@ -144,7 +157,7 @@ var bucketGroupReceipts = []byte("receiptKeys")
 
 // indexReceipt records in the Group's index the receipt key of one of its
 // commands, in the transaction that stores the receipt.
-func indexReceipt(tx *bolt.Tx, groupID string, key []byte) error {
+func indexReceipt(tx logstore.Tx, groupID string, key []byte) error {
 	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
 	if g == nil {
 		return fmt.Errorf("group %s has no bucket", groupID)
@@ -159,7 +172,7 @@ func indexReceipt(tx *bolt.Tx, groupID string, key []byte) error {
 // dropGroupReceipts deletes the receipts a Group's index names, and the
 // index, and returns their keys. (A Group written before the index
 // existed keeps the receipts it had then.)
-func dropGroupReceipts(tx *bolt.Tx, groupID string) ([][]byte, error) {
+func dropGroupReceipts(tx logstore.Tx, groupID string) ([][]byte, error) {
 	g := tx.Bucket(bucketGroups).Bucket([]byte(groupID))
 	if g == nil || g.Bucket(bucketGroupReceipts) == nil {
 		return nil, nil

@@ -23,9 +23,9 @@ func TestRecentReceipts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newSvc(t)
-			k.s.recent = newRecentReceipts(tc.size)
+			k.s.receipts.recent = newRecentReceipts(tc.size)
 			act := func(e *protocol.Envelope) { e.ActionID = "act-post-1" }
-			before := k.s.lookupReceipt(k.coord.Actor, "act-post-1")
+			before := k.s.receipts.lookup(k.coord.Actor, "act-post-1")
 			if before.found {
 				t.Fatal("receipt found before the command")
 			}
@@ -38,11 +38,11 @@ func TestRecentReceipts(t *testing.T) {
 				t.Fatal(err)
 			}
 			k.ok(k.coord, protocol.CmdMessagePost, &protocol.PostMessagePayload{ConversationID: "c", MessageID: "m-2", Text: "two"})
-			_, inMemory, _ := k.s.recent.get(string(receiptKey(k.coord.Actor, "act-post-1")))
+			_, inMemory, _ := k.s.receipts.recent.get(string(receiptKey(k.coord.Actor, "act-post-1")))
 			if inMemory != (tc.size > 1) {
 				t.Fatalf("receipt in memory: %v, want %v", inMemory, tc.size > 1)
 			}
-			if rec, ok := k.s.receiptNow(k.coord.Actor, "act-post-1", before); !ok || rec.Receipt.Events[0].EventID != first.Events[0].EventID {
+			if rec, ok := k.s.receipts.now(k.coord.Actor, "act-post-1", before); !ok || rec.Receipt.Events[0].EventID != first.Events[0].EventID {
 				t.Fatalf("check after the earlier lookup: %v %+v, want the committed receipt", ok, rec)
 			}
 			again, err := k.s.Submit(context.Background(), "", raw)

@@ -72,7 +72,7 @@ func (s *Service) AuthorizeActor(a protocol.Actor, groupID string) error {
 	ok := mayKnow(s.org, a, gs)
 	// A damaged Group says so to its members, and to anyone when its
 	// members could not be read.
-	if err := s.groupDamage(groupID); err != nil && (ok || len(gs.members) == 0) {
+	if err := s.integrity.damage(groupID); err != nil && (ok || len(gs.members) == 0) {
 		return err
 	}
 	if !ok {

@@ -257,9 +257,9 @@ func TestStoreSizeRetention(t *testing.T) {
 			k.ok(k.coord, protocol.CmdWorkCancel, &protocol.CancelWorkPayload{WorkItemID: id, Reason: "done"})
 		}
 		var used int64
-		_ = s.db.View(func(tx *bolt.Tx) error {
-			st := s.db.Stats()
-			used = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(s.db.Info().PageSize)
+		_ = s.db.bolt.View(func(tx *bolt.Tx) error {
+			st := s.db.bolt.Stats()
+			used = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(s.db.bolt.Info().PageSize)
 			return nil
 		})
 		fi, _ := os.Stat(filepath.Join(k.dir, LogFile))

@@ -19,6 +19,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/boltlog"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/internal/storecheck"
@@ -90,7 +92,12 @@ type Config struct {
 	VerifyEvery time.Duration
 	// NoSync skips fsync (benchmarks of the pipeline alone; never in use).
 	NoSync bool
-	Logger *slog.Logger
+	// Store, when not nil, is the log instead of DIR/authority.db (a
+	// jslog.Tree: the log in a NATS JetStream stream); Close closes it.
+	// StoreName names it in errors and log lines.
+	Store     logstore.Tree
+	StoreName string
+	Logger    *slog.Logger
 
 	// checkpointEvery overrides defaultCheckpointEvery (tests).
 	checkpointEvery uint64
@@ -131,25 +138,22 @@ type Service struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	// inflight holds receipts queued but not yet durable, by receipt key;
-	// recent the last ones committed.
-	inflight map[string]*inflight
-	recent   *recentReceipts
+	// receipts answers retries: in flight, recent, stored.
+	receipts *receiptBook
 	// holdFollowUps, in tests, leaves follow-ups pending as a crash right
 	// after the owing commit would.
 	holdFollowUps bool
-	memberNotice  memberNotice
-	archiver      archiver
-	released      releasedTimes
+	// snaps are the snapshot documents beside the log.
+	snaps        *snapshotFiles
+	memberNotice memberNotice
+	archiver     archiver
+	released     releasedTimes
 	// unread counts the placeholders whose stub is not read yet.
 	unread atomic.Int64
 
 	// holdRelease, in tests, leaves an archived Group unreleased as a
 	// crash right after the archive's commit would.
 	holdRelease bool
-	// holdRemove, in tests, leaves the snapshot files a commit let go on
-	// disk as a crash right after that commit would.
-	holdRemove bool
 }
 
 // groupState is one Group's single writer: its decision state, members and
@@ -210,6 +214,9 @@ func Open(cfg Config) (*Service, error) {
 	cfg.fill()
 	logPath := filepath.Join(cfg.Dir, LogFile)
 	logExists, err := logFileState(logPath)
+	if cfg.Store != nil {
+		logExists, err = treeState(cfg.Store)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -223,21 +230,25 @@ func Open(cfg Config) (*Service, error) {
 		// Refused before bbolt creates the file.
 		return nil, errLogMissing(cfg.Dir)
 	}
-	if _, err := preOpen(logPath); err != nil {
-		return nil, err
+	db := &logDB{tree: cfg.Store, path: cfg.StoreName, log: cfg.Logger}
+	if cfg.Store == nil {
+		if _, err := preOpen(logPath); err != nil {
+			return nil, err
+		}
+		bdb, err := openBolt(logPath, cfg.NoSync)
+		if err != nil {
+			return nil, err
+		}
+		db = &logDB{tree: boltlog.Tree{DB: bdb}, bolt: bdb, path: logPath, log: cfg.Logger}
 	}
-	bdb, err := openBolt(logPath, cfg.NoSync)
-	if err != nil {
-		return nil, err
-	}
-	db := &logDB{DB: bdb, path: logPath, log: cfg.Logger}
 	s := &Service{cfg: cfg, db: db, clock: cfg.Clock, key: cfg.Key, log: cfg.Logger, groups: map[string]*groupState{}, acks: map[string]uint64{}}
-	s.integrity.groups = map[string]*protocol.Error{}
+	s.integrity.groups, s.integrity.db, s.integrity.log = map[string]*protocol.Error{}, db, cfg.Logger
+	s.snaps = &snapshotFiles{dir: cfg.Dir, db: db, log: cfg.Logger} // its writer once there is one
 	// Nothing is written before the log is known to be this key's and
 	// whole: a commit would overwrite a damaged meta page and hide the loss.
 	var txid uint64
 	var create bool
-	err = db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx logstore.Tx) error {
 		txid = uint64(tx.ID())
 		var err error
 		s.identity, create, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
@@ -247,7 +258,7 @@ func Open(cfg Config) (*Service, error) {
 		err = checkHead(cfg.Dir, s.identity, txid)
 	}
 	if err == nil && create {
-		err = db.Update(func(tx *bolt.Tx) error {
+		err = db.Update(func(tx logstore.Tx) error {
 			var err error
 			s.identity, _, err = checkIdentity(tx, cfg.Dir, cfg.Key.Public(), keyExisted, cfg.Init, cfg.Clock.Now())
 			return err
@@ -281,15 +292,15 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := db.View(func(tx *bolt.Tx) error { s.head.record(uint64(tx.ID())); return nil }); err != nil {
+	if err := db.View(func(tx logstore.Tx) error { s.head.record(uint64(tx.ID())); return nil }); err != nil {
 		s.head.close()
 		db.Close()
 		return nil, err
 	}
-	s.inflight = map[string]*inflight{}
-	s.recent = newRecentReceipts(recentReceiptsSize)
+	s.receipts = newReceiptBook(db)
 	s.m = newMetrics()
 	s.writer = newWriter(db, s.head, s.m)
+	s.snaps.writer = s.writer
 	if err := s.resumeFollowUps(); err != nil {
 		s.writer.close()
 		s.head.close()
@@ -297,7 +308,7 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.releaseArchived()
-	if err := s.redoGone(); err != nil {
+	if err := s.snaps.redoGone(); err != nil {
 		s.writer.close()
 		s.head.close()
 		db.Close()
@@ -318,6 +329,18 @@ func Open(cfg Config) (*Service, error) {
 	released := len(s.groups) - len(loaded)
 	s.log.Info("authority log opened", "dir", cfg.Dir, "groups", len(s.groups), "archivedGroups", released, "eventsOfOthers", events, "agents", len(s.org.agents), "eventKey", s.key.KeyID)
 	return s, nil
+}
+
+// treeState reports whether a store holds a log already (any bucket).
+func treeState(t logstore.Tree) (bool, error) {
+	exists := false
+	err := t.View(func(tx logstore.Tx) error {
+		return tx.ForEach(func([]byte) error { exists = true; return nil })
+	})
+	if err != nil {
+		return false, fmt.Errorf("authority: open store: %w", err)
+	}
+	return exists, nil
 }
 
 // fill gives the unset fields of cfg that Service keeps their defaults.
@@ -427,7 +450,7 @@ func loadOrCreateKey(dir, id string) (protocol.PrivateKey, error) {
 // whose store has no stateSeq marker yet.
 func (s *Service) load() ([]string, error) {
 	var unmarked, ids []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx logstore.Tx) error {
 		if err := s.org.load(tx); err != nil {
 			return err
 		}
@@ -465,7 +488,7 @@ func (s *Service) load() ([]string, error) {
 	for _, id := range ids {
 		var gs *groupState
 		var marked bool
-		err := s.groupView(id, func(tx *bolt.Tx) error {
+		err := s.integrity.view(id, func(tx logstore.Tx) error {
 			var err error
 			if gb, _ := openGroupBuckets(tx, id, false); gb != nil && stubbable(gb) {
 				gs, err = s.readStub(gb, id)
@@ -476,7 +499,7 @@ func (s *Service) load() ([]string, error) {
 			return err
 		})
 		if err != nil {
-			s.markDamaged(id, err)
+			s.integrity.mark(id, err)
 			s.groups[id] = newGroupState(id, s.cfg.Limits)
 			continue
 		}
@@ -488,7 +511,7 @@ func (s *Service) load() ([]string, error) {
 	return unmarked, nil
 }
 
-func (s *Service) readGroup(tx *bolt.Tx, id string) (*groupState, bool, error) {
+func (s *Service) readGroup(tx logstore.Tx, id string) (*groupState, bool, error) {
 	gb, err := openGroupBuckets(tx, id, false)
 	if err != nil || gb == nil {
 		return nil, false, fmt.Errorf("authority: group %s: %v", id, err)
@@ -707,11 +730,11 @@ func (s *Service) submit(ctx context.Context, peer string, raw []byte, typ *prot
 	if gs == nil {
 		return nil, nil, group.GroupNotFound(cmd.GroupID)
 	}
-	if err := s.groupDamage(cmd.GroupID); err != nil {
+	if err := s.integrity.damage(cmd.GroupID); err != nil {
 		return nil, nil, err
 	}
 	// The store is read outside the lock; checkActionID completes it.
-	c.prior = s.lookupReceipt(cmd.Actor, cmd.ActionID)
+	c.prior = s.receipts.lookup(cmd.Actor, cmd.ActionID)
 	gs.mu.Lock()
 	r, p, wait, err := s.decideInGroup(c, gs)
 	gs.mu.Unlock()
@@ -761,7 +784,7 @@ func (s *Service) replayed(raw []byte) (*protocol.Receipt, bool) {
 	if err != nil {
 		return nil, false
 	}
-	rec, ok := s.receipt(protocol.Actor{Kind: protocol.ActorKind(kind), ID: id}, actionID)
+	rec, ok := s.receipts.get(protocol.Actor{Kind: protocol.ActorKind(kind), ID: id}, actionID)
 	if !ok || rec.Digest != protocol.Digest(canon) {
 		return nil, false
 	}
@@ -772,7 +795,7 @@ func (s *Service) replayed(raw []byte) (*protocol.Receipt, bool) {
 // checkActionID refuses a used (actor, actionId) whose content differs; the
 // byte-identical retry was answered by replayed.
 func (s *Service) checkActionID(c *call) error {
-	if f := s.inflightFor(receiptKey(c.cmd.Actor, c.cmd.ActionID)); f != nil {
+	if f := s.receipts.inflightFor(receiptKey(c.cmd.Actor, c.cmd.ActionID)); f != nil {
 		if f.digest != c.digest {
 			return protocol.WithDetails(protocol.Errorf(protocol.CodeActionIDCollision,
 				"actionId %s is in use by %s %s for different content", c.cmd.ActionID, c.cmd.Actor.Kind, c.cmd.Actor.ID), "actionId", c.cmd.ActionID)
@@ -783,7 +806,7 @@ func (s *Service) checkActionID(c *call) error {
 		}
 		return errReplay{*f.receipt}
 	}
-	rec, ok := s.receiptNow(c.cmd.Actor, c.cmd.ActionID, c.prior)
+	rec, ok := s.receipts.now(c.cmd.Actor, c.cmd.ActionID, c.prior)
 	if !ok {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/group/grouptest"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -26,8 +27,20 @@ import (
 // authority is closed and reopened, or crashed and reopened on what the
 // crash left, at random points.
 func TestServiceProperties(t *testing.T) {
+	serviceProperties(t, nil)
+}
+
+// serviceProperties is TestServiceProperties on the log tree opens (nil:
+// authority.db); tree is called with each run's name, a new log each.
+func serviceProperties(t *testing.T, tree func(run string) func(testing.TB) logstore.Tree) {
+	runs := 0
 	rapid.Check(t, func(rt *rapid.T) {
-		k := newSvcEvery(grouptest.RapidTB{T: t, RT: rt}, rapid.SampledFrom([]uint64{0, 1, 2, 3, 5, 8}).Draw(rt, "checkpointEvery"))
+		runs++
+		var open func(testing.TB) logstore.Tree
+		if tree != nil {
+			open = tree(fmt.Sprintf("run%d", runs))
+		}
+		k := newSvcOn(grouptest.RapidTB{T: t, RT: rt}, rapid.SampledFrom([]uint64{0, 1, 2, 3, 5, 8}).Draw(rt, "checkpointEvery"), open)
 		sent := map[string]protocol.CommandType{} // actionId -> type
 		items := []string{"wi-0", "wi-1", "wi-2"}
 		compacted := false
@@ -115,7 +128,7 @@ func TestServiceProperties(t *testing.T) {
 				k.clk.Advance(time.Duration(rapid.IntRange(0, 180).Draw(rt, "seconds")) * time.Second)
 			case 10:
 				k.s.Close()
-				k.reopened(openSvcEvery(grouptest.RapidTB{T: t, RT: rt}, k.dir, k.clk, k.akey, k.every))
+				k.reopened(k.open(grouptest.RapidTB{T: t, RT: rt}))
 			case 12:
 				k.crash()
 			case 11:

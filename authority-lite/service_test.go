@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -20,6 +21,9 @@ type svc struct {
 	dir   string
 	clk   *clock.Fake
 	every uint64 // checkpointEvery; 0 is the default
+	// tree, when not nil, opens the log the Service is on instead of
+	// DIR/authority.db (the same log on every call).
+	tree  func(t testing.TB) logstore.Tree
 	s     *Service
 	akey  protocol.PrivateKey
 	alice *Principal
@@ -50,6 +54,20 @@ func openSvcEvery(t testing.TB, dir string, clk *clock.Fake, key protocol.Privat
 	return s
 }
 
+// open opens k's Service again on its log.
+func (k *svc) open(t testing.TB) *Service {
+	t.Helper()
+	cfg := Config{Dir: k.dir, Clock: k.clk, Key: k.akey, Limits: testLimits(), checkpointEvery: k.every}
+	if k.tree != nil {
+		cfg.Store, cfg.StoreName = k.tree(t), "test stream"
+	}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func newSvc(t testing.TB) *svc {
 	t.Helper()
 	return newSvcEvery(t, 0)
@@ -58,9 +76,15 @@ func newSvc(t testing.TB) *svc {
 // newSvcEvery is newSvc with a checkpoint every `every` events.
 func newSvcEvery(t testing.TB, every uint64) *svc {
 	t.Helper()
-	k := &svc{t: t, dir: t.TempDir(), clk: clock.NewFake(t0), every: every, w: map[string]*Principal{}}
+	return newSvcOn(t, every, nil)
+}
+
+// newSvcOn is newSvcEvery on the log tree opens (nil: authority.db).
+func newSvcOn(t testing.TB, every uint64, tree func(testing.TB) logstore.Tree) *svc {
+	t.Helper()
+	k := &svc{t: t, dir: t.TempDir(), clk: clock.NewFake(t0), every: every, tree: tree, w: map[string]*Principal{}}
 	k.akey = mustKey(t, protocol.ActorService, "authority-1")
-	k.s = openSvcEvery(t, k.dir, k.clk, k.akey, every)
+	k.s = k.open(t)
 	t.Cleanup(func() {
 		checkEventBytes(t, k.s)
 		k.s.Close()

@@ -195,7 +195,7 @@ func TestWireReplacedSessionIsCut(t *testing.T) {
 	if *lateCmd.SessionEpoch != 2 {
 		t.Fatalf("the late command carries epoch %d, want the new 2", *lateCmd.SessionEpoch)
 	}
-	if _, ok := k.s.receipt(agent("w1"), lateCmd.ActionID); ok {
+	if _, ok := k.s.receipts.get(agent("w1"), lateCmd.ActionID); ok {
 		t.Fatal("the late command was accepted")
 	}
 

@@ -14,8 +14,7 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 
@@ -51,7 +50,7 @@ func (s *Service) Compact(groupID string, retain uint64) (protocol.SnapshotRef, 
 	}
 	ref := protocol.SnapshotRef{SnapshotID: snap.SnapshotID, GroupID: groupID, Sequence: last, Digest: protocol.Digest(doc)}
 	ref.URI = "mwp-snapshot:" + ref.Digest
-	if err := s.writeSnapshot(ref.Digest, doc); err != nil {
+	if err := s.snaps.write(ref.Digest, doc); err != nil {
 		return protocol.SnapshotRef{}, err
 	}
 	c := &call{s: s, cmd: &protocol.Command{ActionID: ref.SnapshotID, Actor: group.AuthorityActor, CorrelationID: ref.SnapshotID}, now: now, automatic: true}
@@ -117,7 +116,7 @@ func (s *Service) dropThrough(gs *groupState, cut uint64, ref protocol.SnapshotR
 	}
 	gs.tail.drop(cut)
 	gs.first = cut + 1
-	s.removeGone(gone)
+	s.snaps.removeGone(gone)
 	return nil
 }
 
@@ -157,16 +156,16 @@ func announcedSnapshot(raw []byte) (protocol.SnapshotRef, bool) {
 	return ev.Payload.Snapshot, true
 }
 
-func (s *Service) snapshotPath(digest string) (string, error) {
+func (s *snapshotFiles) path(digest string) (string, error) {
 	h, ok := strings.CutPrefix(digest, "sha256:")
 	if _, err := hex.DecodeString(h); !ok || err != nil || len(h) != 64 {
 		return "", protocol.Errorf(protocol.CodeInvalidCommand, "snapshot digest %q is not sha256:<64 hex>", digest)
 	}
-	return filepath.Join(s.cfg.Dir, "snapshots", h+".json"), nil
+	return filepath.Join(s.dir, "snapshots", h+".json"), nil
 }
 
-func (s *Service) writeSnapshot(digest string, doc []byte) error {
-	path, err := s.snapshotPath(digest)
+func (s *snapshotFiles) write(digest string, doc []byte) error {
+	path, err := s.path(digest)
 	if err != nil {
 		return err
 	}
@@ -178,7 +177,7 @@ func (s *Service) writeSnapshot(digest string, doc []byte) error {
 
 // Snapshot returns a stored snapshot document after checking its digest.
 func (s *Service) Snapshot(ref protocol.SnapshotRef) ([]byte, error) {
-	path, err := s.snapshotPath(ref.Digest)
+	path, err := s.snaps.path(ref.Digest)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +225,7 @@ func (s *Service) buildSnapshot(gs *groupState, now time.Time) (*protocol.GroupS
 	groupID := gs.id
 	last := gs.last
 	// Every write queued before this point must be on disk to be read.
-	if err := <-s.writer.submit(func(*bolt.Tx) error { return nil }); err != nil {
+	if err := <-s.writer.submit(func(logstore.Tx) error { return nil }); err != nil {
 		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "flush: %v", err)
 	}
 	var lastID string
@@ -321,7 +320,7 @@ func (s *Service) archive(c *call, gs *groupState, p *pending) error {
 	}
 	ref := protocol.SnapshotRef{SnapshotID: snap.SnapshotID, GroupID: gs.id, Sequence: snap.Sequence, Digest: protocol.Digest(raw)}
 	ref.URI = "mwp-snapshot:" + ref.Digest
-	if err := s.writeSnapshot(ref.Digest, raw); err != nil {
+	if err := s.snaps.write(ref.Digest, raw); err != nil {
 		return protocol.Errorf(protocol.CodeInternalError, "store snapshot: %v", err)
 	}
 	agg := protocol.Aggregate{Kind: protocol.AggregateGroup, ID: gs.id}

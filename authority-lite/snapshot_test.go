@@ -106,7 +106,7 @@ func TestCompactNeverLowersFirst(t *testing.T) {
 	if got := k.s.peekGroup("grp-a").first; got != first {
 		t.Fatalf("first online event %d after the second compaction, want %d", got, first)
 	}
-	if n := k.s.verifyPass(context.Background()); n == 0 || k.s.groupDamage("grp-a") != nil {
-		t.Fatalf("verified %d events, damage %v", n, k.s.groupDamage("grp-a"))
+	if n := k.s.verifyPass(context.Background()); n == 0 || k.s.integrity.damage("grp-a") != nil {
+		t.Fatalf("verified %d events, damage %v", n, k.s.integrity.damage("grp-a"))
 	}
 }

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"maps"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/group"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -206,7 +205,7 @@ func (s *Service) checkpointAll() error {
 	}
 	var writes []write
 	for _, id := range s.GroupIDs() {
-		if s.groupDamage(id) != nil {
+		if s.integrity.damage(id) != nil {
 			continue // its records may sit on the damaged pages
 		}
 		gs := s.peekGroup(id)
@@ -227,7 +226,7 @@ func (s *Service) checkpointAll() error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return <-s.writer.submit(func(tx *bolt.Tx) error {
+	return <-s.writer.submit(func(tx logstore.Tx) error {
 		for _, w := range writes {
 			gb, err := openGroupBuckets(tx, w.groupID, false)
 			if err != nil || gb == nil {
@@ -248,7 +247,7 @@ func (s *Service) markStateSeq(ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Update(func(tx logstore.Tx) error {
 		for _, id := range ids {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/internal/clock"
 	"github.com/missionweave/mwp-worker/internal/storecheck"
 	"github.com/missionweave/mwp-worker/protocol"
@@ -82,10 +81,10 @@ func (s *Service) verifyTail(n int) {
 	// mark and verifies it.
 	for _, id := range s.loadedGroupIDs() {
 		gs := s.rawGroup(id)
-		if s.groupDamage(id) != nil {
+		if s.integrity.damage(id) != nil {
 			continue
 		}
-		err := s.groupView(id, func(tx *bolt.Tx) error {
+		err := s.integrity.view(id, func(tx logstore.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {
 				return fmt.Errorf("buckets: %v", err)
@@ -116,8 +115,8 @@ func (s *Service) verifyTail(n int) {
 			}
 			return runErr(&run)
 		})
-		if err != nil && s.groupDamage(id) == nil {
-			s.markDamaged(id, err)
+		if err != nil && s.integrity.damage(id) == nil {
+			s.integrity.mark(id, err)
 		}
 	}
 }
@@ -138,13 +137,13 @@ func (s *Service) startBackgroundCheck() {
 		defer close(s.integrity.done)
 		firstDone := sync.OnceFunc(func() { close(first) })
 		defer firstDone()
-		damagedBefore := len(s.DamagedGroups())
+		damagedBefore := len(s.integrity.damagedGroups())
 		s.fillStubs(ctx)
 		s.verifyPass(ctx)
 		firstDone()
 		if ctx.Err() == nil && s.integrity.checked.Load() > 0 {
 			s.log.Info("background integrity check finished", "events", s.integrity.checked.Load(),
-				"newlyDamagedGroups", len(s.DamagedGroups())-damagedBefore)
+				"newlyDamagedGroups", len(s.integrity.damagedGroups())-damagedBefore)
 		}
 		for ctx.Err() == nil {
 			t := newTimer(s.clock, every)
@@ -176,7 +175,7 @@ func (s *Service) verifyPass(ctx context.Context) int64 {
 			break
 		}
 		gs := s.peekGroup(id)
-		if gs == nil || s.groupDamage(id) != nil {
+		if gs == nil || s.integrity.damage(id) != nil {
 			continue
 		}
 		total += s.verifyGroup(ctx, gs, keys)
@@ -204,10 +203,10 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 	var mark []byte
 	sinceMark := uint64(0)
 	run := storecheck.Run{GroupID: id, Keys: keys, Next: from}
-	for from <= end && ctx.Err() == nil && s.groupDamage(id) == nil {
+	for from <= end && ctx.Err() == nil && s.integrity.damage(id) == nil {
 		to := min(from+backgroundChunk-1, end)
 		var lastRaw []byte
-		err := s.groupView(id, func(tx *bolt.Tx) error {
+		err := s.integrity.view(id, func(tx logstore.Tx) error {
 			gb, err := openGroupBuckets(tx, id, false)
 			if err != nil || gb == nil {
 				return fmt.Errorf("buckets: %v", err)
@@ -238,8 +237,8 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 			if s.rawGroup(id) == nil {
 				return n // purged meanwhile
 			}
-			if s.groupDamage(id) == nil {
-				s.markDamaged(id, err)
+			if s.integrity.damage(id) == nil {
+				s.integrity.mark(id, err)
 			}
 			break
 		}
@@ -262,7 +261,7 @@ func (s *Service) verifyGroup(ctx context.Context, gs *groupState, keys protocol
 // readMark sets verified from the stored mark of a Group Open did not
 // verify (an archived one); false when the Group cannot be read.
 func (s *Service) readMark(gs *groupState) bool {
-	err := s.groupView(gs.id, func(tx *bolt.Tx) error {
+	err := s.integrity.view(gs.id, func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, gs.id, false)
 		if err != nil || gb == nil {
 			return fmt.Errorf("buckets: %v", err)
@@ -276,8 +275,8 @@ func (s *Service) readMark(gs *groupState) bool {
 		return nil
 	})
 	if err != nil {
-		if s.groupDamage(gs.id) == nil && s.rawGroup(gs.id) != nil { // not purged meanwhile
-			s.markDamaged(gs.id, err)
+		if s.integrity.damage(gs.id) == nil && s.rawGroup(gs.id) != nil { // not purged meanwhile
+			s.integrity.mark(gs.id, err)
 		}
 		return false
 	}
@@ -288,7 +287,7 @@ func (s *Service) readMark(gs *groupState) bool {
 // writeMark records a Group's verification mark; a failure is logged
 // only: the next start verifies again from the older mark.
 func (s *Service) writeMark(groupID string, mark []byte) {
-	err := <-s.writer.submit(func(tx *bolt.Tx) error {
+	err := <-s.writer.submit(func(tx logstore.Tx) error {
 		gb, err := openGroupBuckets(tx, groupID, false)
 		if err != nil || gb == nil {
 			return err

@@ -11,6 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/boltlog"
 	"github.com/missionweave/mwp-worker/protocol"
 )
 
@@ -40,7 +42,7 @@ func (k *svc) rebind(s *Service) {
 }
 
 // editLog changes the closed log of k with fn.
-func (k *svc) editLog(fn func(tx *bolt.Tx) error) {
+func (k *svc) editLog(fn func(tx logstore.Tx) error) {
 	k.t.Helper()
 	if err := k.s.Close(); err != nil {
 		k.t.Fatal(err)
@@ -50,7 +52,7 @@ func (k *svc) editLog(fn func(tx *bolt.Tx) error) {
 		k.t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(fn); err != nil {
+	if err := (boltlog.Tree{DB: db}).Update(fn); err != nil {
 		k.t.Fatal(err)
 	}
 }
@@ -107,7 +109,7 @@ func TestVerifyMarkMismatch(t *testing.T) {
 			}
 			k.reopenMarked()
 			last := k.s.LastSequence("grp-a")
-			k.editLog(func(tx *bolt.Tx) error {
+			k.editLog(func(tx logstore.Tx) error {
 				gb, err := openGroupBuckets(tx, "grp-a", false)
 				if err != nil {
 					return err

@@ -4,8 +4,7 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/missionweave/mwp-worker/authority-lite/logstore"
 	"github.com/missionweave/mwp-worker/authority-lite/wss"
 	"github.com/missionweave/mwp-worker/protocol"
 )
@@ -46,7 +45,7 @@ type writer struct {
 }
 
 type writeReq struct {
-	fn   func(*bolt.Tx) error
+	fn   func(logstore.Tx) error
 	done chan error
 	// ready, when not nil, is closed once fn may run: the request keeps its
 	// place in the commit order while its events are signed outside the
@@ -66,7 +65,7 @@ func newWriter(db *logDB, h *head, m *metrics) *writer {
 }
 
 // submit queues fn; the returned channel yields its commit's result.
-func (w *writer) submit(fn func(*bolt.Tx) error) <-chan error {
+func (w *writer) submit(fn func(logstore.Tx) error) <-chan error {
 	return w.queue(&writeReq{fn: fn, done: make(chan error, 1)})
 }
 
@@ -74,7 +73,7 @@ func (w *writer) submit(fn func(*bolt.Tx) error) <-chan error {
 // called: the caller queues under its Group's lock, so sequences stay in
 // order, and fills in what fn writes after the lock is released. release
 // must be called exactly once, whatever happens.
-func (w *writer) reserve(fn func(*bolt.Tx) error) (done <-chan error, release func()) {
+func (w *writer) reserve(fn func(logstore.Tx) error) (done <-chan error, release func()) {
 	r := &writeReq{fn: fn, done: make(chan error, 1), ready: make(chan struct{})}
 	return w.queue(r), func() { close(r.ready) }
 }
@@ -129,14 +128,18 @@ func (w *writer) run() {
 		if err == nil {
 			start, wrote := time.Now(), w.writeTime()
 			var txid uint64
-			err = w.db.Update(func(tx *bolt.Tx) error {
+			err = w.db.Update(func(tx logstore.Tx) error {
 				if err := w.injected(); err != nil {
 					return err
 				}
 				txid = uint64(tx.ID())
+				cut, _ := tx.(logstore.Cutter)
 				for _, r := range batch {
 					if err := r.fn(tx); err != nil {
 						return err
+					}
+					if cut != nil {
+						cut.Cut() // a store written in parts keeps each command whole
 					}
 				}
 				return nil
@@ -197,8 +200,7 @@ func (w *writer) gather(first *writeReq) []*writeReq {
 
 // writeTime is bbolt's running total of time spent writing and syncing.
 func (w *writer) writeTime() time.Duration {
-	st := w.db.Stats()
-	return st.TxStats.GetWriteTime()
+	return w.db.writeTime()
 }
 
 func (w *writer) drainClosed() {
@@ -264,7 +266,7 @@ func (l *kvList) Delete(k []byte) {
 func (r *recorder) apply(gb *groupBuckets) error {
 	for _, p := range []struct {
 		l *kvList
-		b *bolt.Bucket
+		b logstore.Bucket
 	}{{&r.events, gb.events}, {&r.items, gb.items}, {&r.proposals, gb.proposals}, {&r.meta, gb.meta}, {&r.leases, gb.leases}} {
 		for i, k := range p.l.keys {
 			var err error
@@ -280,7 +282,7 @@ func (r *recorder) apply(gb *groupBuckets) error {
 	}
 	if r.tail != nil && len(r.added) > 0 {
 		t, added := r.tail, r.added
-		gb.events.Tx().OnCommit(func() { t.add(added) })
+		gb.tx.OnCommit(func() { t.add(added) })
 	}
 	return nil
 }
@@ -294,32 +296,32 @@ type inflight struct {
 	err     error
 }
 
-func (s *Service) beginInflight(key []byte, digest string, r *protocol.Receipt) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
+func (b *receiptBook) begin(key []byte, digest string, r *protocol.Receipt) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inflight[string(key)] = &inflight{digest: digest, receipt: r, done: make(chan struct{})}
 }
 
-// endInflight ends key's wait; a durable receipt goes to the recent ones
+// end ends key's wait; a durable receipt goes to the recent ones
 // before it leaves the in-flight map, so a lookup finds it in one of them.
-func (s *Service) endInflight(key []byte, err error) {
-	s.mu.Lock()
-	f := s.inflight[string(key)]
+func (b *receiptBook) end(key []byte, err error) {
+	b.mu.Lock()
+	f := b.inflight[string(key)]
 	if f != nil && err == nil {
-		s.recent.add(string(key), receiptRecord{Digest: f.digest, Receipt: *f.receipt})
+		b.recent.add(string(key), receiptRecord{Digest: f.digest, Receipt: *f.receipt})
 	}
-	delete(s.inflight, string(key))
-	s.mu.Unlock()
+	delete(b.inflight, string(key))
+	b.mu.Unlock()
 	if f != nil {
 		f.err = err
 		close(f.done)
 	}
 }
 
-func (s *Service) inflightFor(key []byte) *inflight {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inflight[string(key)]
+func (b *receiptBook) inflightFor(key []byte) *inflight {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight[string(key)]
 }
 
 // lockSoon tries to take mu for a short while instead of blocking, for the

@@ -95,7 +95,7 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 			if err := json.Unmarshal(raw, &cmd); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); ok {
+			if _, ok := k.s.receipts.get(cmd.Actor, cmd.ActionID); ok {
 				t.Fatal("receipt readable before the commit")
 			}
 			free(tc.commit)
@@ -104,7 +104,7 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 				if protocol.CodeOf(a.err) != protocol.CodeInternalError || protocol.CodeOf(b.err) != protocol.CodeInternalError {
 					t.Fatalf("after a failed commit: %v and %v, want INTERNAL_ERROR", a.err, b.err)
 				}
-				if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); ok {
+				if _, ok := k.s.receipts.get(cmd.Actor, cmd.ActionID); ok {
 					t.Fatal("receipt stored by a failed commit")
 				}
 				return
@@ -112,7 +112,7 @@ func TestReceiptOnlyAfterCommit(t *testing.T) {
 			if a.err != nil || b.err != nil || a.r.Events[0].EventID != b.r.Events[0].EventID {
 				t.Fatalf("after the commit: %+v %v and %+v %v, want one receipt twice", a.r, a.err, b.r, b.err)
 			}
-			if _, ok := k.s.receipt(cmd.Actor, cmd.ActionID); !ok {
+			if _, ok := k.s.receipts.get(cmd.Actor, cmd.ActionID); !ok {
 				t.Fatal("no receipt after the commit")
 			}
 		})
@@ -198,7 +198,7 @@ func TestBeginDecidesBeforeDurable(t *testing.T) {
 			if seq[cmds[1].ActionID] != seq[cmds[0].ActionID]+1 {
 				t.Fatalf("sequences %v, want the second begun right after the first", seq)
 			}
-			r, ok := k.s.receipt(cmds[1].Actor, cmds[1].ActionID)
+			r, ok := k.s.receipts.get(cmds[1].Actor, cmds[1].ActionID)
 			if !ok || *r.Receipt.Events[0].Sequence != seq[cmds[1].ActionID] {
 				t.Fatalf("the second Command's receipt %+v %v, want sequence %d", r.Receipt, ok, seq[cmds[1].ActionID])
 			}

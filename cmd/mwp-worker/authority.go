@@ -61,7 +61,7 @@ func authorityCommand() *cli.Command {
 				&cli.StringSliceFlag{Name: "policy-limit", Usage: "a spec 20 limit per Group, `NAME=N`: maxOpenWorkItems, maxActiveWorkItems, maxQueuedWorkItems, maxOpenClarifications, maxDuplicateWorkItems or maxDelegationDepth (repeatable or comma-separated; docs/operations.md has the defaults)", Sources: cli.EnvVars("MWP_POLICY_LIMITS")},
 				&cli.StringFlag{Name: "route-rate", Usage: "requests to the HTTPS routes per remote IP address: `BURST/EVERY`, BURST at once, then one more per EVERY; more are answered 429 RATE_LIMITED (docs/operations.md)", Value: "60/100ms", Sources: cli.EnvVars("MWP_ROUTE_RATE")},
 				&cli.FloatFlag{Name: "policy-soft-limit", Usage: "the fraction of a counted limit at which the authority posts a policy.softLimit notice to the Group; 0 posts none", Value: 0.8, Sources: cli.EnvVars("MWP_POLICY_SOFT_LIMIT")},
-			}, opsFlags()...),
+			}, append(storeFlags(), opsFlags()...)...),
 			Action: serveAuthority,
 		}, authorityInspectCommand(), authorityCheckCommand(), authorityCompactCommand(), authorityEnrollCommand(), authoritySignProfileCommand()},
 	}
@@ -104,9 +104,17 @@ func serveAuthority(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Duration("purge-after") > 0 && cmd.Duration("archive-after") == 0 {
 		return fail("--purge-after deletes archived Groups: it needs --archive-after")
 	}
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration"), Init: cmd.Bool("init"), Policy: policy,
-		RetainEvents: uint64(cmd.Int("retain-events")), ArchiveAfter: cmd.Duration("archive-after"), PurgeAfter: cmd.Duration("purge-after")})
+	store, storeName, err := openStore(ctx, cmd)
 	if err != nil {
+		return fail("%v", err)
+	}
+	svc, err := authoritylite.Open(authoritylite.Config{Dir: dir, Logger: log, ClosedRegistration: cmd.Bool("closed-registration"), Init: cmd.Bool("init"), Policy: policy,
+		RetainEvents: uint64(cmd.Int("retain-events")), ArchiveAfter: cmd.Duration("archive-after"), PurgeAfter: cmd.Duration("purge-after"),
+		Store: store, StoreName: storeName})
+	if err != nil {
+		if store != nil {
+			store.Close()
+		}
 		return fail("%v", err)
 	}
 	defer svc.Close()

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
+	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/authority-lite/logstore/jslog"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/queue"
 	"github.com/missionweave/mwp-worker/runtime/client"
@@ -23,6 +26,34 @@ type authorityFixture struct {
 	card      protocol.AgentCard
 	serveArgs []string
 	connects  int
+	// store is the NATS servers the log is kept on (--store), "" for
+	// DIR/authority.db.
+	store string
+}
+
+// onNATS keeps the fixture's log in a stream of the NATS servers at urls,
+// kept by replicas of them.
+func (f *authorityFixture) onNATS(urls string, replicas int) {
+	f.store = urls
+	f.serveArgs = append(f.serveArgs, "--store", urls, "--store-replicas", fmt.Sprint(replicas))
+}
+
+// openLog opens the stopped authority's log in this process.
+func (f *authorityFixture) openLog() *authoritylite.Service {
+	f.t.Helper()
+	cfg := authoritylite.Config{Dir: f.data}
+	if f.store != "" {
+		tr, err := jslog.OpenTree(context.Background(), jslog.Config{URLs: f.store, Stream: "MWPLOG", Subjects: "mwplog"})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		cfg.Store, cfg.StoreName = tr, "test stream"
+	}
+	svc, err := authoritylite.Open(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return svc
 }
 
 func newAuthorityFixture(t *testing.T) *authorityFixture {

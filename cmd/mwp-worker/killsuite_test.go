@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	authoritylite "github.com/missionweave/mwp-worker/authority-lite"
+	"github.com/missionweave/mwp-worker/internal/natstest"
 	"github.com/missionweave/mwp-worker/protocol"
 	"github.com/missionweave/mwp-worker/runtime/client"
 )
@@ -126,6 +129,20 @@ func TestAuthorityKillSuite(t *testing.T) {
 	authorityKills(t, newAuthorityFixture(t), envInt(t, "MWP_KILLS", 3), envInt(t, "MWP_KILL_SEED", 1), killFault{})
 }
 
+// TestAuthorityKillSuiteOnNATS is the kill suite with the log in a stream
+// of three NATS servers (--store, replicas 3), two kills by default.
+func TestAuthorityKillSuiteOnNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary, starts three NATS servers")
+	}
+	f := newAuthorityFixture(t)
+	f.onNATS(natstest.Cluster(t, 3), 3)
+	authorityKills(t, f, envInt(t, "MWP_KILLS", 2), envInt(t, "MWP_KILL_SEED", 1), killFault{})
+	if _, err := os.Stat(filepath.Join(f.data, authoritylite.LogFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the authority wrote %s beside the stream: %v", authoritylite.LogFile, err)
+	}
+}
+
 // killFault is what a kill suite does at each kill beyond SIGKILL (a power
 // loss: powerloss_test.go).
 type killFault struct {
@@ -148,7 +165,7 @@ func (f killFault) end(p *proc, rng *rand.Rand) error {
 // seed, each kill as fault says.
 func authorityKills(t *testing.T, f *authorityFixture, kills, seed int, fault killFault) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	bin, hk, ck, data, serveArgs := f.bin, f.hk, f.ck, f.data, f.serveArgs
+	bin, hk, ck, serveArgs := f.bin, f.hk, f.ck, f.serveArgs
 	chains := make([]*chain, 4)
 	for i := range chains {
 		chains[i] = &chain{id: i}
@@ -242,10 +259,7 @@ func authorityKills(t *testing.T, f *authorityFixture, kills, seed int, fault ki
 	p.done <- nil
 
 	// The log itself: every Mission's Group, and its child's, exists once.
-	svc, err := authoritylite.Open(authoritylite.Config{Dir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := f.openLog()
 	defer svc.Close()
 	missions, orphans := 0, 0
 	for _, c := range chains {

@@ -139,7 +139,7 @@ var rules = map[string]rule{
 	// The service reads only its injected clock (the decision core has no
 	// other time than its now argument).
 	"authority-lite": {
-		imports: []string{"protocol", "internal/clock", "offline", "authority-lite/wss", "group", "internal/storecheck", "internal/atomicfile"},
+		imports: []string{"protocol", "internal/clock", "offline", "authority-lite/wss", "group", "internal/storecheck", "internal/atomicfile", "authority-lite/logstore", "authority-lite/logstore/boltlog"},
 		clock:   true,
 		allow: map[string]string{
 			"writer.go time.Sleep":    "backs off briefly when taking an ancestor's lock against the usual order; that wait decides nothing",
@@ -150,12 +150,14 @@ var rules = map[string]rule{
 	},
 	"authority-lite/wss": {imports: []string{"protocol", "internal/atomicfile"}},
 	// The authority's log behind one interface (logstore), its suite, and
-	// its stores: the embedded bbolt file and the replicated JetStream
-	// stream. They know bytes, sequences and keys, not the protocol.
+	// its stores: the embedded bbolt file, the tree in memory and the
+	// replicated JetStream stream that keeps one. They know bytes,
+	// sequences and keys, not the protocol.
 	"authority-lite/logstore":           {imports: []string{}, never: noStorage},
 	"authority-lite/logstore/storetest": {imports: []string{"authority-lite/logstore"}, never: noStorage},
 	"authority-lite/logstore/boltlog":   {imports: []string{"authority-lite/logstore"}},
-	"authority-lite/logstore/jslog":     {imports: []string{"authority-lite/logstore"}},
+	"authority-lite/logstore/memtree":   {imports: []string{"authority-lite/logstore"}, never: noStorage},
+	"authority-lite/logstore/jslog":     {imports: []string{"authority-lite/logstore", "authority-lite/logstore/memtree"}},
 	// NATS servers inside a test process, on loopback.
 	"internal/natstest": {imports: []string{}},
 	// The HTTPS routes beside the binding, on its listener; they speak the

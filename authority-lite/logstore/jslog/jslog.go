@@ -101,6 +101,16 @@ const (
 	errNoPeers = 10005
 )
 
+// fill gives the unset fields their defaults.
+func (cfg *Config) fill() {
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+}
+
 // Open connects, then creates the stream or brings its configuration to
 // cfg's (replicas, atomic batches).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
@@ -110,12 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Subjects == "" {
 		cfg.Subjects = "mwp"
 	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 3
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
-	}
+	cfg.fill()
 	nc, err := nats.Connect(cfg.URLs, cfg.Options...)
 	if err != nil {
 		return nil, fmt.Errorf("jslog: connect %s: %w", cfg.URLs, err)
