@@ -43,6 +43,27 @@ type Result struct {
 	Floor          Floor   `json:"cryptoFloor"`
 	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures at the end.
 	LoadAverage [3]float64 `json:"loadAverage"`
+	// Held is what the whole process held once the last item was
+	// verified, every Group and connection still open.
+	Held Held `json:"held"`
+}
+
+// Held is a reading of the process after two garbage collections.
+type Held struct {
+	HeapBytes  uint64 `json:"heapBytes"` // live heap (HeapAlloc)
+	RSSBytes   uint64 `json:"rssBytes"`  // VmRSS
+	Goroutines int    `json:"goroutines"`
+}
+
+// readHeld collects garbage and reads what is left.
+func readHeld() Held {
+	goruntime.GC()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	h := Held{HeapBytes: ms.HeapAlloc, Goroutines: goruntime.NumGoroutine()}
+	h.RSSBytes, _ = rss()
+	return h
 }
 
 // Phases are latency percentiles in milliseconds.
