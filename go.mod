@@ -3,6 +3,7 @@ module github.com/missionweave/mwp-worker
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/coder/websocket v1.8.15

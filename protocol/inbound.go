@@ -27,13 +27,20 @@ type InboundCommand struct {
 	input []byte // the signing input DecodeCommand verified
 	lay   signedLayout
 	value string // signature.value
+	canon []byte // Raw, when it is already the canonical bytes
 }
 
 // CanonicalBytes returns the command's JCS bytes, signature included: what
 // the authority compares when the same (actor, actionId) comes again. They
 // are those of Value as received: the verified signing input with the
 // signature's value put back.
+//
+// A command that arrived canonical (the authority's connections hand it
+// over so) is its own canonical form: then they are Raw, not a copy.
 func (c *InboundCommand) CanonicalBytes() ([]byte, error) {
+	if c.canon != nil {
+		return c.canon, nil
+	}
 	if c.input == nil {
 		return Canonical(c.Value)
 	}
@@ -69,6 +76,9 @@ func (in *Inbound) DecodeCommand(data []byte, now time.Time) (*InboundCommand, e
 	ic.input, ic.value, err = verifyFreshCommand(doc, in.Keys, now, skew, make([]byte, 0, len(data)+64), &ic.lay, text)
 	if err != nil {
 		return nil, err
+	}
+	if text.raw.canonical {
+		ic.canon = data
 	}
 	if err := CheckCommandSigner(doc); err != nil {
 		return nil, err

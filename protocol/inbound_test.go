@@ -203,3 +203,30 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A Command that arrives canonical is its own canonical form: its
+// CanonicalBytes are Raw, not a copy; one that does not is written again.
+func TestInboundCommandCanonicalBytes(t *testing.T) {
+	canon, keys := signedFixture(t)
+	spaced := append([]byte(" "), canon...)
+	for _, tt := range []struct {
+		name   string
+		raw    []byte
+		shared bool
+	}{{"canonical", canon, true}, {"with a space before it", spaced, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &Inbound{Keys: keys}
+			got, err := in.DecodeCommand(tt.raw, inboundNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := got.CanonicalBytes()
+			if err != nil || string(c) != string(canon) {
+				t.Fatalf("canonical bytes %s (%v), want %s", c, err, canon)
+			}
+			if shared := &c[0] == &tt.raw[0]; shared != tt.shared {
+				t.Fatalf("the canonical bytes are Raw: %v, want %v", shared, tt.shared)
+			}
+		})
+	}
+}

@@ -239,7 +239,7 @@ type sigCheck struct {
 }
 
 func (c *sigCheck) verify(input []byte) error {
-	if !ed25519.Verify(c.pub, input, c.raw) {
+	if !verifyEd25519(c.pub, input, c.raw) {
 		return Errorf(CodeAuthInvalidSignature, "signature does not match the document for key %q (wrong key or a changed member)", c.keyID).At("/signature/value")
 	}
 	return nil

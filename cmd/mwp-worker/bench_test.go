@@ -29,7 +29,7 @@ func TestBenchJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("not one JSON object: %v\n%s", err, out)
 		}
-		want := []string{"authority", "cryptoFloor", "fsync", "groups", "items", "itemsPerSecond", "lanes", "latencyMs", "loadAverage", "perItem",
+		want := []string{"authority", "cryptoFloor", "fsync", "groups", "held", "items", "itemsPerSecond", "lanes", "latencyMs", "loadAverage", "perItem",
 			"seconds", "slots", "totals", "verified", "workers"}
 		var got []string
 		for k := range doc {
@@ -52,8 +52,10 @@ func TestBenchJSON(t *testing.T) {
 			t.Fatalf("rate %v, end to end %+v", r.ItemsPerSecond, r.Latency.EndToEnd)
 		case r.Totals.Commands["work.authorize"] != 50 || r.Totals.Commands["work.submit"] != 50 || r.Totals.Commands["work.accept_result"] != 50:
 			t.Fatalf("commands %v", r.Totals.Commands)
-		case r.PerItem.Commands < 6 || r.PerItem.Events < 6 || r.PerItem.CPUMs <= 0:
+		case r.PerItem.Commands < 6 || r.PerItem.Events < 6 || r.PerItem.CPUMs <= 0 || r.PerItem.AllocatedBytes <= 0:
 			t.Fatalf("per item %+v", r.PerItem)
+		case r.Held.HeapBytes == 0 || r.Held.RSSBytes == 0 || r.Held.Goroutines == 0 || r.Floor.CPUTimes <= 0:
+			t.Fatalf("held %+v, CPU %v× the floor", r.Held, r.Floor.CPUTimes)
 		case r.Totals.Commits["authority/authority.db"] == 0 || r.Totals.Commits["workers/w1/worker.db"] == 0:
 			t.Fatalf("commits %v", r.Totals.Commits)
 		case fsync && r.PerItem.Fdatasyncs < 2 || !fsync && r.PerItem.Fdatasyncs != 0:

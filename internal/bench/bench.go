@@ -430,6 +430,7 @@ func (r *rig) drive(parent context.Context) (*Result, error) {
 	end := time.Now()
 	after, serr := snapshot(files, r.auth, r.groups)
 	grows := sampler.stop()
+	held := readHeld()
 	cancel()
 	followers.Wait()
 	if err := parent.Err(); err != nil {
@@ -444,7 +445,11 @@ func (r *rig) drive(parent context.Context) (*Result, error) {
 	if n := tr.verified(); n != r.cfg.Items {
 		return nil, fmt.Errorf("%d of %d items reached verified", n, r.cfg.Items)
 	}
-	return r.result(tr, end.Sub(start), before, after, grows)
+	res, err := r.result(tr, end.Sub(start), before, after, grows)
+	if res != nil {
+		res.Held = held
+	}
+	return res, err
 }
 
 // item drives WorkItem i from authorize to verified.

@@ -138,6 +138,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.ReportMetric(res.Floor.Ratio, "x_crypto_floor")
 			b.ReportMetric(res.PerItem.Fdatasyncs, "fdatasyncs/item")
 			b.ReportMetric(res.Latency.EndToEnd.P50, "p50_ms")
+			b.ReportMetric(res.PerItem.AllocatedBytes, "alloc_B/item")
+			b.ReportMetric(res.Floor.CPUTimes, "cpu_x_floor")
 		})
 	}
 }

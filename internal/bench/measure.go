@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	goruntime "runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,27 @@ type Result struct {
 	Floor          Floor   `json:"cryptoFloor"`
 	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures at the end.
 	LoadAverage [3]float64 `json:"loadAverage"`
+	// Held is what the whole process held once the last item was
+	// verified, every Group and connection still open.
+	Held Held `json:"held"`
+}
+
+// Held is a reading of the process after two garbage collections.
+type Held struct {
+	HeapBytes  uint64 `json:"heapBytes"` // live heap (HeapAlloc)
+	RSSBytes   uint64 `json:"rssBytes"`  // VmRSS
+	Goroutines int    `json:"goroutines"`
+}
+
+// readHeld collects garbage and reads what is left.
+func readHeld() Held {
+	goruntime.GC()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	h := Held{HeapBytes: ms.HeapAlloc, Goroutines: goruntime.NumGoroutine()}
+	h.RSSBytes, _ = rss()
+	return h
 }
 
 // Phases are latency percentiles in milliseconds.
@@ -67,6 +89,8 @@ type PerItem struct {
 	Fdatasyncs   float64 `json:"fdatasyncs"`
 	BytesWritten float64 `json:"bytesWritten"`
 	CPUMs        float64 `json:"cpuMs"`
+	// AllocatedBytes is the heap the whole process allocated an item.
+	AllocatedBytes float64 `json:"allocatedBytes"`
 }
 
 // Totals are the run's counts over the measured window.
@@ -96,6 +120,9 @@ type Totals struct {
 	// to be sent to storage (every store, page writes and meta).
 	WriteBytes uint64  `json:"writeBytes"`
 	CPUSeconds float64 `json:"cpuSeconds"` // user + system, whole process
+	// AllocatedBytes is the heap the whole process allocated
+	// (runtime/metrics /gc/heap/allocs:bytes).
+	AllocatedBytes uint64 `json:"allocatedBytes"`
 }
 
 // Floor is the Ed25519 work of the run's commands and events, measured
@@ -120,6 +147,9 @@ type Floor struct {
 	VerifyCPUUs  float64 `json:"verifyCpuUs"`
 	PerItemCPUUs float64 `json:"perItemCpuUs"`
 	CPUShare     float64 `json:"cpuShare"`
+	// CPUTimes is perItem.cpuMs over PerItemCPUUs: an item's CPU as a
+	// multiple of its Ed25519 work (1/CPUShare).
+	CPUTimes float64 `json:"cpuTimes"`
 }
 
 // counters are what a snapshot reads at the window's edges.
@@ -127,6 +157,7 @@ type counters struct {
 	txids      []uint64
 	writeBytes uint64
 	cpu        time.Duration
+	allocated  uint64
 	commands   map[string]float64 // "type result" → count
 	limited    int                // RATE_LIMITED answers waited out
 	limitWait  time.Duration
@@ -152,9 +183,21 @@ func snapshot(files []string, a authority, groups []string) (counters, error) {
 		return c, err
 	}
 	c.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	c.allocated = heapAllocated()
 	c.commands, c.sequences, err = a.counts(groups)
 	c.limited, c.limitWait = a.limited()
 	return c, err
+}
+
+// heapAllocated is the bytes this process has allocated on the heap
+// since it started; reading it stops nothing.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // commandCounts sums a commands counter of reg by its type and result

@@ -60,9 +60,10 @@ func (r *rig) result(tr *tracker, window time.Duration, before, after counters, 
 	res.Totals.RateLimitedSeconds = (after.limitWait - before.limitWait).Seconds()
 	res.Totals.WriteBytes = after.writeBytes - before.writeBytes
 	res.Totals.CPUSeconds = (after.cpu - before.cpu).Seconds()
+	res.Totals.AllocatedBytes = after.allocated - before.allocated
 	res.PerItem = PerItem{Commands: float64(commands) / n, Events: float64(res.Totals.Events) / n,
 		Fdatasyncs: float64(res.Totals.Fdatasyncs) / n, BytesWritten: float64(res.Totals.WriteBytes) / n,
-		CPUMs: res.Totals.CPUSeconds * 1000 / n}
+		CPUMs: res.Totals.CPUSeconds * 1000 / n, AllocatedBytes: float64(res.Totals.AllocatedBytes) / n}
 	if itemEvents == 0 {
 		return nil, fmt.Errorf("no WorkItem events seen")
 	}
@@ -85,6 +86,7 @@ func (r *rig) result(tr *tracker, window time.Duration, before, after counters, 
 	f.PerItemCPUUs = f.SignsPerItem*f.SignCPUUs + f.VerifiesPerItem*f.VerifyCPUUs
 	if res.PerItem.CPUMs > 0 {
 		f.CPUShare = f.PerItemCPUUs / (res.PerItem.CPUMs * 1000)
+		f.CPUTimes = res.PerItem.CPUMs * 1000 / f.PerItemCPUUs
 	}
 	res.Floor = f
 	res.LoadAverage = loadAverage()
