@@ -131,3 +131,57 @@ func TestReconcileChargesBeforeApplyUpTheAncestry(t *testing.T) {
 		t.Fatal("a refused reconciliation left a partial event or charge")
 	}
 }
+
+// The authority's record of a lease follows the lease (spec 11.5 checks
+// buffered work against it): renewed live, it stays open, and progress
+// buffered after that renewal reconciles on the current lease and extends
+// it; revoked by a new session, it closes, and progress buffered after the
+// close is WORK_LEASE_EXPIRED.
+func TestReconcileFollowsTheLeaseRecord(t *testing.T) {
+	k := newSvc(t)
+	w := k.toActive("wi-1")
+	k.clk.Advance(10 * time.Second)
+	k.ok(k.w["w1"], protocol.CmdLeaseRenew, &protocol.RenewLeasePayload{WorkItemID: "wi-1", OwnershipEpoch: w.Ownership.OwnershipEpoch,
+		LeaseID: w.Lease.LeaseID, Progress: progress(k.clk.Now())})
+	w = k.item("wi-1")
+	disc := k.clk.Now().Add(5 * time.Second)
+	live := k.buffered(w, disc, 10*time.Second, protocol.Usage{Tokens: 3})
+	late := k.buffered(w, disc, 60*time.Second, protocol.Usage{Tokens: 3}) // after the revocation below
+	k.clk.Advance(20 * time.Second)
+	expires := w.Lease.ExpiresAt
+	if _, err := k.submitRaw(live); err != nil {
+		t.Fatalf("progress buffered after a live renewal: %v", err)
+	}
+	if got := k.item("wi-1").Lease; got == nil || !got.ExpiresAt.After(expires.Time) {
+		t.Fatalf("the reconciled renewal did not extend the current lease: %+v (expired at %s)", got, expires)
+	}
+	k.clk.Advance(20 * time.Second)
+	if err := k.w["w1"].OpenSession(context.Background()); err != nil { // revokes the lease now
+		t.Fatal(err)
+	}
+	k.clk.Advance(30 * time.Second)
+	if _, err := k.submitRaw(k.rebuildForCurrentSession(late)); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+		t.Fatalf("progress buffered after the lease was revoked: %v, want WORK_LEASE_EXPIRED", err)
+	}
+}
+
+// The offline grace the authority is configured with bounds
+// reconciliation (spec 11.5), not the default one: progress buffered 20 s
+// past the lease reconciles under a 30 s grace, progress buffered 40 s
+// past it is WORK_LEASE_EXPIRED although the default grace would take it.
+func TestReconcileWithinTheConfiguredGrace(t *testing.T) {
+	k := newSvc(t)
+	k.s.cfg.OfflineGrace = 30 * time.Second
+	w := k.toActive("wi-1")
+	exp := w.Lease.ExpiresAt.Time
+	disc := exp.Add(-10 * time.Second)
+	within := k.buffered(w, disc, 30*time.Second, protocol.Usage{Tokens: 1})
+	past := k.buffered(w, disc, 50*time.Second, protocol.Usage{Tokens: 1})
+	k.clk.Advance(exp.Sub(k.clk.Now()) + 45*time.Second)
+	if _, err := k.submitRaw(k.rebuildForCurrentSession(within)); err != nil {
+		t.Fatalf("buffered 20 s past the lease, grace 30 s: %v", err)
+	}
+	if _, err := k.submitRaw(k.rebuildForCurrentSession(past)); protocol.CodeOf(err) != protocol.CodeWorkLeaseExpired {
+		t.Fatalf("buffered 40 s past the lease, grace 30 s: %v, want WORK_LEASE_EXPIRED", err)
+	}
+}
