@@ -96,6 +96,9 @@ type cliRig struct {
 	// midway, when set, runs once every Mission has started, before the
 	// rig waits for them to await approval.
 	midway func()
+	// seen holds the first Mission's stage states its metrics showed,
+	// from mission start on (midway may record what it waited for).
+	seen map[string]bool
 	// ops is the running coordinator's operator endpoint (http://ADDR).
 	ops string
 }
@@ -273,6 +276,7 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) *proc {
 		}
 	}
 	r.ops = ops
+	r.seen = map[string]bool{}
 	if r.midway != nil {
 		r.midway()
 	}
@@ -292,7 +296,7 @@ func (r *cliRig) runMissions(planFiles []string, workers ...*proc) *proc {
 		}
 		return string(s.State)
 	}
-	seen := map[string]bool{} // the first Mission's stage states its metrics showed
+	seen := r.seen
 	for i, mission := range missions {
 		for deadline := time.Now().Add(90 * time.Second); state(mission) != "awaiting_approval"; {
 			if time.Now().After(deadline) {

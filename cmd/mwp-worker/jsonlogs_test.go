@@ -203,6 +203,10 @@ func TestJSONLogsFourCommands(t *testing.T) {
 		r.startAuthorityAgain(stopped)
 		waitReady(t, r.ops, 200, 30*time.Second)
 		w.awaitErr(t, "reconnected to the authority; reconciling", 30*time.Second)
+		// The stage cannot end before "go": its metrics show it on its
+		// way now, where the rig's later sampling could find it verified.
+		waitMetricAtLeast(t, r.ops, `mwp_coordinator_stages{mission="mis-flaky",state="active"}`, 1, 30*time.Second)
+		r.seen["active"] = true
 		touch(t, filepath.Join(hdir, "go")) // the first attempt fails now
 	}
 	coord := r.runMission(plan, w)
