@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -67,9 +68,27 @@ func TestCoordinatorRebuildsAfterActionIDCollision(t *testing.T) {
 			blocked := make(chan struct{}, 1)
 			cfg.Logger = slog.New(&onMessage{Handler: cfg.Logger.Handler(), msg: "coordinator action refused", c: blocked})
 			_, errc := r.launch(ctx, cfg)
+			// The offer's event, once committed: the WorkItem's state is
+			// decided before its commit, and the log is what is read below.
+			created := func() (causes []string) {
+				evs, err := r.svc.Events(p.Mission.GroupID, 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, se := range evs {
+					var ev protocol.Event
+					if err := json.Unmarshal(se.Raw, &ev); err != nil {
+						t.Fatal(err)
+					}
+					if ev.Type == protocol.EvtWorkOfferCreated {
+						causes = append(causes, ev.CausationID)
+					}
+				}
+				return causes
+			}
 			for {
 				last := r.svc.LastSequence(p.Mission.GroupID)
-				if w, ok := r.svc.WorkItem(p.Mission.GroupID, first); ok && w.State == protocol.WorkOffered {
+				if len(created()) > 0 {
 					break
 				}
 				select {
@@ -111,21 +130,7 @@ func TestCoordinatorRebuildsAfterActionIDCollision(t *testing.T) {
 				ids[c.ActionID] = true
 			}
 			accepted := sent[at+refuse].ActionID
-			evs, err := r.svc.Events(p.Mission.GroupID, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			found := false
-			for _, se := range evs {
-				var ev protocol.Event
-				if err := json.Unmarshal(se.Raw, &ev); err != nil {
-					t.Fatal(err)
-				}
-				if ev.Type == protocol.EvtWorkOfferCreated {
-					found = found || ev.CausationID == accepted
-				}
-			}
-			if !found {
+			if !slices.Contains(created(), accepted) {
 				t.Fatalf("no work.offered caused by the rebuilt offer %s\n%s", accepted, r.dump())
 			}
 		})
