@@ -111,23 +111,33 @@ func (cfg *Config) fill() {
 	}
 }
 
-// Open connects, then creates the stream or brings its configuration to
-// cfg's (replicas, atomic batches).
-func Open(ctx context.Context, cfg Config) (*Store, error) {
+// connect fills cfg's defaults (stream and subject prefix when unset) and
+// connects to its servers.
+func (cfg *Config) connect(stream, subjects string) (*nats.Conn, jetstream.JetStream, error) {
 	if cfg.Stream == "" {
-		cfg.Stream = "MWP"
+		cfg.Stream = stream
 	}
 	if cfg.Subjects == "" {
-		cfg.Subjects = "mwp"
+		cfg.Subjects = subjects
 	}
 	cfg.fill()
 	nc, err := nats.Connect(cfg.URLs, cfg.Options...)
 	if err != nil {
-		return nil, fmt.Errorf("jslog: connect %s: %w", cfg.URLs, err)
+		return nil, nil, fmt.Errorf("jslog: connect %s: %w", cfg.URLs, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// Open connects, then creates the stream or brings its configuration to
+// cfg's (replicas, atomic batches).
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	nc, js, err := cfg.connect("MWP", "mwp")
+	if err != nil {
 		return nil, err
 	}
 	// A cluster that has just formed, or a loaded one, may take several

@@ -58,20 +58,8 @@ const maxBatch = 1000
 // OpenTree connects, creates the stream or brings its configuration to
 // cfg's (default stream MWPLOG, subjects mwplog.>) and reads the log.
 func OpenTree(ctx context.Context, cfg Config) (*Tree, error) {
-	if cfg.Stream == "" {
-		cfg.Stream = "MWPLOG"
-	}
-	if cfg.Subjects == "" {
-		cfg.Subjects = "mwplog"
-	}
-	cfg.fill()
-	nc, err := nats.Connect(cfg.URLs, cfg.Options...)
+	nc, js, err := cfg.connect("MWPLOG", "mwplog")
 	if err != nil {
-		return nil, fmt.Errorf("jslog: connect %s: %w", cfg.URLs, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	p := cfg.Subjects
